@@ -1,0 +1,68 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each runs `setup` first, which is idempotent (stamp files under .stamps/).
+SHELL := /bin/bash
+PY := .venv/bin/python
+PYTEST := .venv/bin/pytest
+BUF := ts_agent/node_modules/.bin/buf
+HOST ?= 127.0.0.1
+PORT ?= 50151
+PROTO := proto/grpo/trainer/v1/trainer_service.proto
+# No model hub here or in CI: everything loads from local paths.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup proto lint typecheck test test-ts test-py parity demo serve bench clean
+
+setup: .stamps/venv .stamps/npm .stamps/proto
+
+.stamps/venv: py_trainer/pyproject.toml
+	@mkdir -p .stamps
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e 'py_trainer[dev]'
+	@touch $@
+
+.stamps/npm: ts_agent/package.json ts_agent/package-lock.json
+	@mkdir -p .stamps
+	cd ts_agent && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.stamps/proto: $(PROTO) scripts/gen_proto.sh .stamps/venv .stamps/npm
+	scripts/gen_proto.sh
+	@touch $@
+
+proto: .stamps/venv .stamps/npm
+	scripts/gen_proto.sh
+	@touch .stamps/proto
+
+lint: setup
+	$(BUF) lint
+
+typecheck: setup
+	cd ts_agent && node_modules/.bin/tsc -p .
+
+test-ts: setup
+	cd ts_agent && npm test --silent
+
+test-py: setup
+	$(PYTEST) -q tests
+
+test: lint typecheck test-ts test-py
+
+parity: setup
+	scripts/parity.sh
+
+serve: setup
+	.venv/bin/py-trainer serve --host $(HOST) --port $(PORT) --runs-root sidecar-data/runs --data-root .
+
+demo: setup
+	scripts/demo.sh
+
+bench: setup
+	scripts/bench.sh
+
+clean:
+	rm -rf .stamps py_trainer/py_trainer/gen ts_agent/src/gen

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+echo "make bench: not built yet"
+exit 1

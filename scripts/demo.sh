@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+echo "make demo: not built yet"
+exit 1
