@@ -30,7 +30,7 @@ setup: .stamps/venv .stamps/npm .stamps/proto
 	cd ts_agent && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.stamps/proto: $(PROTO) scripts/gen_proto.sh .stamps/venv .stamps/npm
+.stamps/proto: $(PROTO) third_party/proto/grpc/health/v1/health.proto scripts/gen_proto.sh .stamps/venv .stamps/npm
 	scripts/gen_proto.sh
 	@touch $@
 

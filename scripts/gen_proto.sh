@@ -11,6 +11,11 @@ mkdir -p "$PY_OUT" "$TS_OUT"
   --plugin=protoc-gen-es=ts_agent/node_modules/.bin/protoc-gen-es \
   --es_out="$TS_OUT" --es_opt=target=ts \
   grpo/trainer/v1/trainer_service.proto
+# The standard health protocol, for the TS client only (Python uses grpcio-health-checking).
+.venv/bin/python -m grpc_tools.protoc -Ithird_party/proto \
+  --plugin=protoc-gen-es=ts_agent/node_modules/.bin/protoc-gen-es \
+  --es_out="$TS_OUT" --es_opt=target=ts \
+  grpc/health/v1/health.proto
 # protoc writes absolute imports ("from grpo.trainer.v1 import ..."); make them package-relative
 # so the generated code lives inside py_trainer instead of claiming a top-level `grpo` package.
 sed -i 's/^from grpo\.trainer\.v1 import/from py_trainer.gen.grpo.trainer.v1 import/' \

@@ -1,0 +1,115 @@
+"""`py-trainer`: serve | train | evaluate | init-model | data.
+
+    py-trainer serve --host 127.0.0.1 --port 50151      # the gRPC sidecar
+    py-trainer train --config run.yaml                   # one run, no server, same run folder
+    py-trainer init-model                                # build/cache the embedded default model
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def _add_roots(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs-root", type=Path, default=Path(os.environ.get("PY_TRAINER_RUNS_ROOT", "runs")),
+                   help="folder holding one sub-folder per run (default: ./runs or $PY_TRAINER_RUNS_ROOT)")
+    p.add_argument("--data-root", type=Path, default=Path(os.environ.get("PY_TRAINER_DATA_ROOT", ".")),
+                   help="dataset, model and adapter paths in requests are relative to, and confined to, "
+                        "this folder (default: . or $PY_TRAINER_DATA_ROOT)")
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from py_trainer.server import InsecureBindError, serve
+
+    def ready(port: int) -> None:
+        # Tests and scripts start with --port 0 and read the real port from this line.
+        print(f"py-trainer listening on {args.host}:{port}", flush=True)
+
+    try:
+        asyncio.run(serve(args.host, args.port, args.runs_root, args.data_root,
+                          token=args.token or os.environ.get("PY_TRAINER_TOKEN", ""),
+                          tls_cert=args.tls_cert, tls_key=args.tls_key, max_queue=args.max_queue,
+                          grace_s=args.grace, ready=ready))
+    except InsecureBindError as err:
+        print(f"py-trainer serve: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from py_trainer.standalone import train_from_config
+
+    return train_from_config(args.config, args.runs_root, args.data_root, run_id=args.run_id)
+
+
+def _cmd_init_model(args: argparse.Namespace) -> int:
+    from py_trainer import tiny_model
+
+    if args.out:
+        path = tiny_model.build_tiny_model(args.out, seed=args.seed)
+    else:
+        path = tiny_model.ensure_default_model()
+    print(path)
+    return 0
+
+
+def _cmd_data_clean(args: argparse.Namespace) -> int:
+    from py_trainer.preference_data import clean_cli
+
+    return clean_cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="py-trainer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the gRPC sidecar")
+    p.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token or TLS")
+    p.add_argument("--port", type=int, default=50151, help="0 = pick a free port (printed on start)")
+    _add_roots(p)
+    p.add_argument("--token", default="", help="require 'authorization: Bearer TOKEN' (or $PY_TRAINER_TOKEN)")
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain for TLS")
+    p.add_argument("--tls-key", type=Path, help="PEM private key for TLS")
+    p.add_argument("--max-queue", type=int, default=8, help="runs that may wait for the device")
+    p.add_argument("--grace", type=float, default=5.0, help="seconds in-flight RPCs get on shutdown")
+    p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("train", help="run one training request from a YAML/JSON file, no server")
+    p.add_argument("--config", type=Path, required=True, help="TrainRequest as YAML or JSON (proto field names)")
+    p.add_argument("--run-id", default="", help="overrides run_id in the config")
+    _add_roots(p)
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("init-model", help="build (or find cached) the embedded default model; prints its path")
+    p.add_argument("--out", type=Path, help="build into this folder instead of the cache")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_init_model)
+
+    p = sub.add_parser("data", help="ranked-group data tools")
+    dsub = p.add_subparsers(dest="data_command", required=True)
+    c = dsub.add_parser("clean", help="validate and clean a ranked-group JSONL file (never edits IN)")
+    c.add_argument("input", type=Path)
+    c.add_argument("output", type=Path)
+    c.add_argument("--refusal-pattern", action="append", default=None,
+                   help="regex marking a refusal/template response (repeatable; replaces the defaults)")
+    c.add_argument("--report", type=Path, help="also write the drop report as JSON here")
+    c.set_defaults(func=_cmd_data_clean)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

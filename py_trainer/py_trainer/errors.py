@@ -1,0 +1,41 @@
+"""Request errors that map one-to-one onto gRPC status codes.
+
+The servicer never answers success with an error string: anything the caller did wrong raises
+one of these, and `server.py` aborts the RPC with the matching status and the message, which
+always starts with the offending field (e.g. ``grpo.num_generations: must be >= 2``).
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class RequestError(Exception):
+    """A caller mistake; `code` is the gRPC status to answer with."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class InvalidArgument(RequestError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(RequestError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(RequestError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(RequestError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ResourceExhausted(RequestError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -1,0 +1,450 @@
+"""Run registry: the run state machine, the append-only events log, the device queue, watch/replay.
+
+A run lives in ``<runs_root>/<run_id>/``. Its ``events.jsonl`` is the single source of truth: one
+`RunEvent` per line (protobuf JSON), flushed and fsynced before anyone is told about it. State,
+current step and result are all derived from the events, so a sidecar restarted after a crash
+rebuilds every run from disk alone. A trailing half-written line (a kill -9 mid-write) is cut off
+on load and reported in the log.
+
+Lifecycle: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING in between when a
+running run is asked to stop. One run trains at a time per device; later ones wait in a bounded
+FIFO queue (RESOURCE_EXHAUSTED past it). Training happens in a worker process (`worker.py`) that
+sends its events over a Unix socket; a crash or OOM there fails the run, never the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from google.protobuf import json_format
+
+from py_trainer.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.paths import validate_run_id
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATES = frozenset({pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
+EVENTS_FILE = "events.jsonl"
+REQUEST_FILE = "request.json"
+# After a cancel, how long a worker gets to finish its step and save before it is killed.
+CANCEL_GRACE_S = 120.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic files and the events log
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write `path` so readers see either the old file or the whole new one (temp, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def event_to_json(event: pb.RunEvent) -> str:
+    return json_format.MessageToJson(event, indent=None, preserving_proto_field_name=True)
+
+
+def event_from_json(line: str) -> pb.RunEvent:
+    return json_format.Parse(line, pb.RunEvent())
+
+
+class EventLog:
+    """Append-only ``events.jsonl`` of one run, with gap-free 1-based seq numbers."""
+
+    def __init__(self, folder: Path, run_id: str):
+        self.path = folder / EVENTS_FILE
+        self.run_id = run_id
+        self.events: list[pb.RunEvent] = []
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        good_end = raw.rfind(b"\n") + 1
+        if good_end < len(raw):
+            log.warning("%s: dropping a half-written last line (%d bytes)", self.path, len(raw) - good_end)
+            with open(self.path, "r+b") as f:
+                f.truncate(good_end)
+                f.flush()
+                os.fsync(f.fileno())
+        for lineno, line in enumerate(raw[:good_end].decode().splitlines(), start=1):
+            if line.strip():
+                ev = event_from_json(line)
+                if ev.seq != len(self.events) + 1:
+                    raise ValueError(f"{self.path}:{lineno}: seq {ev.seq}, expected {len(self.events) + 1}")
+                self.events.append(ev)
+
+    @property
+    def last_seq(self) -> int:
+        return len(self.events)
+
+    def append(self, **kind) -> pb.RunEvent:
+        """Stamp seq/time/run_id on one event kind (e.g. ``train_step=...``), persist it, return it."""
+        ev = pb.RunEvent(seq=self.last_seq + 1, run_id=self.run_id, **kind)
+        ev.time.GetCurrentTime()
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(event_to_json(ev) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.events.append(ev)
+        return ev
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    folder: Path
+    request: pb.TrainRequest
+    log: EventLog
+    state: int = pb.RUN_STATE_UNSPECIFIED
+    reason: str = ""
+    current_step: int = 0
+    result: pb.RunResult | None = None
+    create_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    process: asyncio.subprocess.Process | None = None
+    cancel_requested: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def apply(self, ev: pb.RunEvent) -> None:
+        """Fold one event into the derived state (used both live and when loading from disk)."""
+        t = ev.time.ToNanoseconds() / 1e9
+        if self.create_time is None:
+            self.create_time = t
+        kind = ev.WhichOneof("kind")
+        if kind == "state_change":
+            self.state = ev.state_change.state
+            self.reason = ev.state_change.reason
+            if self.state == pb.RUN_STATE_RUNNING and self.start_time is None:
+                self.start_time = t
+            if self.state in TERMINAL_STATES:
+                self.end_time = t
+        elif kind == "train_step":
+            self.current_step = ev.train_step.step
+        elif kind == "result":
+            self.result = ev.result
+
+    def to_proto(self, queue_position: int = 0) -> pb.Run:
+        run = pb.Run(
+            run_id=self.run_id,
+            state=self.state,
+            request=self.request,
+            last_seq=self.log.last_seq,
+            current_step=self.current_step,
+            reason=self.reason,
+            queue_position=queue_position,
+        )
+        for name in ("create_time", "start_time", "end_time"):
+            t = getattr(self, name)
+            if t is not None:
+                getattr(run, name).FromNanoseconds(int(t * 1e9))
+        if self.result is not None:
+            run.result.CopyFrom(self.result)
+        return run
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+
+
+class RunRegistry:
+    """All runs under `runs_root`; schedules one training worker at a time."""
+
+    def __init__(self, runs_root: Path, data_root: Path, *, max_queue: int = 8,
+                 worker_argv: list[str] | None = None):
+        self.runs_root = Path(runs_root)
+        self.data_root = Path(data_root)
+        self.max_queue = max_queue
+        # The command that trains one run; tests may swap in another real process.
+        self.worker_argv = worker_argv or [sys.executable, "-m", "py_trainer.worker"]
+        self.runs: dict[str, RunRecord] = {}
+        self.queue: deque[str] = deque()
+        self.active: str | None = None
+        self._wake = asyncio.Event()
+        self._scheduler: asyncio.Task | None = None
+        self._closing = False
+
+    # -- startup / shutdown -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        for folder in sorted(self.runs_root.iterdir()):
+            if folder.is_dir() and (folder / REQUEST_FILE).exists():
+                self._load_run(folder)
+        self._scheduler = asyncio.create_task(self._schedule(), name="run-scheduler")
+
+    def _load_run(self, folder: Path) -> None:
+        run_id = folder.name
+        request = json_format.Parse((folder / REQUEST_FILE).read_text(), pb.TrainRequest())
+        rec = RunRecord(run_id=run_id, folder=folder, request=request, log=EventLog(folder, run_id))
+        for ev in rec.log.events:
+            rec.apply(ev)
+        self.runs[run_id] = rec
+        if rec.state not in TERMINAL_STATES:
+            # A previous sidecar died with this run queued or running: its worker died with it
+            # (PDEATHSIG / broken events socket). Fail it with the reason; files stay as they are.
+            ckpt = latest_checkpoint(folder)
+            note = f"; last checkpoint kept at {ckpt}" if ckpt else ""
+            self._transition(rec, pb.RUN_STATE_FAILED,
+                             f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{note}")
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Stop scheduling; stop an active worker (FAILED: the sidecar shut down)."""
+        self._closing = True
+        if self._scheduler:
+            self._scheduler.cancel()
+        for run_id in list(self.queue):
+            self._transition(self.runs[run_id], pb.RUN_STATE_FAILED, "sidecar shut down before the run started")
+        self.queue.clear()
+        if self.active:
+            rec = self.runs[self.active]
+            if rec.process and rec.process.returncode is None:
+                rec.process.send_signal(signal.SIGUSR1)
+                try:
+                    await asyncio.wait_for(rec.process.wait(), grace)
+                except asyncio.TimeoutError:
+                    rec.process.kill()
+                    await rec.process.wait()
+            if rec.state not in TERMINAL_STATES:
+                self._transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunRecord:
+        validate_run_id(run_id)
+        rec = self.runs.get(run_id)
+        if rec is None:
+            raise NotFound("run_id", f"no run {run_id!r}")
+        return rec
+
+    def queue_position(self, run_id: str) -> int:
+        try:
+            return self.queue.index(run_id) + 1
+        except ValueError:
+            return 0
+
+    def run_proto(self, run_id: str) -> pb.Run:
+        return self.get(run_id).to_proto(self.queue_position(run_id))
+
+    def list(self, state: int = pb.RUN_STATE_UNSPECIFIED) -> list[pb.Run]:
+        recs = [r for r in self.runs.values() if state in (pb.RUN_STATE_UNSPECIFIED, r.state)]
+        recs.sort(key=lambda r: (r.create_time or 0.0, r.run_id), reverse=True)
+        return [r.to_proto(self.queue_position(r.run_id)) for r in recs]
+
+    # -- mutations ----------------------------------------------------------------------------
+
+    def _transition(self, rec: RunRecord, state: int, reason: str = "") -> None:
+        self._emit(rec, state_change=pb.StateChange(state=state, reason=reason))
+
+    def _emit(self, rec: RunRecord, **kind) -> pb.RunEvent:
+        ev = rec.log.append(**kind)
+        rec.apply(ev)
+        # Wake every watcher, then give the next waiters a fresh event to wait on.
+        rec.changed.set()
+        rec.changed = asyncio.Event()
+        return ev
+
+    def create(self, request: pb.TrainRequest) -> RunRecord:
+        """Persist a validated request as a new QUEUED run."""
+        if self._closing:
+            raise FailedPrecondition("", "the sidecar is shutting down")
+        if len(self.queue) >= self.max_queue:
+            raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
+        run_id = request.run_id or new_run_id()
+        validate_run_id(run_id)
+        folder = self.runs_root / run_id
+        if run_id in self.runs or folder.exists():
+            raise AlreadyExists("run_id", f"a run {run_id!r} already exists")
+        request = pb.TrainRequest.FromString(request.SerializeToString())
+        request.run_id = run_id
+        # Build the folder under a temp name and rename it in, so a half-created run never shows.
+        tmp = Path(tempfile.mkdtemp(dir=self.runs_root, prefix=f".{run_id}."))
+        write_atomic(tmp / REQUEST_FILE, json_format.MessageToJson(request, preserving_proto_field_name=True))
+        os.replace(tmp, folder)
+        rec = RunRecord(run_id=run_id, folder=folder, request=request, log=EventLog(folder, run_id))
+        self.runs[run_id] = rec
+        self._transition(rec, pb.RUN_STATE_QUEUED)
+        self.queue.append(run_id)
+        self._wake.set()
+        return rec
+
+    async def cancel(self, run_id: str) -> RunRecord:
+        rec = self.get(run_id)
+        if rec.state in TERMINAL_STATES:
+            raise FailedPrecondition("run_id", f"run {run_id!r} already ended ({pb.RunState.Name(rec.state)})")
+        rec.cancel_requested = True
+        if run_id in self.queue:
+            self.queue.remove(run_id)
+            self._transition(rec, pb.RUN_STATE_CANCELLED, "cancelled while queued")
+        elif rec.state == pb.RUN_STATE_RUNNING:
+            self._transition(rec, pb.RUN_STATE_CANCELLING, "cancel requested; stopping after the current step")
+            if rec.process and rec.process.returncode is None:
+                rec.process.send_signal(signal.SIGUSR1)
+                asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_if_alive, rec)
+        return rec
+
+    @staticmethod
+    def _kill_if_alive(rec: RunRecord) -> None:
+        if rec.process and rec.process.returncode is None:
+            rec.process.kill()
+
+    async def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[pb.RunEvent]:
+        """Yield events with seq > after_seq from the log, then live ones until the run ends."""
+        rec = self.get(run_id)
+        i = after_seq
+        while True:
+            while i < rec.log.last_seq:
+                yield rec.log.events[i]
+                i += 1
+            if rec.state in TERMINAL_STATES:
+                return
+            await rec.changed.wait()
+
+    # -- scheduling and the worker ------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        while True:
+            while not self.queue:
+                self._wake.clear()
+                await self._wake.wait()
+            run_id = self.queue.popleft()
+            rec = self.runs[run_id]
+            self.active = run_id
+            try:
+                await self._run_worker(rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug of ours must not stall the queue
+                log.exception("run %s: worker supervision failed", run_id)
+                if rec.state not in TERMINAL_STATES:
+                    self._transition(rec, pb.RUN_STATE_FAILED, f"internal error: {exc}")
+            finally:
+                self.active = None
+
+    async def _run_worker(self, rec: RunRecord) -> None:
+        self._transition(rec, pb.RUN_STATE_RUNNING)
+        sock_dir = tempfile.mkdtemp(prefix="pyt-")  # short path: AF_UNIX paths max out at 107 bytes
+        sock_path = os.path.join(sock_dir, "events.sock")
+        terminal: list[pb.RunEvent] = []
+        connected = asyncio.Event()
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connected.set()
+            try:
+                while line := await reader.readline():
+                    self._on_worker_event(rec, line, terminal)
+            finally:
+                writer.close()
+
+        server = await asyncio.start_unix_server(on_connect, path=sock_path, limit=2**24)
+        env = dict(os.environ, PY_TRAINER_EVENTS_SOCK=sock_path)
+        worker_log = open(rec.folder / "worker.log", "ab")
+        try:
+            rec.process = await asyncio.create_subprocess_exec(
+                *self.worker_argv, "--run-dir", str(rec.folder), "--data-root", str(self.data_root),
+                stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log, env=env,
+            )
+            if rec.cancel_requested:  # cancelled in the instant between dequeue and spawn
+                rec.process.send_signal(signal.SIGUSR1)
+            rc = await rec.process.wait()
+            # Let the socket reader drain what the worker wrote before it exited.
+            await asyncio.sleep(0.05)
+        finally:
+            server.close()
+            await server.wait_closed()
+            worker_log.close()
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        self._finish(rec, rc, terminal)
+
+    def _on_worker_event(self, rec: RunRecord, line: bytes, terminal: list[pb.RunEvent]) -> None:
+        try:
+            ev = event_from_json(line.decode())
+        except Exception:
+            log.warning("run %s: unparseable worker event %r", rec.run_id, line[:200])
+            return
+        kind = ev.WhichOneof("kind")
+        if kind == "state_change":
+            # The worker proposes the terminal state; the server records it after the exit code.
+            terminal.append(ev)
+            return
+        self._emit(rec, **{kind: getattr(ev, kind)})
+
+    def _finish(self, rec: RunRecord, rc: int, terminal: list[pb.RunEvent]) -> None:
+        if rec.state in TERMINAL_STATES:
+            return
+        proposed = terminal[-1].state_change if terminal else None
+        if proposed is not None and rc == 0:
+            self._transition(rec, proposed.state, proposed.reason)
+        elif proposed is not None and proposed.state == pb.RUN_STATE_FAILED:
+            self._transition(rec, pb.RUN_STATE_FAILED, proposed.reason)
+        elif rec.cancel_requested:
+            self._transition(rec, pb.RUN_STATE_CANCELLED, f"cancelled; worker exited with {rc}")
+        else:
+            tail = tail_text(rec.folder / "worker.log")
+            why = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            if rc in (-signal.SIGKILL, 137):
+                why += " (out of memory?)"
+            self._transition(rec, pb.RUN_STATE_FAILED, f"worker {why}; worker.log ends: {tail}")
+
+
+def new_run_id() -> str:
+    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
+
+
+def latest_checkpoint(folder: Path) -> str:
+    """Relative path of the newest complete checkpoint folder, or ''."""
+    ckdir = folder / "checkpoints"
+    if not ckdir.is_dir():
+        return ""
+    steps = []
+    for d in ckdir.iterdir():
+        name, _, num = d.name.partition("-")
+        if d.is_dir() and name == "checkpoint" and num.isdigit():
+            steps.append((int(num), d.name))
+    return f"checkpoints/{max(steps)[1]}" if steps else ""
+
+
+def tail_text(path: Path, n: int = 600) -> str:
+    try:
+        data = path.read_bytes()[-n:]
+    except OSError:
+        return ""
+    return " | ".join(l for l in data.decode(errors="replace").splitlines()[-6:] if l.strip())
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")

@@ -1,0 +1,255 @@
+"""The gRPC sidecar: a thin grpc.aio servicer that translates between the wire and `runs.py`.
+
+Nothing here knows about TRL: requests are validated by `train_config.py`, runs live in
+`runs.py`, training in `worker.py`, evaluation in `evaluate.py`. Errors raised there as
+`RequestError` become the matching gRPC status with a message that names the field.
+
+Standard tooling works against it: grpc.health.v1 health checking (service "" and the
+TrainerService name) and server reflection are on. SIGTERM/SIGINT shut down gracefully: health
+flips to NOT_SERVING first, an active training worker is stopped (its run is marked FAILED with
+the reason, its last checkpoint kept), then the server stops with a grace period.
+
+Security: by default the server binds 127.0.0.1. Any other address needs a bearer token
+(``authorization: Bearer <token>`` metadata, compared in constant time) or TLS; without either
+the server refuses to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import ipaddress
+import logging
+import signal
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from py_trainer.errors import InvalidArgument, RequestError
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
+from py_trainer.paths import resolve_under
+from py_trainer.runs import RunRegistry
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TrainerService"].full_name
+MIN_CHUNK = 256 * 1024
+MAX_CHUNK = 1024 * 1024
+DEFAULT_CHUNK = 512 * 1024
+
+
+async def _abort(context: grpc.aio.ServicerContext, err: RequestError):
+    await context.abort(err.code, str(err))
+
+
+def _guard(method: Callable) -> Callable:
+    """Map RequestError raised by a unary handler onto its gRPC status."""
+
+    async def wrapper(self, request, context):
+        try:
+            return await method(self, request, context)
+        except RequestError as err:
+            await _abort(context, err)
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+def _guard_stream(method: Callable) -> Callable:
+    """Map RequestError raised by a server-streaming handler onto its gRPC status."""
+
+    async def wrapper(self, request, context):
+        try:
+            async for item in method(self, request, context):
+                yield item
+        except RequestError as err:
+            await _abort(context, err)
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+class TrainerService(pb_grpc.TrainerServiceServicer):
+    """Translates TrainerService RPCs onto the run registry and the evaluator."""
+
+    def __init__(self, registry: RunRegistry):
+        self.registry = registry
+
+    @_guard_stream
+    async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
+        from py_trainer.train_config import validate_train_request
+
+        effective = validate_train_request(request, self.registry.data_root)
+        rec = self.registry.create(effective)
+        # If the client goes away, grpc cancels this generator; the run itself keeps going.
+        async for ev in self.registry.watch(rec.run_id, 0):
+            yield pb.TrainResponse(event=ev)
+
+    @_guard_stream
+    async def WatchRun(self, request: pb.WatchRunRequest, context) -> AsyncIterator[pb.WatchRunResponse]:
+        rec = self.registry.get(request.run_id)
+        if request.after_seq > rec.log.last_seq and rec.state in (pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED,
+                                                                  pb.RUN_STATE_CANCELLED):
+            raise InvalidArgument("after_seq", f"{request.after_seq} is past the run's last seq {rec.log.last_seq}")
+        async for ev in self.registry.watch(request.run_id, request.after_seq):
+            yield pb.WatchRunResponse(event=ev)
+
+    @_guard
+    async def GetRun(self, request: pb.GetRunRequest, context) -> pb.GetRunResponse:
+        return pb.GetRunResponse(run=self.registry.run_proto(request.run_id))
+
+    @_guard
+    async def ListRuns(self, request: pb.ListRunsRequest, context) -> pb.ListRunsResponse:
+        size = request.page_size or 50
+        if size > 500:
+            raise InvalidArgument("page_size", f"{size} exceeds the maximum of 500")
+        try:
+            start = int(request.page_token or "0")
+        except ValueError:
+            raise InvalidArgument("page_token", f"{request.page_token!r} is not a token from ListRuns") from None
+        runs = self.registry.list(request.state)
+        if start < 0 or start > len(runs):
+            raise InvalidArgument("page_token", f"{request.page_token!r} is out of range")
+        page = runs[start:start + size]
+        nxt = str(start + size) if start + size < len(runs) else ""
+        return pb.ListRunsResponse(runs=page, next_page_token=nxt)
+
+    @_guard
+    async def CancelRun(self, request: pb.CancelRunRequest, context) -> pb.CancelRunResponse:
+        rec = await self.registry.cancel(request.run_id)
+        return pb.CancelRunResponse(run=rec.to_proto())
+
+    @_guard_stream
+    async def DownloadArtifact(self, request: pb.DownloadArtifactRequest, context):
+        rec = self.registry.get(request.run_id)
+        path = resolve_under(rec.folder, request.path, "path")
+        if not path.is_file():
+            raise InvalidArgument("path", f"{request.path!r} is not a file")
+        chunk = request.chunk_size or DEFAULT_CHUNK
+        chunk = max(MIN_CHUNK, min(MAX_CHUNK, chunk))
+        data = await asyncio.to_thread(path.read_bytes)
+        total = len(data)
+        if request.offset > total:
+            raise InvalidArgument("offset", f"{request.offset} is past the end of the file ({total} bytes)")
+        digest = hashlib.sha256(data).hexdigest()
+        off = request.offset
+        while True:
+            piece = data[off:off + chunk]
+            last = off + len(piece) >= total
+            yield pb.DownloadArtifactResponse(offset=off, data=piece, total_size=total, last=last,
+                                              sha256=digest if last else "")
+            off += len(piece)
+            if last:
+                return
+
+    @_guard_stream
+    async def Evaluate(self, request: pb.EvaluateRequest, context):
+        from py_trainer.evaluate import evaluate_stream
+
+        async for resp in evaluate_stream(request, self.registry):
+            yield resp
+
+    @_guard_stream
+    async def SampleGroups(self, request: pb.SampleGroupsRequest, context):
+        from py_trainer.preference import sample_groups_stream
+
+        async for resp in sample_groups_stream(request, self.registry):
+            yield resp
+
+
+# ---------------------------------------------------------------------------------------------
+# Auth and startup
+
+
+class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
+    """Require ``authorization: Bearer <token>`` on every RPC except health checks."""
+
+    def __init__(self, token: str):
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(self, continuation, handler_call_details):
+        if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
+            return await continuation(handler_call_details)
+        got = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
+        if hmac.compare_digest(got.encode(), self._expected):
+            return await continuation(handler_call_details)
+
+        async def deny(request, context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+
+        handler = await continuation(handler_call_details)
+        if handler is not None and handler.response_streaming:
+            async def deny_stream(request, context):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+                yield  # pragma: no cover - makes this an async generator
+            return grpc.unary_stream_rpc_method_handler(
+                deny_stream, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(
+            deny, request_deserializer=handler.request_deserializer if handler else None,
+            response_serializer=handler.response_serializer if handler else None)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class InsecureBindError(RuntimeError):
+    pass
+
+
+async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token: str = "",
+                tls_cert: Path | None = None, tls_key: Path | None = None, max_queue: int = 8,
+                grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None) -> None:
+    """Run the sidecar until SIGTERM/SIGINT. `ready(port)` is called once it is listening."""
+    if not is_loopback(host) and not token and not (tls_cert and tls_key):
+        raise InsecureBindError(
+            f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
+    registry = RunRegistry(runs_root, data_root, max_queue=max_queue)
+    await registry.start()
+    interceptors = [BearerTokenInterceptor(token)] if token else []
+    server = grpc.aio.server(interceptors=interceptors, options=[
+        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ])
+    pb_grpc.add_TrainerServiceServicer_to_server(TrainerService(registry), server)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
+    address = f"{host}:{port}"
+    if tls_cert and tls_key:
+        creds = grpc.ssl_server_credentials([(tls_key.read_bytes(), tls_cert.read_bytes())])
+        bound = server.add_secure_port(address, creds)
+    else:
+        bound = server.add_insecure_port(address)
+    await server.start()
+    for svc in ("", SERVICE_NAME):
+        await health.set(svc, health_pb2.HealthCheckResponse.SERVING)
+    log.info("py-trainer sidecar listening on %s:%d (runs: %s, data: %s)", host, bound, runs_root, data_root)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        maybe = ready(bound)
+        if asyncio.iscoroutine(maybe):
+            await maybe
+    await stop.wait()
+    log.info("shutting down: health NOT_SERVING, stopping the active run, grace %.1fs", grace_s)
+    await health.enter_graceful_shutdown()
+    await registry.close()
+    await server.stop(grace_s)
+    log.info("stopped")

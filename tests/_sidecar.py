@@ -1,0 +1,77 @@
+"""Start a real `py-trainer serve` process for a test and stop it (SIGTERM) afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Sidecar:
+    proc: subprocess.Popen
+    port: int
+    runs_root: Path
+    data_root: Path
+    log_path: Path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+def sidecar_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def launch(runs_root: Path, data_root: Path, *args: str, env: dict | None = None,
+           log_path: Path | None = None, timeout: float = 60.0) -> Sidecar:
+    """Start the sidecar on a free port and wait until it prints that it is listening."""
+    runs_root.mkdir(parents=True, exist_ok=True)
+    log_path = log_path or runs_root.parent / f"sidecar-{time.monotonic_ns()}.log"
+    logf = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "py_trainer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+         "--runs-root", str(runs_root), "--data-root", str(data_root), *args],
+        stdout=logf, stderr=subprocess.STDOUT, env=env or sidecar_env(), cwd=REPO,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(rb"py-trainer listening on [\d.]+:(\d+)", log_path.read_bytes())
+        if m:
+            return Sidecar(proc, int(m.group(1)), runs_root, data_root, log_path)
+        if proc.poll() is not None:
+            raise RuntimeError(f"sidecar exited with {proc.returncode}:\n{log_path.read_text()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise TimeoutError(f"sidecar did not start in {timeout}s:\n{log_path.read_text()}")
+
+
+@contextmanager
+def running_sidecar(tmp_path: Path, *args: str, **kw):
+    sc = launch(tmp_path / "runs", tmp_path / "data", *args, **kw)
+    (tmp_path / "data").mkdir(exist_ok=True)
+    try:
+        yield sc
+    finally:
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+            sc.proc.wait()

@@ -1,0 +1,60 @@
+/** Start a real `py-trainer serve` process for a TS test, on a free port, in a temp folder. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO = resolve(fileURLToPath(new URL("../../..", import.meta.url)));
+export const PYTHON = join(REPO, ".venv", "bin", "python");
+
+export interface RunningSidecar {
+  proc: ChildProcess;
+  address: string;
+  dir: string;
+  runsRoot: string;
+  dataRoot: string;
+  output: () => string;
+  /** Send a signal and resolve with the exit code (or signal name). */
+  stop: (signal?: NodeJS.Signals) => Promise<number | string>;
+}
+
+export async function startSidecar(opts: { dir?: string; args?: string[]; env?: Record<string, string> } = {}): Promise<RunningSidecar> {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "sidecar-"));
+  const runsRoot = join(dir, "runs");
+  const dataRoot = join(dir, "data");
+  mkdirSync(dataRoot, { recursive: true });
+  const proc = spawn(
+    PYTHON,
+    ["-m", "py_trainer.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--runs-root", runsRoot, "--data-root", dataRoot, ...(opts.args ?? [])],
+    { cwd: REPO, env: { ...process.env, HF_HUB_OFFLINE: "1", TRANSFORMERS_OFFLINE: "1", PYTHONUNBUFFERED: "1", ...opts.env }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let out = "";
+  proc.stdout!.on("data", (d) => (out += d));
+  proc.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | string>((res) => proc.on("exit", (code, sig) => res(code ?? sig ?? "unknown")));
+  const port = await new Promise<number>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`sidecar did not start:\n${out}`)), 60_000);
+    const onData = () => {
+      const m = /py-trainer listening on [\d.]+:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(Number(m[1]));
+      }
+    };
+    proc.stdout!.on("data", onData);
+    proc.on("exit", () => rej(new Error(`sidecar exited early:\n${out}`)));
+  });
+  return {
+    proc,
+    address: `127.0.0.1:${port}`,
+    dir,
+    runsRoot,
+    dataRoot,
+    output: () => out,
+    stop: async (signal: NodeJS.Signals = "SIGTERM") => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+}
