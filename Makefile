@@ -13,6 +13,8 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
+# One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
+export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
 .PHONY: setup proto lint typecheck test test-ts test-py parity demo serve bench clean
 

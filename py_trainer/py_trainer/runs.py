@@ -375,7 +375,7 @@ class RunRegistry:
         worker_log = open(rec.folder / "worker.log", "ab")
         try:
             rec.process = await asyncio.create_subprocess_exec(
-                *self.worker_argv, "--run-dir", str(rec.folder), "--data-root", str(self.data_root),
+                *self._argv_for(rec), "--run-dir", str(rec.folder), "--data-root", str(self.data_root),
                 stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log, env=env,
             )
             if rec.cancel_requested:  # cancelled in the instant between dequeue and spawn
@@ -389,6 +389,14 @@ class RunRegistry:
             worker_log.close()
             shutil.rmtree(sock_dir, ignore_errors=True)
         self._finish(rec, rc, terminal)
+
+    def _argv_for(self, rec: RunRecord) -> list[str]:
+        n = rec.request.runtime.num_processes
+        if n > 1 and self.worker_argv[1:3] == ["-m", "py_trainer.worker"]:
+            # Multi-process data parallel: rank 0 reports events, every rank trains.
+            return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n),
+                    "-m", "py_trainer.worker"]
+        return list(self.worker_argv)
 
     def _on_worker_event(self, rec: RunRecord, line: bytes, terminal: list[pb.RunEvent]) -> None:
         try:

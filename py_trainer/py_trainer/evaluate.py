@@ -1,0 +1,209 @@
+"""Evaluate: the base model and zero or more LoRA adapters on one model load, graded by name.
+
+The base model is loaded once with `from_pretrained`; adapters are attached with PEFT
+(`PeftModel.from_pretrained` for the first, `load_adapter` for the rest) and switched with
+`set_adapter`; the base variant runs under `disable_adapter()`. Generation is batched with left
+padding (`generation.generate_completions`), K samples per task. Every completion gets every
+grader's score (NaN = unscorable), so the TS harness can re-grade and pair them task by task.
+
+Evaluation runs in a thread of the sidecar process (generation releases the GIL); progress is
+streamed as EvaluateProgress events, then exactly one EvaluateResult.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.paths import resolve_under
+
+DEFAULT_GRADERS = ({"name": "exact_match"},)
+EVAL_DEFAULTS = {"samples_per_task": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 32, "seed": 0,
+                 "batch_size": 64}
+
+
+@dataclass
+class EvalPlan:
+    """A validated EvaluateRequest: where everything is, with defaults filled."""
+
+    base_model: str
+    adapters: list[tuple[str, Path]]
+    rows: list[pb.TaskRow]
+    graders: list[dict]
+    request: pb.EvaluateRequest
+
+
+def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
+    """Validate a request (errors name the field) and resolve model, adapters, tasks and graders."""
+    from py_trainer.reward_plugins import build_scorer
+    from py_trainer.grpo import RewardInputError
+    from py_trainer.train_config import _check_base_model, _split_reward_error, _validate_runtime, \
+        reward_spec_dict, task_rows
+
+    out = pb.EvaluateRequest()
+    out.CopyFrom(req)
+    data_root = Path(registry.data_root)
+    for name, value in EVAL_DEFAULTS.items():
+        if not out.HasField(name):
+            setattr(out, name, value)
+    if not 1 <= out.samples_per_task <= 64:
+        raise InvalidArgument("samples_per_task", f"must be in [1, 64], got {out.samples_per_task}")
+    if not (math.isfinite(out.temperature) and 0 <= out.temperature <= 10):
+        raise InvalidArgument("temperature", f"must be in [0, 10] (0 = greedy), got {out.temperature}")
+    if out.temperature == 0 and out.samples_per_task > 1:
+        raise InvalidArgument("samples_per_task", "greedy decoding (temperature 0) gives identical samples; use 1")
+    if not 0 < out.top_p <= 1:
+        raise InvalidArgument("top_p", f"must be in (0, 1], got {out.top_p}")
+    if not 1 <= out.max_new_tokens <= 32_768:
+        raise InvalidArgument("max_new_tokens", f"must be in [1, 32768], got {out.max_new_tokens}")
+    if not 1 <= out.batch_size <= 4096:
+        raise InvalidArgument("batch_size", f"must be in [1, 4096], got {out.batch_size}")
+    _validate_runtime(out.runtime)
+    if out.base_model:
+        _check_base_model(out.base_model, data_root, "base_model")
+    if not out.HasField("tasks"):
+        raise InvalidArgument("tasks", "is required")
+    rows = task_rows(out.tasks, data_root, "tasks", need_answers=True)
+    if not out.graders:
+        for g in DEFAULT_GRADERS:
+            out.graders.add(name=g["name"])
+    graders = []
+    seen: set[str] = set()
+    for i, spec in enumerate(out.graders):
+        if spec.name in seen:
+            raise InvalidArgument(f"graders[{i}].name", f"{spec.name!r} listed twice")
+        seen.add(spec.name)
+        d = reward_spec_dict(spec)
+        try:
+            build_scorer(d)
+        except RewardInputError as err:
+            sub, msg = _split_reward_error(err)
+            raise InvalidArgument(f"graders[{i}].{sub}", msg) from None
+        graders.append(d)
+    adapters: list[tuple[str, Path]] = []
+    names = {"base"}
+    for i, ref in enumerate(out.adapters):
+        field = f"adapters[{i}]"
+        if not ref.name or not all(c.isalnum() or c in "_-" for c in ref.name):
+            raise InvalidArgument(f"{field}.name", f"{ref.name!r} must be a non-empty [A-Za-z0-9_-] name")
+        if ref.name in names:
+            raise InvalidArgument(f"{field}.name", f"{ref.name!r} is used twice (or is the reserved 'base')")
+        names.add(ref.name)
+        src = ref.WhichOneof("source")
+        if src == "run_id":
+            try:
+                rec = registry.get(ref.run_id)
+            except (NotFound, InvalidArgument) as err:
+                raise type(err)(f"{field}.run_id", err.message) from None
+            if rec.state != pb.RUN_STATE_SUCCEEDED:
+                raise FailedPrecondition(f"{field}.run_id", f"run {ref.run_id!r} is {pb.RunState.Name(rec.state)}, "
+                                                            "not SUCCEEDED")
+            path = rec.folder / "adapter"
+            if not (path / "adapter_config.json").is_file():
+                raise NotFound(f"{field}.run_id", f"run {ref.run_id!r} has no adapter/")
+        elif src == "path":
+            path = resolve_under(data_root, ref.path, f"{field}.path")
+            if not (path / "adapter_config.json").is_file():
+                raise NotFound(f"{field}.path", f"{ref.path!r} has no adapter_config.json (not a PEFT adapter folder)")
+        else:
+            raise InvalidArgument(field, "needs `run_id` or `path`")
+        adapters.append((ref.name, path))
+    if out.skip_base and not adapters:
+        raise InvalidArgument("skip_base", "skips the base model but no adapters are given")
+    return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out)
+
+
+def run_evaluation(plan: EvalPlan, data_root: Path,
+                   progress: Callable[[pb.EvaluateProgress], None] = lambda p: None) -> pb.EvaluateResult:
+    """Generate and grade every variant on one model load."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from py_trainer.generation import generate_completions, pick_device, pick_dtype
+    from py_trainer.reward_plugins import build_scorer
+    from py_trainer.worker import resolve_model_path
+
+    t0 = time.time()
+    req = plan.request
+    device = pick_device(req.runtime.device)
+    dtype = pick_dtype(req.runtime.precision, device)
+    path = resolve_model_path(plan.base_model, Path(data_root))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    if plan.adapters:
+        from peft import PeftModel
+
+        first_name, first_path = plan.adapters[0]
+        model = PeftModel.from_pretrained(model, str(first_path), adapter_name=first_name).to(device)
+        for name, apath in plan.adapters[1:]:
+            model.load_adapter(str(apath), adapter_name=name)
+    model.eval()
+    scorers = {g["name"]: build_scorer(g) for g in plan.graders}
+    prompts = [r.prompt for r in plan.rows]
+    variants = ([] if req.skip_base else ["base"]) + [name for name, _ in plan.adapters]
+    result = pb.EvaluateResult(base_model=path)
+    for variant in variants:
+        def on_batch(done: int, _v=variant) -> None:
+            progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(prompts)))
+
+        def gen():
+            return generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
+                                        temperature=req.temperature, top_p=req.top_p,
+                                        max_new_tokens=req.max_new_tokens, seed=req.seed,
+                                        batch_size=req.batch_size, on_batch=on_batch)
+
+        if variant == "base" and plan.adapters:
+            with model.disable_adapter():
+                comps = gen()
+        else:
+            if plan.adapters:
+                model.set_adapter(variant)
+            comps = gen()
+        vr = result.variants.add(name=variant)
+        sums = {name: 0.0 for name in scorers}
+        counts = {name: 0 for name in scorers}
+        for row, cs in zip(plan.rows, comps):
+            tr = vr.tasks.add(task_id=row.id)
+            for c in cs:
+                s = tr.samples.add(completion=c)
+                for name, scorer in scorers.items():
+                    v = scorer(c, list(row.answers))
+                    s.scores[name] = math.nan if v is None else float(v)
+            for name in scorers:
+                vals = [s.scores[name] for s in tr.samples if math.isfinite(s.scores[name])]
+                if vals:
+                    sums[name] += sum(vals) / len(vals)
+                    counts[name] += 1
+        for name in scorers:
+            vr.mean_scores[name] = sums[name] / counts[name] if counts[name] else math.nan
+    result.seconds = time.time() - t0
+    return result
+
+
+async def evaluate_stream(req: pb.EvaluateRequest, registry) -> AsyncIterator[pb.EvaluateResponse]:
+    """The Evaluate RPC: progress events while generating, then one result."""
+    plan = plan_evaluation(req, registry)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    def progress(p: pb.EvaluateProgress) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, p)
+
+    task = asyncio.create_task(asyncio.to_thread(run_evaluation, plan, registry.data_root, progress))
+    while True:
+        getter = asyncio.create_task(queue.get())
+        done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            yield pb.EvaluateResponse(progress=getter.result())
+            continue
+        getter.cancel()
+        while not queue.empty():
+            yield pb.EvaluateResponse(progress=queue.get_nowait())
+        yield pb.EvaluateResponse(result=task.result())
+        return
+

@@ -1,0 +1,95 @@
+"""Evaluate: base + adapter on one load, per-task graded samples, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from _sidecar import REPO, running_sidecar, sidecar_env
+from py_trainer import grpo
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
+from test_runs import small_request
+
+TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory, tiny_model_home):
+    tmp = tmp_path_factory.mktemp("eval")
+    data = tmp / "data"
+    data.mkdir()
+    shutil.copy(TASKS, data / "tasks.jsonl")
+    lines = TASKS.read_text().splitlines()[:6]
+    lines[4] = lines[4].replace('"prompt"', '"prompt_typo"')
+    (data / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    with running_sidecar(tmp, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
+        with grpc.insecure_channel(sc.address) as ch:
+            stub = pb_grpc.TrainerServiceStub(ch)
+            final = [r.event for r in stub.Train(small_request("trained", max_steps=2), timeout=600)][-1]
+            assert final.state_change.state == pb.RUN_STATE_SUCCEEDED, final.state_change.reason
+        yield sc
+
+
+def evaluate(sc, **fields):
+    req = json_format.ParseDict(fields, pb.EvaluateRequest())
+    with grpc.insecure_channel(sc.address) as ch:
+        return [r for r in pb_grpc.TrainerServiceStub(ch).Evaluate(req, timeout=600)]
+
+
+def test_base_and_adapter_on_one_load(sidecar):
+    shutil.copytree(sidecar.runs_root / "trained" / "adapter", sidecar.data_root / "my-adapter")
+    out = evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "split": "test", "limit": 12},
+                   adapters=[{"name": "adapter", "run_id": "trained"}, {"name": "copy", "path": "my-adapter"}],
+                   graders=[{"name": "exact_match"}, {"name": "exact_match_lenient"}, {"name": "format"}],
+                   samples_per_task=2, temperature=1.0, seed=5, batch_size=5)
+    progress = [r.progress for r in out if r.HasField("progress")]
+    assert out[-1].HasField("result") and sum(r.HasField("result") for r in out) == 1
+    assert {p.variant for p in progress} == {"base", "adapter", "copy"}
+    assert all(p.tasks_total == 12 for p in progress) and max(p.tasks_done for p in progress) == 12
+    res = out[-1].result
+    assert [v.name for v in res.variants] == ["base", "adapter", "copy"]
+    rows = [json.loads(l) for l in TASKS.read_text().splitlines()]
+    test_rows = [r for r in rows if r["split"] == "test"][:12]
+    for v in res.variants:
+        assert [t.task_id for t in v.tasks] == [r["id"] for r in test_rows]
+        for t, row in zip(v.tasks, test_rows):
+            assert len(t.samples) == 2
+            for s in t.samples:
+                # Scores are the registry graders' verdicts on that exact completion.
+                for name in ("exact_match", "exact_match_lenient", "format"):
+                    want = grpo.build_reward({"name": name}).score(s.completion, row["answers"])
+                    assert s.scores[name] == want
+        per_task = [sum(s.scores["exact_match"] for s in t.samples) / 2 for t in v.tasks]
+        assert math.isclose(v.mean_scores["exact_match"], sum(per_task) / len(per_task))
+    # The same adapter loaded twice under two names generates the same completions.
+    a, c = res.variants[1], res.variants[2]
+    assert [s.completion for t in a.tasks for s in t.samples] == [s.completion for t in c.tasks for s in t.samples]
+
+
+def test_evaluate_refusals(sidecar):
+    cases = [
+        ({"adapters": [{"name": "a", "path": "no-such-adapter"}]}, grpc.StatusCode.NOT_FOUND, "adapters[0].path:"),
+        ({"adapters": [{"name": "a", "run_id": "no-such-run"}]}, grpc.StatusCode.NOT_FOUND, "adapters[0].run_id:"),
+        ({"adapters": [{"name": "a", "path": "../outside"}]}, grpc.StatusCode.INVALID_ARGUMENT, "adapters[0].path:"),
+        ({"adapters": [{"name": "base", "run_id": "trained"}]}, grpc.StatusCode.INVALID_ARGUMENT, "adapters[0].name:"),
+        ({"tasks": {"jsonl_path": "bad.jsonl"}}, grpc.StatusCode.INVALID_ARGUMENT, "tasks.jsonl_path:"),
+        ({"graders": [{"name": "nope"}]}, grpc.StatusCode.INVALID_ARGUMENT, "graders[0].name:"),
+        ({"samples_per_task": 3}, grpc.StatusCode.INVALID_ARGUMENT, "samples_per_task:"),
+        ({"temperature": -1}, grpc.StatusCode.INVALID_ARGUMENT, "temperature:"),
+    ]
+    for fields, code, prefix in cases:
+        body = {"tasks": {"jsonl_path": "tasks.jsonl", "limit": 4}, **fields}
+        with pytest.raises(grpc.RpcError) as ei:
+            evaluate(sidecar, **body)
+        assert ei.value.code() == code, (fields, ei.value.details())
+        assert ei.value.details().startswith(prefix), ei.value.details()
+        if prefix == "tasks.jsonl_path:":
+            assert "bad.jsonl line 5" in ei.value.details()

@@ -1,0 +1,76 @@
+/**
+ * The main path end to end: the TS client asks a real sidecar to GRPO-train the embedded default
+ * model (TRL + PEFT in a worker process), follows the run, downloads and verifies the adapter,
+ * and the held-out reward must have risen by a clear margin on this seeded run. Python then loads
+ * the downloaded adapter with PeftModel.from_pretrained.
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { promisify } from "node:util";
+
+import { create } from "@bufbuild/protobuf";
+
+import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { trainViaSidecar } from "../src/agent/train/train-command.js";
+import { RunState, SidecarClient } from "../src/sidecar/client.js";
+import { PYTHON, REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+
+const run = promisify(execFile);
+let sc: RunningSidecar;
+
+before(async () => {
+  sc = await startSidecar();
+  copyFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), join(sc.dataRoot, "aml.jsonl"));
+});
+after(async () => {
+  await sc?.stop("SIGTERM");
+});
+
+test("GRPO through the sidecar raises the held-out reward; the adapter loads with PEFT", { timeout: 900_000 }, async () => {
+  const client = new SidecarClient({ address: sc.address });
+  const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+  const request = create(TrainRequestSchema, {
+    runId: "ts-e2e",
+    dataset: { source: { case: "jsonlPath", value: "aml.jsonl" }, split: "train" },
+    rewards: [{ name: "exact_match", weight: 1 }],
+    grpo: { maxSteps: 40, seed: 1 },
+    heldOut: { numPrompts: 48, samplesPerPrompt: 4 },
+  });
+  const lines: string[] = [];
+  const out = await trainViaSidecar(client, request, { evalsDir, log: (l) => lines.push(l) });
+  assert.equal(out.state, RunState.SUCCEEDED, out.reason);
+  assert.ok(lines.some((l) => /^step 40\/40 {2}reward \d\.\d{3} {2}kl \d\.\d{4} {2}ETA 0:00$/.test(l)), lines.join("\n"));
+  const r = out.result!;
+  const start = r.startReward!.mean;
+  const end = r.endReward!.mean;
+  console.log(`held-out exact-match reward: step 0 ${start.toFixed(3)} -> end ${end.toFixed(3)} (${(r.relativeChange * 100).toFixed(1)}%)`);
+  // Learning happened: +0.10 absolute on the same held-out prompts and sampling seed, and the
+  // paired bootstrap interval of the relative change excludes 0.
+  assert.ok(end - start >= 0.1, `held-out reward ${start} -> ${end}`);
+  assert.ok(r.relativeChangeCiLow > 0, `relative change CI [${r.relativeChangeCiLow}, ${r.relativeChangeCiHigh}]`);
+  // Every artifact arrived and was verified; the events log was kept.
+  for (const rel of ["adapter/adapter_config.json", "adapter/adapter_model.safetensors", "reward-vs-step.png", "reward-vs-step.csv", "summary.json", "run.json", "events.jsonl"]) {
+    assert.ok(existsSync(join(out.localDir, rel)), rel);
+  }
+  const csv = readFileSync(join(out.localDir, "reward-vs-step.csv"), "utf8").trim().split("\n");
+  assert.equal(csv.length, 41);
+  const { stdout } = await run(PYTHON, [
+    "-c",
+    [
+      "import sys, torch",
+      "from transformers import AutoModelForCausalLM",
+      "from peft import PeftModel",
+      "from py_trainer.tiny_model import ensure_default_model",
+      "base = AutoModelForCausalLM.from_pretrained(str(ensure_default_model()))",
+      "m = PeftModel.from_pretrained(base, sys.argv[1])",
+      "n = sum(p.numel() for name, p in m.named_parameters() if 'lora_' in name)",
+      "print('lora params', n)",
+    ].join("\n"),
+    join(out.localDir, "adapter"),
+  ], { cwd: REPO, env: { ...process.env, HF_HUB_OFFLINE: "1" } });
+  assert.match(stdout, /lora params [1-9]\d*/);
+});
