@@ -4,12 +4,21 @@
  *   agent health                      is the sidecar up? (grpc.health.v1)
  *   agent runs                        list the sidecar's runs
  *   agent train --config FILE         train through the sidecar (live progress, adapter download)
+ *   agent eval <run_id>               base vs the run's adapter on the test split -> eval.json
+ *   agent baseline set [--force]      the base model on the test split -> agent-evals/baseline.json
+ *   agent report <run_id>             report.md: curve, held-out reward, base vs adapter, verdict, TCO
+ *   agent demo                        baseline if missing, train, eval, report (scripts/demo.sh)
  *
  * Global flags: --address HOST:PORT (default $AGENT_SIDECAR or 127.0.0.1:50151), --token T
  * (default $PY_TRAINER_TOKEN), --timeout MS.
  */
 import { parseArgs } from "node:util";
 
+import { command as demo } from "./agent/demo-command.js";
+import { command as baseline } from "./agent/eval/baseline-command.js";
+import { command as evalCommand } from "./agent/eval/eval-command.js";
+import { command as report } from "./agent/report/report-command.js";
+import { command as train } from "./agent/train/train-command.js";
 import { SidecarClient, SidecarError, runStateName } from "./sidecar/client.js";
 
 type Handler = (argv: string[], client: SidecarClient) => Promise<number>;
@@ -42,28 +51,10 @@ const runs: Handler = async (_argv, client) => {
   return 0;
 };
 
-async function loadCommands(): Promise<Record<string, Handler>> {
-  const commands: Record<string, Handler> = { health, runs };
-  // Later commands live in their own modules and are loaded only when present.
-  for (const [name, mod] of [
-    ["train", "./agent/train/train-command.js"],
-    ["eval", "./agent/eval/eval-command.js"],
-    ["baseline", "./agent/eval/baseline-command.js"],
-    ["report", "./agent/report/report-command.js"],
-    ["demo", "./agent/demo-command.js"],
-  ] as const) {
-    try {
-      const m = (await import(mod)) as { command: Handler };
-      commands[name] = m.command;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ERR_MODULE_NOT_FOUND") throw err;
-    }
-  }
-  return commands;
-}
+const COMMANDS: Record<string, Handler> = { health, runs, train, eval: evalCommand, baseline, report, demo };
 
 export async function main(argv: string[]): Promise<number> {
-  const commands = await loadCommands();
+  const commands = COMMANDS;
   const { values, positionals } = parseArgs({ args: argv, options: GLOBAL_OPTIONS, allowPositionals: true, strict: false });
   const name = positionals[0];
   if (!name || values.help || !(name in commands)) {

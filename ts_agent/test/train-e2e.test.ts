@@ -37,7 +37,7 @@ test("GRPO through the sidecar raises the held-out reward; the adapter loads wit
     runId: "ts-e2e",
     dataset: { source: { case: "jsonlPath", value: "aml.jsonl" }, split: "train" },
     rewards: [{ name: "exact_match", weight: 1 }],
-    grpo: { maxSteps: 40, seed: 1 },
+    grpo: { maxSteps: 40, seed: 1n },
     heldOut: { numPrompts: 48, samplesPerPrompt: 4 },
   });
   const lines: string[] = [];

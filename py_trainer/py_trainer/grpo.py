@@ -1,0 +1,494 @@
+"""GRPO reward math: the port of ts_agent/src/agent/train/grpo.ts.
+
+The TypeScript file is the source of truth and documents the semantics and the registry; every
+function here has the same name in snake_case and returns the same values (``make parity``
+checks it). The worker hands these rewards to TRL, so what we train is what the agent grades.
+
+Conventions (as in grpo.ts)
+- Rewards are fractions in [0, 1] (format partial credit in fifths); ``None`` (or NaN) means
+  unscorable, as a TRL reward function's None.
+- group_relative_advantage reproduces TRL 1.16 GRPOTrainer's advantages (sum_then_normalize) in
+  float64: group mean, sample std with Bessel's correction (TRL's nanstd), NaN rewards left out
+  and given advantage 0. Plain loops, not numpy: the order of float operations matches the TS code.
+- Whitespace is [ \\t\\n\\r\\f\\v\\u00a0]; case folding is str.lower(); punctuation is any code
+  point of Unicode category P* or S*, replaced by a space.
+- Bad input raises RewardInputError with the same ``kind`` as the TS code, in the same order of checks.
+- Registry params use snake_case keys (as on the wire); function options are keyword arguments.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = [
+    "RewardInputError",
+    "Scorer",
+    "WeightedScorer",
+    "BuiltReward",
+    "group_relative_advantage",
+    "normalize_answer",
+    "extract_answer",
+    "exact_match_reward",
+    "format_reward",
+    "compose_rewards",
+    "reward_names",
+    "build_reward",
+    "compose_reward_specs",
+]
+
+Scorer = Callable[[str, Sequence[str]], "float | None"]
+"""Scores one completion against the row's gold answers; None = unscorable."""
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class RewardInputError(ValueError):
+    """Invalid input; ``kind`` is one of grpo.ts's RewardErrorKind: empty, group_size, nan,
+    out_of_range, bad_option, unknown_reward, unknown_param, param_type, param_value."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _fail(kind: str, message: str):
+    raise RewardInputError(kind, message)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# ---------------------------------------------------------------------------------------------
+# Advantages
+
+
+def group_relative_advantage(
+    rewards: Sequence[float | None], group_size: int, *, scale: str = "group", eps: float = 1e-4
+) -> list[float]:
+    """GRPO advantages as TRL 1.16's GRPOTrainer with scale_rewards=``scale`` ("group", "batch"
+    or "none" = Dr. GRPO); groups are consecutive blocks of ``group_size``. See grpo.ts."""
+    if len(rewards) == 0:
+        _fail("empty", "rewards is empty")
+    if not _is_number(group_size) or not float(group_size).is_integer() or group_size < 1:
+        _fail("group_size", f"groupSize must be a positive integer, got {group_size!r}")
+    group_size = int(group_size)
+    if len(rewards) % group_size != 0:
+        _fail("group_size", f"groupSize {group_size} does not divide the {len(rewards)} rewards")
+    if scale not in ("group", "batch", "none"):
+        _fail("bad_option", f'scale must be "group", "batch" or "none", got {scale!r}')
+    if not _is_number(eps) or math.isnan(eps):
+        _fail("nan", f"eps must be a number, got {eps!r}")
+    if not (eps >= 0 and eps < math.inf):
+        _fail("out_of_range", f"eps must be finite and >= 0, got {eps}")
+    r: list[float] = []
+    for i, x in enumerate(rewards):
+        if x is None or (_is_number(x) and math.isnan(x)):
+            r.append(math.nan)
+        elif not _is_number(x):
+            _fail("nan", f"rewards[{i}] must be a number or None, got {x!r}")
+        elif math.isinf(x):
+            _fail("out_of_range", f"rewards[{i}] must be finite, got {x}")
+        else:
+            r.append(float(x))
+    groups = len(r) // group_size
+    means, stds = [], []
+    for g in range(groups):
+        m, s = _nan_mean_std(r, g * group_size, (g + 1) * group_size)
+        means.append(m)
+        stds.append(s)
+    batch_std = _nan_mean_std(r, 0, len(r))[1] if scale == "batch" else math.nan
+    out = []
+    for i, x in enumerate(r):
+        g = i // group_size
+        if scale == "none":
+            a = x - means[g]
+        else:
+            a = _div(x - means[g], (batch_std if scale == "batch" else stds[g]) + eps)
+        out.append(_nan_to_num(a))
+    return out
+
+
+def _nan_to_num(a: float) -> float:
+    """torch.nan_to_num(a, nan=0.0) as TRL applies it: NaN -> 0, +-inf -> +-largest finite."""
+    if math.isnan(a):
+        return 0.0
+    if math.isinf(a):
+        return math.copysign(sys.float_info.max, a)
+    return a
+
+
+def _div(x: float, y: float) -> float:
+    """IEEE division (x / 0 is +-inf or nan, as in TS) instead of Python's ZeroDivisionError."""
+    if y == 0:
+        if x == 0 or math.isnan(x):
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def _nan_mean_std(r: list[float], start: int, end: int) -> tuple[float, float]:
+    """TRL's nanmean and nanstd over r[start:end]: var = (ss / count) * (count / (count - 1))."""
+    total = 0.0
+    count = 0
+    for i in range(start, end):
+        if not math.isnan(r[i]):
+            total += r[i]
+            count += 1
+    m = total / count if count > 0 else math.nan
+    if count < 2:
+        return m, math.nan
+    ss = 0.0
+    for i in range(start, end):
+        if not math.isnan(r[i]):
+            d = r[i] - m
+            ss += d * d
+    return m, math.sqrt((ss / count) * (count / (count - 1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Text normalisation and answer extraction
+
+_WHITESPACE_RUN = re.compile(r"[ \t\n\r\f\v\u00a0]+")
+_EDGE_WHITESPACE = re.compile(r"^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$")
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_TAG_NAME_SOURCE = "^[A-Za-z][A-Za-z0-9_-]*$"
+
+
+def _is_blank(s: str) -> bool:
+    return _WHITESPACE_RUN.sub("", s) == ""
+
+
+def _valid_tag(tag) -> bool:
+    return isinstance(tag, str) and _TAG_NAME.fullmatch(tag) is not None
+
+
+def _strip_punctuation(s: str) -> str:
+    return "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
+
+
+def normalize_answer(text: str, *, case_sensitive: bool = False, ignore_punctuation: bool = False) -> str:
+    """Lower-case (unless case_sensitive), punctuation to spaces (if ignore_punctuation),
+    whitespace runs to one space, trimmed."""
+    s = text
+    if not case_sensitive:
+        s = s.lower()
+    if ignore_punctuation:
+        s = _strip_punctuation(s)
+    return _EDGE_WHITESPACE.sub("", _WHITESPACE_RUN.sub(" ", s))
+
+
+def extract_answer(completion: str, tag: str = "answer") -> str | None:
+    """The content of the last <tag>...</tag> (leftmost-shortest matches, the last kept), or None."""
+    if not _valid_tag(tag):
+        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    found = re.findall(f"<{tag}>(.*?)</{tag}>", completion, flags=re.S)
+    return found[-1] if found else None
+
+
+def _words(s: str) -> list[str]:
+    return [] if s == "" else s.split(" ")
+
+
+def _words_match(cand: list[str], gold: list[str], mode: str) -> bool:
+    if mode == "exact":
+        return cand == gold
+    last = 0 if mode == "prefix" else len(cand) - len(gold)
+    for start in range(0, last + 1):
+        if start + len(gold) <= len(cand) and cand[start : start + len(gold)] == gold:
+            return True
+    return False
+
+
+def _check_exact_match_options(tag, match) -> None:
+    if not _valid_tag(tag):
+        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    if match not in ("exact", "prefix", "contains"):
+        _fail("param_value", f'match must be "exact", "prefix" or "contains", got {match!r}')
+
+
+def _gold_words(answers: Sequence[str], case_sensitive: bool, ignore_punctuation: bool) -> list[list[str]]:
+    out = []
+    for a in answers:
+        w = _words(normalize_answer(a, case_sensitive=case_sensitive, ignore_punctuation=ignore_punctuation))
+        if w:
+            out.append(w)
+    return out
+
+
+def _match_golds(
+    completion: str, golds: list[list[str]], tag: str, require_tag: bool, match: str, case_sensitive: bool,
+    ignore_punctuation: bool,
+) -> float:
+    candidate = extract_answer(completion, tag)
+    if candidate is None:
+        if require_tag:
+            return 0.0
+        candidate = completion
+    cand = _words(normalize_answer(candidate, case_sensitive=case_sensitive, ignore_punctuation=ignore_punctuation))
+    for gold in golds:
+        if _words_match(cand, gold, match):
+            return 1.0
+    return 0.0
+
+
+def exact_match_reward(
+    completion: str,
+    answers: str | Sequence[str],
+    *,
+    tag: str = "answer",
+    require_tag: bool = True,
+    match: str = "exact",
+    case_sensitive: bool = False,
+    ignore_punctuation: bool = False,
+) -> float:
+    """1.0 if the completion's final <tag> answer matches any gold answer after normalize_answer,
+    else 0.0 (see grpo.ts's exactMatchReward); raises kind "empty" if no gold answer is non-empty."""
+    _check_exact_match_options(tag, match)
+    golds = _gold_words([answers] if isinstance(answers, str) else answers, case_sensitive, ignore_punctuation)
+    if not golds:
+        _fail("empty", "no non-empty gold answer")
+    return _match_golds(completion, golds, tag, require_tag, match, case_sensitive, ignore_punctuation)
+
+
+# ---------------------------------------------------------------------------------------------
+# Format
+
+
+def _count_of(s: str, sub: str) -> int:
+    n = 0
+    i = s.find(sub)
+    while i != -1:
+        n += 1
+        i = s.find(sub, i + len(sub))
+    return n
+
+
+def format_reward(
+    completion: str,
+    *,
+    think: str = "optional",
+    partial_credit: bool = False,
+    answer_tag: str = "answer",
+    think_tag: str = "think",
+) -> float:
+    """Whether the completion is [<think>...</think>] <answer>...</answer> with only whitespace
+    outside the blocks: 1.0 or 0.0, or with partial_credit the fraction of the five checks passed
+    (the checks are listed in grpo.ts's formatReward)."""
+    if think not in ("optional", "required", "forbidden"):
+        _fail("param_value", f'think must be "optional", "required" or "forbidden", got {think!r}')
+    for name, tag in (("answer_tag", answer_tag), ("think_tag", think_tag)):
+        if not _valid_tag(tag):
+            _fail("param_value", f"{name} must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    if answer_tag == think_tag:
+        _fail("param_value", "answer_tag and think_tag must differ")
+    a_open, a_close = f"<{answer_tag}>", f"</{answer_tag}>"
+    t_open, t_close = f"<{think_tag}>", f"</{think_tag}>"
+    i_ao, i_ac = completion.find(a_open), completion.find(a_close)
+    i_to, i_tc = completion.find(t_open), completion.find(t_close)
+    n_ao, n_ac = _count_of(completion, a_open), _count_of(completion, a_close)
+    n_to, n_tc = _count_of(completion, t_open), _count_of(completion, t_close)
+
+    one_open = n_ao == 1
+    one_close = n_ac == 1 and (n_ao != 1 or i_ao < i_ac)
+    answer_block = one_open and one_close
+    non_blank = answer_block and not _is_blank(completion[i_ao + len(a_open) : i_ac])
+    no_think = n_to == 0 and n_tc == 0
+    think_block = n_to == 1 and n_tc == 1 and i_to < i_tc
+    think_before_answer = think_block and i_tc < i_ao
+    if think == "forbidden":
+        think_rule = no_think
+    elif think == "required":
+        think_rule = think_before_answer
+    else:
+        think_rule = no_think or think_before_answer
+    think_ok = answer_block and think_rule
+    clean = False
+    if think_ok:
+        if think_before_answer:
+            before = completion[:i_to] + completion[i_tc + len(t_close) : i_ao]
+        else:
+            before = completion[:i_ao]
+        clean = _is_blank(before) and _is_blank(completion[i_ac + len(a_close) :])
+    passed = sum(1 for c in (one_open, one_close, non_blank, think_ok, clean) if c)
+    if partial_credit:
+        return passed / 5
+    return 1.0 if passed == 5 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition and the registry
+
+
+@dataclass(frozen=True)
+class WeightedScorer:
+    """A scorer with its weight in a composed reward."""
+
+    score: Scorer
+    weight: float
+
+
+def _check_weight(name: str, w) -> float:
+    if not _is_number(w):
+        _fail("param_type", f"{name} must be a number, got {type(w).__name__}")
+    if math.isnan(w):
+        _fail("nan", f"{name} must not be NaN")
+    if math.isinf(w):
+        _fail("param_value", f"{name} must be finite, got {w}")
+    return float(w)
+
+
+def compose_rewards(fns: Sequence[WeightedScorer]) -> Scorer:
+    """Weighted sum per completion, as TRL's nansum: None (or NaN) scores are skipped; None if every
+    scorer returns None."""
+    if len(fns) == 0:
+        _fail("empty", "composeRewards needs at least one reward")
+    weights = [_check_weight(f"weights[{i}]", f.weight) for i, f in enumerate(fns)]
+    scorers = [f.score for f in fns]
+
+    def composed(completion: str, answers: Sequence[str]) -> float | None:
+        total = 0.0
+        any_scored = False
+        for w, score in zip(weights, scorers):
+            v = score(completion, answers)
+            if v is None or math.isnan(v):
+                continue
+            total += w * v
+            any_scored = True
+        return total if any_scored else None
+
+    return composed
+
+
+@dataclass(frozen=True)
+class BuiltReward:
+    """A validated reward spec: effective params (defaults filled) and the unweighted scorer."""
+
+    name: str
+    weight: float
+    params: dict[str, Any]
+    score: Scorer
+
+
+@dataclass(frozen=True)
+class _ParamDef:
+    type: type
+    default: Any
+    allowed: tuple[str, ...] | str | None = None  # enum values, or "tag"
+
+
+_EXACT_MATCH_PARAMS = {
+    "tag": _ParamDef(str, "answer", "tag"),
+    "require_tag": _ParamDef(bool, True),
+    "match": _ParamDef(str, "exact", ("exact", "prefix", "contains")),
+    "case_sensitive": _ParamDef(bool, False),
+    "ignore_punctuation": _ParamDef(bool, False),
+}
+
+
+def _exact_match_scorer(p: Mapping[str, Any]) -> Scorer:
+    def score(completion: str, answers: Sequence[str]) -> float | None:
+        golds = _gold_words(answers, p["case_sensitive"], p["ignore_punctuation"])
+        if not golds:
+            return None
+        return _match_golds(
+            completion, golds, p["tag"], p["require_tag"], p["match"], p["case_sensitive"], p["ignore_punctuation"]
+        )
+
+    return score
+
+
+def _format_scorer(p: Mapping[str, Any]) -> Scorer:
+    if p["answer_tag"] == p["think_tag"]:
+        _fail("param_value", "params.answer_tag and params.think_tag must differ")
+    kwargs = dict(think=p["think"], partial_credit=p["partial_credit"], answer_tag=p["answer_tag"], think_tag=p["think_tag"])
+    return lambda completion, answers: format_reward(completion, **kwargs)
+
+
+_REGISTRY: dict[str, tuple[dict[str, _ParamDef], Callable[[Mapping[str, Any]], Scorer]]] = {
+    "exact_match": (_EXACT_MATCH_PARAMS, _exact_match_scorer),
+    "exact_match_lenient": (
+        {
+            **_EXACT_MATCH_PARAMS,
+            "require_tag": _ParamDef(bool, False),
+            "match": _ParamDef(str, "contains", ("exact", "prefix", "contains")),
+            "ignore_punctuation": _ParamDef(bool, True),
+        },
+        _exact_match_scorer,
+    ),
+    "format": (
+        {
+            "think": _ParamDef(str, "optional", ("optional", "required", "forbidden")),
+            "partial_credit": _ParamDef(bool, False),
+            "answer_tag": _ParamDef(str, "answer", "tag"),
+            "think_tag": _ParamDef(str, "think", "tag"),
+        },
+        _format_scorer,
+    ),
+}
+
+_TYPE_NAMES = {bool: "boolean", str: "string"}
+
+
+def _js_type_name(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object"
+
+
+def reward_names() -> list[str]:
+    """Registry names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def build_reward(spec: Mapping[str, Any]) -> BuiltReward:
+    """Validates a reward spec {name, weight, params} against the registry and builds its
+    (unweighted) scorer; errors name the field, with grpo.ts's buildReward kinds."""
+    name = spec.get("name")
+    if not isinstance(name, str) or name not in _REGISTRY:
+        _fail("unknown_reward", f"name: unknown reward {name!r}; known: {', '.join(reward_names())}")
+    defs, make = _REGISTRY[name]
+    for key in spec:
+        if key not in ("name", "weight", "params"):
+            _fail("unknown_param", f"{key}: a reward spec has name, weight and params")
+    weight = 1.0 if spec.get("weight") is None else _check_weight("weight", spec["weight"])
+    given = spec.get("params")
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        _fail("param_type", "params must be an object")
+    for key in given:
+        if key not in defs:
+            _fail("unknown_param", f"params.{key}: {name} takes {', '.join(sorted(defs))}")
+    params: dict[str, Any] = {}
+    for key in sorted(defs):
+        d = defs[key]
+        value = given[key] if key in given else d.default
+        if type(value) is not d.type:
+            _fail("param_type", f"params.{key} must be a {_TYPE_NAMES[d.type]}, got {_js_type_name(value)}")
+        if d.allowed == "tag" and not _valid_tag(value):
+            _fail("param_value", f"params.{key} must match {_TAG_NAME_SOURCE}, got {value!r}")
+        if isinstance(d.allowed, tuple) and value not in d.allowed:
+            _fail("param_value", f"params.{key} must be one of {', '.join(d.allowed)}, got {value!r}")
+        params[key] = value
+    return BuiltReward(name=name, weight=weight, params=params, score=make(params))
+
+
+def compose_reward_specs(specs: Sequence[Mapping[str, Any]]) -> Scorer:
+    """build_reward for each spec, then compose_rewards with the specs' weights."""
+    if len(specs) == 0:
+        _fail("empty", "no reward specs")
+    built = [build_reward(s) for s in specs]
+    return compose_rewards([WeightedScorer(score=b.score, weight=b.weight) for b in built])

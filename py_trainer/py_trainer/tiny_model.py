@@ -1,0 +1,429 @@
+"""The embedded default base model: a tiny Qwen2 built from the AML task set, on CPU, in seconds.
+
+No model hub is reachable here or in CI, so an empty `base_model` resolves to a model this module
+builds itself and caches:
+
+1. a byte-level BPE tokenizer (`tokenizers`, with Qwen2Tokenizer's pre-tokenizer) trained on the
+   TRAIN split's prompts and answers, saved as a Qwen2Tokenizer;
+2. a randomly initialised 2-layer Qwen2 (`Qwen2ForCausalLM`, the real architecture, so TRL, PEFT
+   and `generate` run their ordinary code paths);
+3. a short SFT on the answer format with RANDOM labels: the target after every prompt is
+   "<answer>{label drawn uniformly}</answer>" + EOS. The model learns to answer in format and to
+   stop, but not which label fits which case, so GRPO has to learn the mapping from reward alone.
+   Labels are redrawn every time a prompt is seen, so the model learns the uniform marginal rather
+   than memorising a random label per training prompt: sampling gives diverse labels (GRPO needs
+   within-group variance) and greedy accuracy sits at chance.
+
+What is deliberately not textbook, to stay under a minute on 2 CPU cores:
+- SFT is a plain torch loop, not TRL: it pre-trains our fixture, it is not the trainer under test.
+- Each SFT step is 8 prompts x 4 random labels = 32 sequences. Each prompt (minus its last
+  token) runs once under `no_grad` into a KV cache that its 4 sequences share; gradients flow
+  only through the last prompt token and the completion. The gradient ignores how the weights
+  shape the prompt's keys/values; with random labels the prompt carries no label information
+  anyway, and the step costs about a quarter of a full forward/backward over 32 prompts.
+
+Loading always goes through `from_pretrained` on the saved folder, exactly like a hub model:
+
+    path = resolve_base_model("")            # builds once, then returns the cached folder
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+
+The build runs torch single-threaded: weights are bit-identical for the same seed, task file and
+builder version whatever the core count (CPU matmul reductions depend on the thread split), and
+it does not collapse when other processes compete for the cores (measured on 2 busy cores: 40
+SFT steps took 20 s on 1 thread and 100+ s on 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SEED = 0
+# Bump when the build recipe changes in a way that changes the weights: it is part of the cache key.
+BUILDER_VERSION = "3"
+MODEL_NAME_PREFIX = "tiny-aml-qwen2"
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyModelSpec:
+    """Architecture and SFT settings of the default model (all of it is part of the cache key)."""
+
+    vocab_size: int = 2048
+    """BPE vocabulary size including the two special tokens."""
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    intermediate_size: int = 384
+    max_position_embeddings: int = 512
+    """Prompts are 115-185 tokens; 512 leaves room for completions and longer task sets."""
+    sft_prompts_per_step: int = 8
+    sft_labels_per_prompt: int = 4
+    """Each step pairs every prompt with this many random labels: batch = 8 x 4 = 32 sequences,
+    and the prompt prefix (most of the compute) runs once per prompt, not once per sequence."""
+    sft_learning_rate: float = 3e-3
+    """Peak AdamW learning rate; linear warmup then linear decay to 10%."""
+    sft_warmup_steps: int = 20
+    sft_weight_decay: float = 0.0
+    sft_grad_clip: float = 1.0
+
+
+SPEC = TinyModelSpec()
+
+
+# ----------------------------------------------------------------------------------------------
+# Paths and cache key
+
+
+def default_tasks_path() -> Path:
+    """$PY_TRAINER_TASKS, else the repo's agent-evals/tasks/aml_typology.jsonl."""
+    env = os.environ.get("PY_TRAINER_TASKS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "agent-evals/tasks/aml_typology.jsonl"
+
+
+def _trainer_home() -> Path:
+    env = os.environ.get("PY_TRAINER_HOME")
+    return Path(env) if env else Path.home() / ".cache" / "py-trainer"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _require_tasks(path: Path) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"task file {path} not found; it is checked in at agent-evals/tasks/aml_typology.jsonl "
+            "(regenerate: cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --write) "
+            "or point PY_TRAINER_TASKS at one"
+        )
+    return path
+
+
+def _cache_key(tasks_path: Path) -> str:
+    h = hashlib.sha256()
+    h.update(BUILDER_VERSION.encode())
+    h.update(json.dumps(dataclasses.asdict(SPEC), sort_keys=True).encode())
+    h.update(_sha256_file(tasks_path).encode())
+    return h.hexdigest()[:10]
+
+
+def default_model_dir(cache_dir: Path | None = None) -> Path:
+    """Where the default model lives: <cache_dir>/tiny-aml-qwen2-s{seed}-<hash>.
+
+    cache_dir defaults to $PY_TRAINER_HOME/models ($PY_TRAINER_HOME defaults to
+    ~/.cache/py-trainer). The hash covers the task file, the builder version and SPEC, so editing
+    any of them selects a new folder instead of reusing a stale model.
+    """
+    tasks = _require_tasks(default_tasks_path())
+    parent = Path(cache_dir) if cache_dir is not None else _trainer_home() / "models"
+    return parent / f"{MODEL_NAME_PREFIX}-s{DEFAULT_SEED}-{_cache_key(tasks)}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Task corpus
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def _answer(label: str) -> str:
+    # the format the TS side asks for in every prompt (tasks.ts formatAnswer)
+    return f"<answer>{label}</answer>"
+
+
+# ----------------------------------------------------------------------------------------------
+# Build
+
+
+def _train_tokenizer(texts: list[str]):
+    """Byte-level BPE with exactly Qwen2Tokenizer's normalizer and pre-tokenizer.
+
+    AutoTokenizer always loads a qwen2 model's tokenizer as Qwen2Tokenizer, which rebuilds the
+    pipeline from vocab + merges with its own regex; training with any other pipeline would make
+    the loaded tokenizer split text differently from the one the model was trained with.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=SPEC.vocab_size,
+        special_tokens=[EOS_TOKEN, PAD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text encodes; decode(encode(x)) == x
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    bpe = json.loads(tok.to_str())["model"]
+    return Qwen2Tokenizer(
+        vocab=bpe["vocab"],
+        merges=[tuple(m) for m in bpe["merges"]],
+        unk_token=None,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        padding_side="left",  # decoder-only generation pads on the left
+        model_max_length=SPEC.max_position_embeddings,
+    )
+
+
+def _lr_at(step: int, total: int) -> float:
+    peak = SPEC.sft_learning_rate
+    if step < SPEC.sft_warmup_steps:
+        return peak * (step + 1) / SPEC.sft_warmup_steps
+    frac = (step - SPEC.sft_warmup_steps) / max(1, total - SPEC.sft_warmup_steps)
+    return peak * (1.0 - 0.9 * frac)
+
+
+def _sft_random_labels(
+    model,
+    prompt_ids: list[list[int]],
+    answer_ids: list[list[int]],
+    *,
+    steps: int,
+    pad_id: int,
+    gen: torch.Generator,
+) -> float:
+    """Trains on prompt -> answer_ids[random]; returns the mean loss of the last 10 steps."""
+    n_prompts, reps = SPEC.sft_prompts_per_step, SPEC.sft_labels_per_prompt
+    bs = n_prompts * reps
+    opt = torch.optim.AdamW(model.parameters(), lr=SPEC.sft_learning_rate, weight_decay=SPEC.sft_weight_decay)
+    model.train()
+    order = torch.empty(0, dtype=torch.long)
+    losses: list[float] = []
+    for step in range(steps):
+        if len(order) < n_prompts:  # epoch-wise shuffling, no prompt repeated within an epoch
+            order = torch.cat([order, torch.randperm(len(prompt_ids), generator=gen)])
+        idx, order = order[:n_prompts].tolist(), order[n_prompts:]
+        labels = torch.randint(len(answer_ids), (bs,), generator=gen).tolist()
+        prompts = [prompt_ids[i] for i in idx for _ in range(reps)]  # rows b*reps .. b*reps+reps-1 share a prompt
+        comps = [answer_ids[k] for k in labels]
+
+        # prompts left-padded to end at column P, completions right-padded after them
+        P = max(len(p) for p in prompts)
+        C = max(len(c) for c in comps)
+        ids = torch.full((bs, P + C), pad_id, dtype=torch.long)
+        mask = torch.zeros((bs, P + C), dtype=torch.long)
+        target = torch.full((bs, C), -100, dtype=torch.long)
+        for b, (p, c) in enumerate(zip(prompts, comps)):
+            ids[b, P - len(p) : P] = torch.tensor(p)
+            ids[b, P : P + len(c)] = torch.tensor(c)
+            mask[b, P - len(p) : P + len(c)] = 1
+            target[b, : len(c)] = torch.tensor(c)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+
+        with torch.no_grad():
+            first = slice(None, None, reps)  # one row per distinct prompt
+            prefix = model.model(
+                input_ids=ids[first, : P - 1],
+                attention_mask=mask[first, : P - 1],
+                position_ids=pos[first, : P - 1],
+                use_cache=True,
+            )
+        cache = prefix.cache
+        cache.batch_repeat_interleave(reps)
+        out = model.model(
+            input_ids=ids[:, P - 1 : P + C - 1],
+            attention_mask=mask[:, : P + C - 1],
+            position_ids=pos[:, P - 1 : P + C - 1],
+            cache=cache,
+            use_cache=True,
+        )
+        logits = model.lm_head(out.last_hidden_state)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+
+        for g in opt.param_groups:
+            g["lr"] = _lr_at(step, steps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), SPEC.sft_grad_clip)
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 0 or step == steps - 1:
+            log.debug("sft step %d/%d loss %.4f", step + 1, steps, losses[-1])
+    model.eval()
+    tail = losses[-10:]
+    return sum(tail) / len(tail) if tail else float("nan")
+
+
+def build_tiny_model(
+    out_dir: Path,
+    *,
+    seed: int = DEFAULT_SEED,
+    tasks_path: Path | None = None,
+    sft_steps: int = 300,
+) -> Path:
+    """Builds tokenizer + Qwen2 + random-label SFT and saves them with save_pretrained in out_dir.
+
+    Uses only the TRAIN split of the task file. Writes build_info.json last (seed, sft_steps,
+    final SFT loss = mean of the last 10 steps in nats per completion token, task file sha256,
+    wall seconds, parameter count). Leaves the caller's global torch RNG and thread count as they were.
+    """
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    t0 = time.time()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks_path = _require_tasks(Path(tasks_path) if tasks_path is not None else default_tasks_path())
+    rows = [r for r in _read_jsonl(tasks_path) if r.get("split") == "train"]
+    if not rows:
+        raise ValueError(f"{tasks_path} has no train rows")
+    labels = sorted({r["typology"] for r in rows})
+    prompts = [r["prompt"] for r in rows]
+
+    tokenizer = _train_tokenizer(prompts + [_answer(r["typology"]) for r in rows])
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    answer_ids = [tokenizer(_answer(label), add_special_tokens=False)["input_ids"] + [eos_id] for label in labels]
+    longest = max(map(len, prompt_ids)) + max(map(len, answer_ids))
+    if longest > SPEC.max_position_embeddings:
+        raise ValueError(
+            f"a prompt + answer is {longest} tokens, over max_position_embeddings={SPEC.max_position_embeddings}"
+        )
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=SPEC.hidden_size,
+        num_hidden_layers=SPEC.num_hidden_layers,
+        num_attention_heads=SPEC.num_attention_heads,
+        num_key_value_heads=SPEC.num_key_value_heads,
+        intermediate_size=SPEC.intermediate_size,
+        max_position_embeddings=SPEC.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see the module docstring: determinism and no oversubscription
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Qwen2ForCausalLM(config)
+            gen = torch.Generator().manual_seed(seed)
+            final_loss = _sft_random_labels(model, prompt_ids, answer_ids, steps=sft_steps, pad_id=pad_id, gen=gen)
+    finally:
+        torch.set_num_threads(threads)
+
+    model.generation_config = GenerationConfig(bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    info = {
+        "builder_version": BUILDER_VERSION,
+        "seed": seed,
+        "sft_steps": sft_steps,
+        "final_sft_loss": final_loss,
+        "tasks_path": str(tasks_path),
+        "tasks_sha256": _sha256_file(tasks_path),
+        "labels": labels,
+        "train_rows": len(rows),
+        "param_count": sum(p.numel() for p in model.parameters()),
+        "spec": dataclasses.asdict(SPEC),
+        "seconds": round(time.time() - t0, 2),
+    }
+    (out_dir / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    log.info("built tiny model in %s: %.1f s, final SFT loss %.4f", out_dir, info["seconds"], final_loss)
+    return out_dir
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache
+
+
+def _lock_path(final: Path) -> Path:
+    return final.with_name(final.name + ".lock")
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)  # works for files and directories on Linux
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in [*root.rglob("*"), root]:
+        _fsync(path)
+
+
+def _is_built(folder: Path) -> bool:
+    return (folder / "build_info.json").is_file()
+
+
+def ensure_default_model(*, cache_dir: Path | None = None) -> Path:
+    """Returns the default model's folder, building it first if it is not cached.
+
+    The build goes to a temp folder next to the final one and is renamed into place, so a
+    half-built model is never visible. An fcntl lock on "<folder>.lock" makes a second process
+    wait for the first build instead of building again. cache_dir: see default_model_dir.
+    """
+    final = default_model_dir(cache_dir)
+    if _is_built(final):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(_lock_path(final), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if _is_built(final):  # someone else built it while we waited
+                return final
+            # leftovers of a crashed build; nobody else can be building while we hold the lock
+            for stale in final.parent.glob(f".{final.name}.tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            if final.exists():  # not built by us (no build_info.json): never reuse it
+                shutil.rmtree(final)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+            try:
+                log.info("building the default tiny model into %s (one time, under a minute)", final)
+                build_tiny_model(tmp, seed=DEFAULT_SEED, tasks_path=default_tasks_path())
+                _fsync_tree(tmp)
+                os.rename(tmp, final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            _fsync(final.parent)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return final
+
+
+def resolve_base_model(name: str) -> str:
+    """"" -> the embedded default model's folder (built on first use); anything else unchanged."""
+    if name == "":
+        return str(ensure_default_model())
+    return name

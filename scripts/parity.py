@@ -1,0 +1,281 @@
+"""Checks the Python ports (py_trainer.grpo, py_trainer.stats) against vectors the TS code wrote.
+
+    .venv/bin/python scripts/parity.py tests/vectors [more files or folders of *.json ...]
+
+Each file is one function's cases in the format documented in ts_agent/src/parity/harness.ts
+(the checked-in tests/vectors, or the random cases `scripts/parity.sh` has TS write to a temp
+folder). Every case is run through the Python port; results must equal the TS results exactly
+for booleans, strings, None and integers, and within the file's ulp tolerance for floats; error
+cases must raise the same error class with the same ``kind``. Prints one table row per file
+(function, source, cases, error cases, max abs diff, max ulp diff, result) and exits 1 on any
+mismatch. tests/test_parity_vectors.py imports this module to run the same checks under pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import struct
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_trainer"))
+
+from py_trainer import grpo, stats  # noqa: E402
+
+# ---------------------------------------------------------------------------------------------
+# Codec and names
+
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf, "-0": -0.0}
+
+
+def decode(value: Any) -> Any:
+    """Inverse of harness.ts's encode: the strings NaN, Infinity, -Infinity, -0 become floats."""
+    if isinstance(value, str):
+        return _SPECIAL.get(value, value)
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: decode(v) for k, v in value.items()}
+    return value
+
+
+def snake_case(name: str) -> str:
+    """camelCase to snake_case with acronyms as one word, as harness.ts's snakeCase."""
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    name = re.sub(r"([A-Z])([A-Z][a-z])", r"\1_\2", name)
+    return name.lower()
+
+
+def to_plain(value: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists (keys stay snake_case)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
+def snake_keys(value: Any) -> Any:
+    """TS result objects with their keys in snake_case, to compare with the Python dataclasses."""
+    if isinstance(value, list):
+        return [snake_keys(v) for v in value]
+    if isinstance(value, dict):
+        return {snake_case(k): snake_keys(v) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# How a case calls the Python port (mirrors FUNCTIONS in harness.ts)
+
+
+def _compose_rewards(args, kw):
+    fns = [grpo.WeightedScorer(score=(lambda c, a, v=f["value"]: v), weight=f["weight"]) for f in args[0]]
+    return grpo.compose_rewards(fns)("", [])
+
+
+def _build_reward(args, kw):
+    built = grpo.build_reward(args[0])
+    return {"name": built.name, "weight": built.weight, "params": built.params,
+            "scores": [built.score(c, args[2]) for c in args[1]]}
+
+
+def _compose_reward_specs(args, kw):
+    score = grpo.compose_reward_specs(args[0])
+    return [score(c, args[2]) for c in args[1]]
+
+
+def _rng(args, kw):
+    rng = stats.Rng(args[0])
+    uint32 = [rng.next_uint32() for _ in range(args[1])]
+    indices = [rng.next_index(args[2]) for _ in range(args[1])]
+    return {"uint32": uint32, "indices": indices}
+
+
+def _plain(fn: Callable) -> Callable[[list, dict], Any]:
+    return lambda args, kw: fn(*args, **kw)
+
+
+ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
+    "group_relative_advantage": _plain(grpo.group_relative_advantage),
+    "normalize_answer": _plain(grpo.normalize_answer),
+    "extract_answer": _plain(grpo.extract_answer),
+    "exact_match_reward": _plain(grpo.exact_match_reward),
+    "format_reward": _plain(grpo.format_reward),
+    "compose_rewards": _compose_rewards,
+    "build_reward": _build_reward,
+    "compose_reward_specs": _compose_reward_specs,
+    "reward_names": _plain(grpo.reward_names),
+    "normal_cdf": _plain(stats.normal_cdf),
+    "normal_quantile": _plain(stats.normal_quantile),
+    "student_t_quantile": _plain(stats.student_t_quantile),
+    "mean": _plain(stats.mean),
+    "sample_sd": _plain(stats.sample_sd),
+    "standard_error": _plain(stats.standard_error),
+    "wilson_interval": _plain(stats.wilson_interval),
+    "mcnemar_exact_p": _plain(stats.mcnemar_exact_p),
+    "paired_comparison": _plain(stats.paired_comparison),
+    "paired_bootstrap_ci": _plain(stats.paired_bootstrap_ci),
+    "required_n_for_delta": _plain(stats.required_n_for_delta),
+    "minimum_detectable_effect": _plain(stats.minimum_detectable_effect),
+    "cohen_kappa": _plain(stats.cohen_kappa),
+    "fleiss_kappa": _plain(stats.fleiss_kappa),
+    "start_vs_end": _plain(stats.start_vs_end),
+    "trend": _plain(stats.trend),
+    "Rng": _rng,
+}
+
+# ---------------------------------------------------------------------------------------------
+# Comparison
+
+
+def _ordered(x: float) -> int:
+    bits = struct.unpack("<q", struct.pack("<d", x))[0]
+    return bits if bits >= 0 else -(bits & 0x7FFFFFFFFFFFFFFF) - 1
+
+
+def ulp_distance(x: float, y: float) -> float:
+    """Distance in ulp between two doubles: 0 for two NaNs or the same infinity, inf when only one
+    is NaN or infinite."""
+    if math.isnan(x) or math.isnan(y):
+        return 0 if math.isnan(x) and math.isnan(y) else math.inf
+    if math.isinf(x) or math.isinf(y):
+        return 0 if x == y else math.inf
+    return abs(_ordered(x) - _ordered(y))
+
+
+@dataclasses.dataclass
+class Diff:
+    """Float distances seen while comparing (for the table)."""
+
+    max_abs: float = 0.0
+    max_ulp: float = 0
+
+
+def compare(expected: Any, actual: Any, ulp_tol: float, diff: Diff, path: str = "$") -> list[str]:
+    """Mismatches between a decoded TS result and a plain Python result (see the module docs)."""
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        same = type(actual) is type(expected) and actual == expected
+        return [] if same else [f"{path}: expected {expected!r}, got {actual!r}"]
+    if isinstance(expected, (int, float)):
+        if not isinstance(actual, (int, float)) or isinstance(actual, bool):
+            return [f"{path}: expected number {expected!r}, got {actual!r}"]
+        if isinstance(actual, int):  # a discrete output: exactly equal
+            return [] if actual == expected else [f"{path}: expected {expected!r}, got {actual!r} (integer)"]
+        u = ulp_distance(float(expected), actual)
+        if not (math.isnan(expected) or math.isnan(actual) or expected == actual):
+            diff.max_abs = max(diff.max_abs, abs(expected - actual))
+        diff.max_ulp = max(diff.max_ulp, u)
+        return [] if u <= ulp_tol else [f"{path}: expected {expected!r}, got {actual!r} ({u} ulp)"]
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{path}: expected a list of {len(expected)}, got {actual!r}"]
+        out: list[str] = []
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            out += compare(e, a, ulp_tol, diff, f"{path}[{i}]")
+        return out
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or sorted(actual) != sorted(expected):
+            keys = sorted(actual) if isinstance(actual, dict) else actual
+            return [f"{path}: expected keys {sorted(expected)}, got {keys!r}"]
+        out = []
+        for k in sorted(expected):
+            out += compare(expected[k], actual[k], ulp_tol, diff, f"{path}.{k}")
+        return out
+    return [f"{path}: unsupported expected value {expected!r}"]
+
+
+def run_case(python_name: str, case: dict) -> tuple[str, Any]:
+    """Runs one (decoded) case: ("ok", plain result) or ("error", (type name, kind, message))."""
+    kwargs = {snake_case(k): v for k, v in (case.get("options") or {}).items()}
+    try:
+        return "ok", to_plain(ADAPTERS[python_name](case["args"], kwargs))
+    except (grpo.RewardInputError, stats.StatsInputError) as e:
+        return "error", (type(e).__name__, e.kind, str(e))
+    except Exception as e:  # noqa: BLE001 - any other exception is a parity failure, reported below
+        return "error", (type(e).__name__, None, str(e))
+
+
+def check_case(python_name: str, case: dict, ulp_tol: float, diff: Diff) -> list[str]:
+    """Mismatches for one decoded case (empty when the Python port agrees)."""
+    status, value = run_case(python_name, case)
+    if "error" in case:
+        want = (case["error"]["type"], case["error"]["kind"])
+        if status == "error" and value[:2] == want:
+            return []
+        got = f"{value[0]}({value[1]}): {value[2]}" if status == "error" else repr(value)
+        return [f"expected {want[0]}({want[1]}), got {got}"]
+    if status == "error":
+        return [f"raised {value[0]}({value[1]}): {value[2]}"]
+    return compare(snake_keys(case["expected"]), value, ulp_tol, diff)
+
+
+def load(path: Path) -> dict:
+    """A vector file, decoded."""
+    data = json.loads(path.read_text())
+    if data.get("format") != 1:
+        raise ValueError(f"{path}: unknown vector format {data.get('format')!r}")
+    data["cases"] = [decode(c) for c in data["cases"]]
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        out += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    return out
+
+
+def _fmt_ulp(u: float) -> str:
+    return "inf" if u == math.inf else str(int(u))
+
+
+def main(argv: list[str]) -> int:
+    files = _files(argv or ["tests/vectors"])
+    if not files:
+        print("parity: no vector files found", file=sys.stderr)
+        return 1
+    rows, failures = [], []
+    for path in files:
+        data = load(path)
+        diff = Diff()
+        bad = 0
+        for case in data["cases"]:
+            problems = check_case(data["python"], case, data["tolerance"]["ulp"], diff)
+            if problems:
+                bad += 1
+                if len(failures) < 40:
+                    failures.append(f"{data['function']} [{path.parent.name}] {case['name']!r}: " + "; ".join(problems[:3]))
+        errors = sum(1 for c in data["cases"] if "error" in c)
+        source = data.get("source", path.parent.name)
+        result = "ok" if bad == 0 else f"FAIL ({bad})"
+        rows.append((data["function"], source, len(data["cases"]), errors, f"{diff.max_abs:.3g}", _fmt_ulp(diff.max_ulp),
+                     f"<= {data['tolerance']['ulp']}", result))
+    header = ("function", "source", "cases", "errors", "max abs diff", "max ulp", "tolerance", "result")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join("{:<%d}" % w if i < 2 else "{:>%d}" % w for i, w in enumerate(widths))
+    print(line.format(*header))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line.format(*r))
+    total = sum(r[2] for r in rows)
+    if failures:
+        print(f"\nparity: MISMATCH in {sum(1 for r in rows if r[-1] != 'ok')} of {len(rows)} files:")
+        for f in failures:
+            print("  " + f)
+        return 1
+    print(f"\nparity: {total} cases in {len(rows)} files, Python ports agree with TypeScript")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

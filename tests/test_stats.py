@@ -1,0 +1,181 @@
+"""Properties of py_trainer.stats (hypothesis): closed forms, symmetries and the error kinds.
+Reference values from scipy/statsmodels/scikit-learn are in tests/test_stats_references.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from py_trainer import stats
+from py_trainer.stats import StatsInputError
+
+FAST = settings(max_examples=60, deadline=None)
+num = st.floats(-1e3, 1e3)
+sample = st.lists(num, min_size=2, max_size=30)
+
+
+def kind_of(fn) -> str | None:
+    try:
+        fn()
+    except StatsInputError as e:
+        return e.kind
+    return None
+
+
+def close(a, b, rel):
+    return abs(a - b) <= rel * max(1.0, abs(a), abs(b))
+
+
+@FAST
+@given(st.floats(0.01, 0.99))
+def test_t_quantile_closed_forms(p):
+    assert close(stats.student_t_quantile(p, 1), math.tan(math.pi * (p - 0.5)), 1e-12)
+    assert close(stats.student_t_quantile(p, 2), (2 * p - 1) / math.sqrt(2 * p * (1 - p)), 1e-12)
+    assert close(stats.student_t_quantile(p, 9), -stats.student_t_quantile(1 - p, 9), 1e-12)
+
+
+@FAST
+@given(st.floats(-37, 1))
+def test_normal_quantile_inverts_cdf(x):
+    assert close(stats.normal_quantile(stats.normal_cdf(x)), x, 1e-9)
+    assert abs(stats.normal_cdf(x) + stats.normal_cdf(-x) - 1) <= 1e-15
+
+
+@FAST
+@given(sample, st.integers(-100, 100))
+def test_descriptive(xs, c):
+    m = stats.mean(xs)
+    assert min(xs) - 1e-9 <= m <= max(xs) + 1e-9
+    sd = stats.sample_sd(xs)
+    assert sd >= 0
+    assert close(stats.standard_error(xs), sd / math.sqrt(len(xs)), 1e-15)
+    assert abs(stats.sample_sd([x + c for x in xs]) - sd) <= 1e-9 * (1 + sd)
+
+
+@FAST
+@given(st.integers(1, 2000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_brackets_the_estimate(kn):
+    k, n = kn
+    w = stats.wilson_interval(k, n)
+    assert 0 <= w.lower <= w.estimate + 1e-15 and w.estimate <= w.upper + 1e-15 and w.upper <= 1
+
+
+@FAST
+@given(st.integers(0, 40), st.integers(0, 40))
+def test_mcnemar_is_the_binomial_sum(b, c):
+    n = b + c
+    p = stats.mcnemar_exact_p(b, c)
+    assert p == stats.mcnemar_exact_p(c, b)
+    want = 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+    assert close(p, want, 1e-15)
+
+
+bits = st.integers(2, 40).flatmap(lambda n: st.tuples(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n),
+                                                      st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n)))
+
+
+@FAST
+@given(bits)
+def test_paired_comparison_symmetry(ab):
+    a, b = ab
+    r, s = stats.paired_comparison(a, b), stats.paired_comparison(b, a)
+    assert close(r.mean_diff, -s.mean_diff, 1e-15)
+    assert (r.discordant.b, r.discordant.c) == (s.discordant.c, s.discordant.b)
+    assert r.discordant.c - r.discordant.b == round(r.mean_diff * len(a))
+    assert r.ci_t.lower <= r.ci_normal.lower + 1e-15 and r.ci_normal.upper <= r.ci_t.upper + 1e-15
+
+
+@settings(max_examples=25, deadline=None)
+@given(bits, st.integers(0, 2**32 - 1))
+def test_bootstrap_is_seeded_and_bounded(ab, seed):
+    a, b = ab
+    one = stats.paired_bootstrap_ci(a, b, resamples=150, seed=seed)
+    assert stats.paired_bootstrap_ci(a, b, resamples=150, seed=seed) == one
+    d = [y - x for x, y in zip(a, b)]
+    assert min(d) <= one.lower <= one.upper <= max(d)
+
+
+@FAST
+@given(st.floats(0.005, 1), st.floats(0.01, 2))
+def test_required_n_and_mde_are_inverses(delta, sd):
+    n = stats.required_n_for_delta(delta, sd)
+    assert stats.required_n_for_delta(-delta, sd) == n
+    assert stats.minimum_detectable_effect(n, sd) <= delta * (1 + 1e-12)
+    if n > 1:
+        assert stats.minimum_detectable_effect(n - 1, sd) > delta
+
+
+ratings = st.integers(2, 40).flatmap(lambda n: st.tuples(st.lists(st.integers(0, 3), min_size=n, max_size=n),
+                                                         st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+
+
+@FAST
+@given(ratings, st.sampled_from(["none", "linear", "quadratic"]))
+def test_kappa_symmetric_and_perfect(r, weights):
+    r1, r2 = r
+    k, j = stats.cohen_kappa(r1, r2, weights=weights), stats.cohen_kappa(r2, r1, weights=weights)
+    if k.kappa is None:
+        assert j.kappa is None
+    else:
+        assert close(k.kappa, j.kappa, 1e-12) and k.kappa <= 1 + 1e-12
+    self = stats.cohen_kappa(r1, r1, weights=weights)
+    if self.kappa is not None:
+        assert close(self.kappa, 1.0, 1e-12)
+
+
+@FAST
+@given(st.integers(3, 30), st.floats(0.001, 2))
+def test_trend_of_a_line(n, slope):
+    series = [0.1 + slope * i for i in range(n)]
+    t = stats.trend(series)
+    assert t.s == n * (n - 1) // 2
+    assert close(t.sen_slope, slope, 1e-9)
+    r = stats.trend(series[::-1])
+    assert r.s == -t.s and close(r.z, -t.z, 1e-15)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 10), st.floats(0.01, 1))
+def test_start_vs_end_flat_and_step(length, w, level):
+    window = min(w, length // 2)
+    flat = stats.start_vs_end([level] * length, window=window, resamples=50)
+    assert flat.change == 0 and (flat.change_ci.lower, flat.change_ci.upper) == (0, 0)
+    step = stats.start_vs_end([level] * length + [level + 0.5] * length, window=window, resamples=50)
+    assert step.change_ci.lower > 0
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 2**32))
+def test_rng_range_and_determinism(seed, n):
+    a, b = stats.Rng(seed), stats.Rng(seed)
+    for _ in range(20):
+        x = a.next_index(n)
+        assert 0 <= x < n and b.next_index(n) == x
+
+
+@FAST
+@given(sample, st.integers(0, 100), st.sampled_from([math.nan, math.inf, None]))
+def test_bad_values_have_stable_kinds(xs, at, bad):
+    w = list(xs)
+    w[at % len(w)] = bad
+    want = "out_of_range" if bad == math.inf else "nan"
+    assert kind_of(lambda: stats.mean(w)) == want
+    assert kind_of(lambda: stats.paired_comparison(w, xs)) == want
+    assert kind_of(lambda: stats.trend(w + [1.0])) == want
+
+
+def test_error_kinds():
+    assert kind_of(lambda: stats.mean([])) == "empty"
+    assert kind_of(lambda: stats.sample_sd([1.0])) == "too_few"
+    assert kind_of(lambda: stats.paired_comparison([1, 0], [1])) == "length_mismatch"
+    assert kind_of(lambda: stats.required_n_for_delta(0, 0.3)) == "zero_delta"
+    assert kind_of(lambda: stats.normal_quantile(1.0)) == "out_of_range"
+    assert kind_of(lambda: stats.wilson_interval(1.5, 3)) == "not_integer"
+    assert kind_of(lambda: stats.cohen_kappa([1, "a"], [1, "a"])) == "label_type"
+    assert kind_of(lambda: stats.cohen_kappa([True], [False])) == "label_type"
+    assert kind_of(lambda: stats.cohen_kappa([1], [1], weights="cubic")) == "bad_option"
+    assert kind_of(lambda: stats.fleiss_kappa([[1, 2], [3]])) == "length_mismatch"
+    with pytest.raises(StatsInputError):
+        stats.Rng(2**32)

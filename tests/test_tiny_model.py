@@ -1,0 +1,256 @@
+"""The embedded default model: built deterministically, cached atomically, knows the format only.
+
+The session fixture `tiny_model_dir` (conftest.py) builds the real default model once; the tests
+here load it through the ordinary from_pretrained path, as the trainer and evaluator do.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from py_trainer import tiny_model
+from py_trainer.tiny_model import (
+    DEFAULT_SEED,
+    build_tiny_model,
+    default_model_dir,
+    default_tasks_path,
+    ensure_default_model,
+    resolve_base_model,
+)
+
+ANSWER_RE = re.compile(r"^\s*<answer>([a-z_]+)</answer>\s*$")
+MAX_NEW_TOKENS = 16
+
+
+def _rows(split: str) -> list[dict]:
+    rows = [json.loads(line) for line in default_tasks_path().read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["split"] == split]
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def greedy_test_split(loaded):
+    """Greedy completions (token ids, without the prompt) for every test-split prompt."""
+    model, tok = loaded
+    rows = _rows("test")
+    outs: list[list[int]] = []
+    with torch.no_grad():
+        for i in range(0, len(rows), 64):
+            enc = tok([r["prompt"] for r in rows[i : i + 64]], return_tensors="pt", padding=True)
+            gen = model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
+            outs += gen[:, enc["input_ids"].shape[1] :].tolist()
+    return rows, outs
+
+
+def _parse(tok, ids: list[int]) -> str | None:
+    m = ANSWER_RE.match(tok.decode(ids, skip_special_tokens=True))
+    return m.group(1) if m else None
+
+
+def _ends_with_eos(tok, ids: list[int]) -> bool:
+    return tok.eos_token_id in ids
+
+
+# ----------------------------------------------------------------------------------------------
+# The saved folder
+
+
+def test_folder_loads_with_auto_classes(tiny_model_dir, loaded):
+    model, tok = loaded
+    files = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+    for name in (*files, "build_info.json"):
+        assert (tiny_model_dir / name).is_file(), name
+    assert model.config.model_type == "qwen2"
+    assert tok.eos_token == tiny_model.EOS_TOKEN and tok.pad_token == tiny_model.PAD_TOKEN
+    assert tok.eos_token_id != tok.pad_token_id
+    assert tok.padding_side == "left"
+    assert model.config.eos_token_id == tok.eos_token_id and model.config.pad_token_id == tok.pad_token_id
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+    assert model.generation_config.pad_token_id == tok.pad_token_id
+    assert model.config.vocab_size == len(tok)
+    info = json.loads((tiny_model_dir / "build_info.json").read_text())
+    assert info["seed"] == DEFAULT_SEED and info["sft_steps"] == 300
+    assert info["param_count"] == sum(p.numel() for p in model.parameters())
+    assert info["final_sft_loss"] < 0.5  # format learned; the label token alone costs ln(8)/7 = 0.30
+    print(f"\nbuild_info: {info['seconds']} s, final SFT loss {info['final_sft_loss']:.4f}, {info['param_count']} params")
+
+
+def test_autotokenizer_matches_the_trained_tokenizer(tiny_model_dir, loaded):
+    # AutoTokenizer loads a qwen2 folder as Qwen2Tokenizer, which rebuilds its own pre-tokenizer:
+    # it must split text exactly as the tokenizer the model was trained with.
+    _, tok = loaded
+    raw = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    for r in _rows("test") + _rows("train")[:50]:
+        assert tok(r["prompt"])["input_ids"] == raw.encode(r["prompt"]).ids, r["id"]
+        assert tok.decode(tok(r["prompt"])["input_ids"]) == r["prompt"]
+    assert max(len(tok(r["prompt"])["input_ids"]) for r in _rows("test")) + MAX_NEW_TOKENS <= 512
+
+
+# ----------------------------------------------------------------------------------------------
+# What the model knows: the format and when to stop, not the mapping
+
+
+def test_greedy_stops_and_is_well_formed(loaded, greedy_test_split):
+    _, tok = loaded
+    rows, outs = greedy_test_split
+    labels = {r["typology"] for r in rows}
+    eos = sum(_ends_with_eos(tok, o) for o in outs) / len(outs)
+    parsed = [_parse(tok, o) for o in outs]
+    well_formed = sum(p in labels for p in parsed) / len(outs)
+    print(f"\ngreedy on {len(outs)} test prompts: EOS {eos:.3f}, well-formed {well_formed:.3f}, labels {Counter(parsed)}")
+    assert eos >= 0.9
+    assert well_formed >= 0.9
+
+
+def test_greedy_does_not_know_the_mapping(loaded, greedy_test_split):
+    _, tok = loaded
+    rows, outs = greedy_test_split
+    acc = sum(_parse(tok, o) == r["typology"] for r, o in zip(rows, outs)) / len(rows)
+    print(f"\ngreedy exact-match accuracy on the test split: {acc:.3f} (chance 1/8)")
+    assert acc < 0.35
+
+
+def test_sampling_is_diverse_and_stops(loaded):
+    model, tok = loaded
+    labels = {r["typology"] for r in _rows("train")}
+    prompt = _rows("test")[0]["prompt"]
+    enc = tok([prompt], return_tensors="pt")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(1234)
+        gen = model.generate(
+            **enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=32
+        )
+    outs = gen[:, enc["input_ids"].shape[1] :].tolist()
+    parsed = [_parse(tok, o) for o in outs]
+    eos = sum(_ends_with_eos(tok, o) for o in outs) / len(outs)
+    print(f"\n32 samples at T=1: EOS {eos:.3f}, labels {Counter(parsed)}")
+    assert eos >= 0.9
+    assert sum(p in labels for p in parsed) >= 0.9 * len(outs)
+    assert len({p for p in parsed if p in labels}) >= 3
+
+
+# ----------------------------------------------------------------------------------------------
+# Determinism
+
+
+def test_same_seed_same_bytes(tmp_path):
+    a = build_tiny_model(tmp_path / "a", seed=3, sft_steps=12)
+    b = build_tiny_model(tmp_path / "b", seed=3, sft_steps=12)
+    c = build_tiny_model(tmp_path / "c", seed=4, sft_steps=12)
+    for name in ("model.safetensors", "tokenizer.json", "config.json", "generation_config.json"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert (a / "model.safetensors").read_bytes() != (c / "model.safetensors").read_bytes()
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache: location, build once, atomic, locked
+
+
+def test_default_model_dir_location(monkeypatch, tmp_path):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path))
+    d = default_model_dir()
+    assert d.parent == tmp_path / "models"
+    assert re.fullmatch(rf"tiny-aml-qwen2-s{DEFAULT_SEED}-[0-9a-f]{{10}}", d.name)
+    assert default_model_dir(tmp_path / "x") == tmp_path / "x" / d.name
+    # another task file selects another folder
+    other = tmp_path / "tasks.jsonl"
+    other.write_text(default_tasks_path().read_text().replace("aml-00001", "aml-99999", 1))
+    monkeypatch.setenv("PY_TRAINER_TASKS", str(other))
+    assert default_model_dir().name != d.name
+    monkeypatch.setenv("PY_TRAINER_TASKS", str(tmp_path / "missing.jsonl"))
+    with pytest.raises(FileNotFoundError, match="PY_TRAINER_TASKS"):
+        default_model_dir()
+
+
+def test_cached_model_is_reused_without_rebuilding(tiny_model_dir, py_trainer_home, monkeypatch):
+    before = (tiny_model_dir / "build_info.json").stat().st_mtime_ns
+
+    def no_build(*a, **k):
+        raise AssertionError("rebuilt a cached model")
+
+    monkeypatch.setattr(tiny_model, "build_tiny_model", no_build)
+    assert ensure_default_model(cache_dir=py_trainer_home / "models") == tiny_model_dir
+    monkeypatch.setenv("PY_TRAINER_HOME", str(py_trainer_home))
+    assert resolve_base_model("") == str(tiny_model_dir)
+    assert (tiny_model_dir / "build_info.json").stat().st_mtime_ns == before
+
+
+def test_resolve_base_model_passes_names_through():
+    assert resolve_base_model("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert resolve_base_model("/models/local") == "/models/local"
+
+
+def _counting_fast_build(monkeypatch, calls: list):
+    real = tiny_model.build_tiny_model
+
+    def build(out_dir, **kw):
+        calls.append(Path(out_dir))
+        return real(out_dir, **{**kw, "sft_steps": 5})
+
+    monkeypatch.setattr(tiny_model, "build_tiny_model", build)
+
+
+def test_builds_once_into_a_temp_folder_then_renames(tmp_path, monkeypatch):
+    calls: list[Path] = []
+    _counting_fast_build(monkeypatch, calls)
+    first = ensure_default_model(cache_dir=tmp_path)
+    assert len(calls) == 1 and calls[0] != first and calls[0].parent == tmp_path  # built beside, then renamed
+    assert (first / "build_info.json").is_file() and not calls[0].exists()
+    mtime = (first / "model.safetensors").stat().st_mtime_ns
+    assert ensure_default_model(cache_dir=tmp_path) == first
+    assert len(calls) == 1 and (first / "model.safetensors").stat().st_mtime_ns == mtime
+    # only the model folder and its lock file are visible
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, first.name + ".lock"])
+
+
+def test_failed_build_leaves_nothing_visible(tmp_path, monkeypatch):
+    def broken(out_dir, **kw):
+        (Path(out_dir) / "config.json").write_text("{}")
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(tiny_model, "build_tiny_model", broken)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        ensure_default_model(cache_dir=tmp_path)
+    final = default_model_dir(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [final.name + ".lock"]
+
+
+def test_second_caller_waits_on_the_lock(tiny_model_dir, tmp_path, monkeypatch):
+    calls: list[Path] = []
+    _counting_fast_build(monkeypatch, calls)
+    final = default_model_dir(tmp_path)
+    result: dict = {}
+    with open(tiny_model._lock_path(final), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # we are "the first builder"
+        waiter = threading.Thread(target=lambda: result.update(path=ensure_default_model(cache_dir=tmp_path)))
+        waiter.start()
+        time.sleep(0.5)
+        assert waiter.is_alive(), "second caller did not wait for the lock"
+        # finish "our" build the way ensure_default_model does: complete folder, then rename
+        staging = tmp_path / f".{final.name}.tmp-test"
+        shutil.copytree(tiny_model_dir, staging)
+        os.rename(staging, final)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    assert result["path"] == final
+    assert calls == []  # it found our model after the lock and did not build again

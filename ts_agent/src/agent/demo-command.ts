@@ -1,0 +1,145 @@
+/**
+ * `agent demo`: the whole first run against a running sidecar (scripts/demo.sh starts and stops
+ * it; `make demo` calls that script):
+ *   1. health check;
+ *   2. `agent baseline set` if agent-evals/baseline.json is missing (never --force);
+ *   3. train: the default request (embedded default model; the AML train split sent INLINE from
+ *      the TS task loader; rewards exact_match 1.0 + format 0.2; every other knob the sidecar's
+ *      default), or the TrainRequest JSON given with --config; artifacts land in
+ *      agent-evals/runs/<run_id>/;
+ *   4. `agent eval <run_id>`: base vs the new adapter on the whole test split;
+ *   5. `agent report <run_id>`;
+ *   6. print where everything is.
+ */
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+import { create } from "@bufbuild/protobuf";
+
+import { TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
+import { baselinePath, readBaseline, setBaseline } from "./eval/baseline.js";
+import { describeBaseline } from "./eval/baseline-command.js";
+import { GLOBAL_FLAGS, evalRun, evalTargetFromFlags } from "./eval/eval-command.js";
+import { loadTaskSet, progressPrinter } from "./eval/harness.js";
+import { loadTasks, splitTasks } from "./eval/tasks.js";
+import { writeReport } from "./report/report.js";
+import { loadTrainRequest, trainViaSidecar } from "./train/train-command.js";
+
+const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
+  --config FILE     a TrainRequest in proto JSON instead of the default request
+  --run-id ID       the run id to ask for (default: the sidecar assigns one)
+  --tasks PATH      task file (default agent-evals/tasks/aml_typology.jsonl)
+  --evals-dir DIR   where baseline.json and runs/ live (default agent-evals/)`;
+
+/** The default demo request: embedded model, the train split inline, exact_match 1.0 + format 0.2. */
+export function defaultDemoRequest(tasksPath: string): TrainRequest {
+  const rows = splitTasks(loadTasks(tasksPath), "train");
+  return create(TrainRequestSchema, {
+    baseModel: "",
+    dataset: { source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } } },
+    rewards: [
+      { name: "exact_match", weight: 1.0 },
+      { name: "format", weight: 0.2 },
+    ],
+  });
+}
+
+function elapsed(t0: number): string {
+  return `${((Date.now() - t0) / 1000).toFixed(1)} s`;
+}
+
+export async function command(argv: string[], client: SidecarClient): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { config: { type: "string" }, "run-id": { type: "string" }, tasks: { type: "string" }, "evals-dir": { type: "string" }, ...GLOBAL_FLAGS },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length > 0) {
+    console.error(USAGE);
+    return 2;
+  }
+  const t0 = Date.now();
+
+  // 1. health
+  const status = await client.checkHealth("");
+  console.log(`[demo] sidecar ${client.options.address}: ${status}`);
+  if (status !== "SERVING") return 1;
+
+  // The request decides the base model; baseline and eval use the same one.
+  const paths = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
+  const request = values.config ? await loadTrainRequest(resolve(values.config)) : defaultDemoRequest(paths.tasksPath);
+  if (values["run-id"]) request.runId = values["run-id"];
+  const target = { ...paths, settings: { ...paths.settings, baseModel: request.baseModel } };
+
+  // 2. baseline
+  const existing = readBaseline(target.evalsDir);
+  if (existing) {
+    console.log(`[demo] kept ${baselinePath(target.evalsDir)}: ${describeBaseline(existing)}`);
+  } else {
+    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+    console.log(`[demo] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
+    const { path, baseline } = await setBaseline(client, {
+      evalsDir: target.evalsDir,
+      settings: target.settings,
+      taskSet,
+      onProgress: progressPrinter("baseline"),
+    });
+    console.log(`[demo] wrote ${path}: ${describeBaseline(baseline)} (${elapsed(t0)})`);
+  }
+
+  // 3. train
+  const source = request.dataset?.source;
+  console.log(
+    `[demo] training ${request.baseModel || "the embedded default model"} on ` +
+      (source?.case === "inline" ? `${source.value.rows.length} inline train rows` : `dataset ${source?.case === "jsonlPath" ? source.value : "(from config)"}`),
+  );
+  const tty = process.stdout.isTTY;
+  const out = await trainViaSidecar(client, request, {
+    evalsDir: target.evalsDir,
+    log: (line, final) => {
+      if (tty && !final) process.stdout.write(`\r${line.padEnd(78)}`);
+      else if (final) process.stdout.write(`${tty ? "\n" : ""}${line}\n`);
+    },
+  });
+  if (tty) process.stdout.write("\n");
+  console.log(`[demo] run ${out.runId}: ${runStateName(out.state)}${out.reason ? ` (${out.reason})` : ""} (${elapsed(t0)})`);
+  const r = out.result;
+  if (r?.startReward && r.endReward) {
+    console.log(
+      `[demo] held-out reward ${r.startReward.mean.toFixed(3)} -> ${r.endReward.mean.toFixed(3)} ` +
+        `(${(r.relativeChange * 100).toFixed(1)}%, 95% CI ${(r.relativeChangeCiLow * 100).toFixed(1)}% to ${(r.relativeChangeCiHigh * 100).toFixed(1)}%)`,
+    );
+  }
+
+  // 4. eval (only a SUCCEEDED run has an adapter to evaluate)
+  let evalPath = "";
+  if (out.state === RunState.SUCCEEDED) {
+    evalPath = (await evalRun(client, out.runId, target)).path;
+    console.log(`[demo] wrote ${evalPath} (${elapsed(t0)})`);
+  }
+
+  // 5. report (also for a failed run: it says what is pending)
+  const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
+  const m = analysis.milestone;
+
+  // 6. where everything is
+  const dir = out.localDir;
+  console.log("");
+  console.log(`[demo] milestone: ${m.verdict}${m.gated ? " (GATED on baseline.json)" : ""}`);
+  console.log(`       ${m.reason}`);
+  console.log(`[demo] done in ${elapsed(t0)}. Files:`);
+  const lines: Array<[string, string]> = [
+    ["report", reportPath],
+    ["reward curve", join(dir, "reward-vs-step.png")],
+    ["reward csv", join(dir, "reward-vs-step.csv")],
+    ["adapter", join(dir, "adapter")],
+    ["run record", join(dir, "run.json")],
+    ["events", join(dir, "events.jsonl")],
+    ["eval", evalPath || "(not run)"],
+    ["baseline", baselinePath(target.evalsDir)],
+  ];
+  for (const [what, path] of lines) console.log(`  ${what.padEnd(13)} ${path}`);
+  return out.state === RunState.SUCCEEDED ? 0 : 1;
+}

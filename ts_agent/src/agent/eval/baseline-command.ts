@@ -1,0 +1,69 @@
+/**
+ * `agent baseline set [--force]`: evaluate the base model on the test split and write
+ * agent-evals/baseline.json (model, task-set sha256, grader, per-task scores, accuracy with CI,
+ * seed, date). An existing baseline is never replaced without --force.
+ * `agent baseline show`: print the current baseline's identity and accuracy.
+ */
+import { parseArgs } from "node:util";
+
+import type { SidecarClient } from "../../sidecar/client.js";
+import { BaselineExistsError, baselinePath, readBaseline, setBaseline, type Baseline } from "./baseline.js";
+import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags } from "./eval-command.js";
+import { loadTaskSet, progressPrinter } from "./harness.js";
+
+const USAGE = `usage: agent baseline set [--force] [options]
+       agent baseline show [--evals-dir DIR]
+  --force             replace an existing baseline.json
+${EVAL_FLAGS_USAGE}`;
+
+export function describeBaseline(b: Baseline): string {
+  const a = b.accuracy;
+  return (
+    `baseline ${b.date}: model ${b.model.requested || "(embedded default)"} (${b.model.resolved}), ` +
+    `${b.taskSet.n} ${b.taskSet.split} tasks of ${b.taskSet.path} (sha256 ${b.taskSet.sha256.slice(0, 12)}), ` +
+    `${b.grader.name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%, ${a.method})` : "-"}, seed ${b.seed}`
+  );
+}
+
+export async function command(argv: string[], client: SidecarClient): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { force: { type: "boolean" }, ...EVAL_FLAGS, ...GLOBAL_FLAGS },
+    allowPositionals: true,
+    strict: true,
+  });
+  const target = evalTargetFromFlags(values);
+  if (positionals.length === 1 && positionals[0] === "show") {
+    const b = readBaseline(target.evalsDir);
+    if (!b) {
+      console.error(`no baseline at ${baselinePath(target.evalsDir)} (run \`agent baseline set\`)`);
+      return 1;
+    }
+    console.log(describeBaseline(b));
+    return 0;
+  }
+  if (positionals.length !== 1 || positionals[0] !== "set") {
+    console.error(USAGE);
+    return 2;
+  }
+  try {
+    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+    console.log(`evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
+    const { path, baseline } = await setBaseline(client, {
+      evalsDir: target.evalsDir,
+      settings: target.settings,
+      taskSet,
+      force: values.force ?? false,
+      onProgress: progressPrinter("baseline"),
+    });
+    console.log(describeBaseline(baseline));
+    console.log(`wrote ${path}`);
+    return 0;
+  } catch (err) {
+    if (err instanceof BaselineExistsError) {
+      console.error(`agent baseline set: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,654 @@
+/**
+ * The AML typology task set: read a short case narrative, name the money-laundering typology.
+ *
+ * Every case is generated from a seed (mulberry32 below; never Math.random), so the checked-in
+ * file agent-evals/tasks/aml_typology.jsonl is reproducible byte for byte:
+ *
+ *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --write   # regenerate
+ *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --check   # exit 1 if stale
+ *
+ * What is deliberate:
+ * - Each narrative keeps its typology's key indicator (e.g. deposits just under the reporting
+ *   threshold for structuring), so the mapping is learnable, but it also carries distractor
+ *   sentences that mention features of other typologies in a benign context (a documented
+ *   supplier wire, an employer that is a registered company), so one keyword is not enough.
+ * - Narratives never contain their own label word.
+ * - The split is stratified by typology: exactly round(testFraction * perTypology) test rows per
+ *   typology, chosen by the seeded PRNG.
+ * - The prompt is PROMPT_INSTRUCTION + "\n\nCase: " + narrative + "\n"; it ends with a newline so
+ *   a completion starts cleanly with "<answer>". The Python side reads prompts from the file and
+ *   never rebuilds them, but PROMPT_INSTRUCTION is exported for any code that needs the format.
+ */
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+// ---------------------------------------------------------------------------------------------
+// Labels
+
+export interface Typology {
+  /** Canonical answer label: lowercase, letters and underscores only. */
+  label: string;
+  /** Accepted answers, canonical label first. All lowercase. */
+  answers: string[];
+  /** One line for readers; not shown to the model. */
+  description: string;
+}
+
+export const TYPOLOGIES: readonly Typology[] = [
+  {
+    label: "structuring",
+    answers: ["structuring", "cash structuring", "structured deposits"],
+    description: "one person splits cash into deposits just below the reporting threshold",
+  },
+  {
+    label: "smurfing",
+    answers: ["smurfing", "smurfs", "use of smurfs"],
+    description: "many individuals make small deposits or purchases on behalf of one organiser",
+  },
+  {
+    label: "layering",
+    answers: ["layering", "wire layering", "layering through wires", "wire_layering"],
+    description: "rapid chains of wire transfers across accounts and jurisdictions hide the source",
+  },
+  {
+    label: "trade_based",
+    answers: ["trade_based", "trade-based", "trade based", "tbml", "trade-based money laundering", "trade_based_money_laundering"],
+    description: "value moved by over/under-invoicing or misdescribing goods",
+  },
+  {
+    label: "shell_company",
+    answers: ["shell_company", "shell company", "shell companies", "shell"],
+    description: "an entity with no real operations, nominee officers, hidden beneficial owner",
+  },
+  {
+    label: "funnel_account",
+    answers: ["funnel_account", "funnel account", "funnel"],
+    description: "deposits in many distant places, quickly withdrawn in one other place",
+  },
+  {
+    label: "money_mule",
+    answers: ["money_mule", "money mule", "mule", "money mules"],
+    description: "a recruited person receives third-party funds and forwards them on instruction",
+  },
+  {
+    label: "round_tripping",
+    answers: ["round_tripping", "round-tripping", "round tripping"],
+    description: "money leaves to an offshore entity and returns to the same owner as investment or loan",
+  },
+];
+
+export const LABELS: readonly string[] = TYPOLOGIES.map((t) => t.label);
+
+/** The fixed instruction at the top of every prompt; it lists the allowed labels. */
+export const PROMPT_INSTRUCTION =
+  "You are an anti-money-laundering analyst. Read the case and name its money-laundering typology.\n" +
+  `Allowed labels: ${LABELS.join(", ")}.\n` +
+  "Reply with exactly one label in the form <answer>label</answer>.";
+
+/** The prompt for one narrative. Ends with "\n" so the completion starts cleanly. */
+export function formatPrompt(narrative: string): string {
+  return `${PROMPT_INSTRUCTION}\n\nCase: ${narrative}\n`;
+}
+
+/** The completion a perfect model writes (before its end-of-sequence token). */
+export function formatAnswer(label: string): string {
+  return `<answer>${label}</answer>`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+export type Split = "train" | "test";
+
+export interface TaskRow {
+  id: string;
+  split: Split;
+  typology: string;
+  prompt: string;
+  answers: string[];
+  narrative: string;
+  template: string;
+}
+
+export interface GenerateOptions {
+  /** PRNG seed (uint32). */
+  seed?: number;
+  /** Cases per typology; the file holds perTypology * TYPOLOGIES.length rows. */
+  perTypology?: number;
+  /** Fraction of each typology's cases in the test split, rounded to a whole count. */
+  testFraction?: number;
+}
+
+export const DEFAULT_SEED = 20261129;
+export const DEFAULT_PER_TYPOLOGY = 110;
+export const DEFAULT_TEST_FRACTION = 0.3;
+/** Narrative length bounds in words (whitespace-separated), inclusive. */
+export const MIN_WORDS = 40;
+export const MAX_WORDS = 90;
+
+/** Repo-root-relative location of the checked-in task file. */
+export const TASKS_RELATIVE_PATH = "agent-evals/tasks/aml_typology.jsonl";
+
+export function defaultTasksPath(): string {
+  // this file: <root>/ts_agent/src/agent/eval/tasks.ts
+  const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+  return resolve(root, TASKS_RELATIVE_PATH);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeded PRNG
+
+/** mulberry32: a small 32-bit PRNG; returns floats in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+class Rng {
+  constructor(private readonly next: () => number) {}
+  float(): number {
+    return this.next();
+  }
+  /** Integer in [lo, hi], inclusive. */
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo + 1));
+  }
+  pick<T>(items: readonly T[]): T {
+    return items[Math.floor(this.next() * items.length)];
+  }
+  /** k distinct items, in random order. */
+  sample<T>(items: readonly T[], k: number): T[] {
+    return this.shuffle(items).slice(0, k);
+  }
+  /** Fisher-Yates on a copy. */
+  shuffle<T>(items: readonly T[]): T[] {
+    const out = items.slice();
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(this.next() * (i + 1));
+      [out[i], out[j]] = [out[j], out[i]];
+    }
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slot values
+
+// first names with the pronouns the narratives use for them
+const FEMALE_NAMES = [
+  "Maria", "Aisha", "Elena", "Priya", "Mei", "Sofia", "Grace", "Fatima", "Ingrid", "Yuki", "Leila",
+  "Hannah", "Olga", "Nadia", "Chloe", "Anna",
+];
+const MALE_NAMES = [
+  "James", "Daniel", "Omar", "Lucas", "Viktor", "Mateo", "Noah", "Kwame", "Rafael", "Tomas",
+  "Arjun", "Samuel", "Diego", "Ibrahim",
+];
+const LAST_NAMES = [
+  "Alvarez", "Brennan", "Okafor", "Novak", "Haddad", "Lindqvist", "Moreau", "Petrov", "Tanaka",
+  "Mensah", "Costa", "Weber", "Rahman", "Kowalski", "Duarte", "Fischer", "Nakamura", "Osei",
+  "Romero", "Sato", "Keller", "Ortiz", "Banerjee", "Walsh",
+];
+const CITIES = [
+  "Houston", "Miami", "Chicago", "Newark", "Phoenix", "Denver", "Atlanta", "Seattle", "Boston",
+  "San Diego", "El Paso", "Detroit", "Tampa", "Dallas", "Charlotte", "Portland", "Tucson",
+  "Laredo", "Memphis", "Columbus",
+];
+const BANKS = [
+  "First Harbor Bank", "Granite Trust", "Northbridge Savings", "Meridian Bank", "Coastal Federal",
+  "Pioneer Credit Union", "Summit National", "Riverside Bank", "Lakeshore Bank", "Union Square Bank",
+];
+const JURISDICTIONS = [
+  "Cyprus", "Latvia", "Hong Kong", "the UAE", "Panama", "Malta", "Singapore", "Estonia",
+  "Lithuania", "Turkey", "Georgia", "Luxembourg",
+];
+const OFFSHORE = [
+  "the British Virgin Islands", "Seychelles", "Belize", "Mauritius", "the Cayman Islands",
+  "Panama", "Cyprus", "the Marshall Islands",
+];
+const GOODS = [
+  "used cars", "mobile phones", "textiles", "frozen seafood", "auto parts", "medical gloves",
+  "scrap metal", "solar panels", "coffee beans", "laptops", "cosmetics", "machine tools",
+];
+const COMPANY_HEADS = [
+  "Apex", "Bluewater", "Crescent", "Delta Star", "Evergreen", "Falcon", "Golden Bay", "Horizon",
+  "Ironwood", "Juniper", "Keystone", "Lakeside", "Northwind", "Silverline", "Redstone", "Orion",
+];
+const COMPANY_TAILS = ["Trading", "Holdings", "Ventures", "Global", "Logistics", "Consulting", "Imports", "Partners"];
+const COMPANY_FORMS = ["LLC", "Ltd", "Inc"];
+const OCCUPATIONS = [
+  "restaurant owner", "car dealer", "nurse", "taxi driver", "contractor", "jeweller",
+  "retired teacher", "barber", "accountant", "shop manager",
+];
+const MONTHS = [
+  "January", "February", "March", "April", "May", "June", "July", "August", "September",
+  "October", "November", "December",
+];
+const PURPOSES = ["consulting fees", "loan repayment", "service charges", "investment", "software licences", "commission"];
+
+interface Person {
+  name: string;
+  he: string;
+  him: string;
+  his: string;
+}
+
+const HE = { he: "he", him: "him", his: "his" };
+const SHE = { he: "she", him: "her", his: "her" };
+
+/** Slot values for one narrative; each template uses the ones it needs. */
+interface Slots {
+  p: Person;
+  p2: Person;
+  city: string;
+  city2: string;
+  cities: string[];
+  bank: string;
+  bank2: string;
+  co: string;
+  co2: string;
+  j: string[];
+  off: string;
+  goods: string;
+  job: string;
+  month: string;
+  year: number;
+  purpose: string;
+}
+
+function money(n: number): string {
+  const digits = String(Math.round(n));
+  return "$" + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+/** Amount in [lo, hi] rounded to `step`, formatted as "$12,300". */
+function amount(r: Rng, lo: number, hi: number, step: number): string {
+  return money(Math.round(r.int(lo, hi) / step) * step);
+}
+
+function person(r: Rng): Person {
+  const female = r.float() < 0.5;
+  const first = r.pick(female ? FEMALE_NAMES : MALE_NAMES);
+  return { name: `${first} ${r.pick(LAST_NAMES)}`, ...(female ? SHE : HE) };
+}
+
+function company(r: Rng): string {
+  return `${r.pick(COMPANY_HEADS)} ${r.pick(COMPANY_TAILS)} ${r.pick(COMPANY_FORMS)}`;
+}
+
+function drawSlots(r: Rng): Slots {
+  const p = person(r);
+  let p2 = person(r);
+  while (p2.name === p.name) p2 = person(r);
+  const cities = r.sample(CITIES, 5);
+  const banks = r.sample(BANKS, 2);
+  const co = company(r);
+  let co2 = company(r);
+  while (co2 === co) co2 = company(r);
+  return {
+    p,
+    p2,
+    city: cities[0],
+    city2: cities[1],
+    cities: cities.slice(2),
+    bank: banks[0],
+    bank2: banks[1],
+    co,
+    co2,
+    j: r.sample(JURISDICTIONS, 3),
+    off: r.pick(OFFSHORE),
+    goods: r.pick(GOODS),
+    job: r.pick(OCCUPATIONS),
+    month: r.pick(MONTHS),
+    year: r.int(2020, 2025),
+    purpose: r.pick(PURPOSES),
+  };
+}
+
+const cap = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+/** "a" or "an" before a word, by its first letter (good enough for the slot values here). */
+const an = (word: string) => (/^[aeiou]/i.test(word) ? `an ${word}` : `a ${word}`);
+
+// ---------------------------------------------------------------------------------------------
+// Narrative templates: the core sentences of each case, carrying the key indicator.
+
+type Template = (s: Slots, r: Rng) => string;
+
+const TEMPLATES: Record<string, Template[]> = {
+  structuring: [
+    (s, r) =>
+      `${s.p.name} made ${r.int(6, 14)} cash deposits of between ${amount(r, 9000, 9300, 10)} and ${amount(r, 9600, 9950, 10)} into a personal checking account at ${s.bank} over ${r.int(5, 12)} consecutive days. Every deposit stayed just below the $10,000 currency reporting threshold, and ${s.p.he} made each one personally.`,
+    (s, r) =>
+      `Over ${r.int(4, 9)} days in ${s.month} ${s.year}, ${s.p.name} visited ${r.int(3, 6)} ${s.bank} branches in ${s.city} and deposited cash each time, in amounts such as ${amount(r, 9100, 9990, 10)} or ${amount(r, 8500, 9400, 10)}. When a teller mentioned the $10,000 report, ${s.p.he} asked how to keep deposits under the limit.`,
+    (s, r) =>
+      `A review of ${s.p.name}'s account at ${s.bank} found ${r.int(8, 20)} cash deposits in ${s.month}, each between ${amount(r, 8800, 9200, 50)} and ${amount(r, 9700, 9990, 10)}, never reaching $10,000. The same customer made every deposit, breaking one large sum into smaller amounts to avoid a currency transaction report.`,
+    (s, r) =>
+      `${s.p.name}, ${an(s.job)} in ${s.city}, received ${amount(r, 60000, 150000, 1000)} in cash from a private sale and deposited it in pieces: ${r.int(7, 16)} deposits of roughly ${amount(r, 9000, 9900, 100)}, spread over mornings and afternoons so that no single deposit triggered the $10,000 reporting requirement.`,
+    (s, r) =>
+      `Teller notes at ${s.bank} in ${s.city} describe ${s.p.name} returning again and again with cash in amounts just under $10,000. Over ${r.int(2, 5)} weeks ${s.p.he} made ${r.int(9, 18)} such deposits into ${s.p.his} own account, after withdrawing an earlier request to deposit ${amount(r, 40000, 90000, 1000)} at once.`,
+  ],
+  smurfing: [
+    (s, r) =>
+      `Within ${r.int(2, 6)} days, ${r.int(6, 15)} different people deposited cash of ${amount(r, 700, 1500, 50)} to ${amount(r, 2000, 4000, 50)} each into an account controlled by ${s.p.name} at ${s.bank} branches across ${s.city}. None of the depositors had any known relationship with ${s.p.name}, and several gave the same home address.`,
+    (s, r) =>
+      `Investigators found that ${s.p.name} recruited ${r.int(5, 12)} students and relatives to buy money orders and make small cash deposits on ${s.p.his} behalf, each far below reporting limits. The helpers handed their receipts back to ${s.p.name}, who gathered the funds in one account at ${s.bank}.`,
+    (s, r) =>
+      `A group of ${r.int(5, 11)} individuals visited ${s.bank} in ${s.city} on the same afternoon, each depositing between ${amount(r, 800, 1500, 50)} and ${amount(r, 2000, 3500, 50)} in cash into the account of ${s.co}. Security cameras showed them arriving together in one van driven by ${s.p.name}.`,
+    (s, r) =>
+      `${s.p.name}'s account at ${s.bank} received ${r.int(25, 60)} small cash deposits in ${s.month} ${s.year}, made by ${r.int(8, 16)} separate third-party depositors. Each person paid in a modest amount, together totalling ${amount(r, 40000, 95000, 500)}, which ${s.p.name} later moved out in one transfer.`,
+    (s, r) =>
+      `Several people, later identified as helpers paid by ${s.p.name}, split a cash hoard into small sums and deposited them at different ATMs and branches of ${s.bank}. Each of the ${r.int(6, 14)} helpers made deposits of about ${amount(r, 1000, 3000, 100)}, and all the money ended up with ${s.p.name}.`,
+  ],
+  layering: [
+    (s, r) =>
+      `Funds of ${amount(r, 150000, 900000, 1000)} arrived in the account of ${s.co} at ${s.bank} and were wired out within ${r.int(2, 20)} hours to an account in ${s.j[0]}, then onward to ${s.j[1]} and ${s.j[2]}. Each hop used a different bank, and the stated purpose changed at every step.`,
+    (s, r) =>
+      `${s.p.name} received ${amount(r, 100000, 600000, 1000)} from an unknown sender and, the same day, split it into ${r.int(3, 7)} international wire transfers to banks in ${s.j[0]} and ${s.j[1]}. Within a week the money had passed through ${r.int(6, 12)} accounts in several countries before landing in a brokerage account in ${s.j[2]}.`,
+    (s, r) =>
+      `Investigators traced a chain of rapid wire transfers starting at ${s.bank}: ${amount(r, 200000, 800000, 1000)} moved from ${s.p.name} to ${s.co} in ${s.j[0]}, to ${s.co2} in ${s.j[1]}, and then to a trust account in ${s.j[2]}, all within ${r.int(3, 9)} days and with no apparent business purpose.`,
+    (s, r) =>
+      `The account of ${s.co} shows incoming wires that are immediately wired out again in similar amounts to different jurisdictions, including ${s.j[0]} and ${s.j[1]}. During ${s.month}, about ${amount(r, 1000000, 5000000, 10000)} passed through the account in ${r.int(20, 60)} transfers, obscuring the original source of the funds.`,
+    (s, r) =>
+      `A correspondent banking review at ${s.bank} flagged ${s.p.name}'s account: large wires from ${s.j[0]} were converted between currencies and wired on to ${s.j[1]} and ${s.j[2]} within hours, again and again, each time labelled "${s.purpose}", putting several transfers between the money and its origin.`,
+  ],
+  trade_based: [
+    (s, r) =>
+      `${s.co} imported a shipment of ${s.goods} from ${s.j[0]} with an invoice of ${amount(r, 300000, 900000, 1000)}, about ${r.int(3, 8)} times the market price for comparable goods. Customs data show an ordinary quantity shipped, and the inflated invoice was paid in full by wire to the exporter.`,
+    (s, r) =>
+      `${s.co} exported ${s.goods} to a related buyer in ${s.j[0]} at invoice prices roughly ${r.int(50, 80)} percent below market value. The buyer resold the goods at full price, and the difference stayed abroad in an account controlled by ${s.p.name}.`,
+    (s, r) =>
+      `Shipping records for ${s.co} list containers of ${s.goods} from ${s.j[0]} whose declared weight did not match the invoices, and an inspection found cheap substitutes inside. The invoices, worth ${amount(r, 200000, 700000, 1000)}, were still paid in full through a letter of credit at ${s.bank}.`,
+    (s, r) =>
+      `An analyst compared invoices from ${s.co} for ${s.goods} with customs declarations: the invoices overstated the quantity shipped by ${r.int(40, 300)} percent, and the buyer in ${s.j[0]} paid ${amount(r, 150000, 600000, 1000)} for goods that were never delivered.`,
+    (s, r) =>
+      `${s.p.name}, director of ${s.co}, invoiced the same shipment of ${s.goods} twice, once through ${s.bank} and once through ${s.bank2}, and received payment for both from an importer in ${s.j[0]}. The goods were also described on the invoices as higher-grade than what was shipped.`,
+  ],
+  shell_company: [
+    (s, r) =>
+      `${s.co}, registered in ${s.off} ${r.int(3, 14)} months ago, has no employees, no website and no physical office; its address belongs to a registered agent shared with hundreds of firms. Its account at ${s.bank} nevertheless received ${amount(r, 200000, 900000, 1000)}, and a nominee director signs everything for an undisclosed owner.`,
+    (s, r) =>
+      `Corporate registry checks on ${s.co} show a nominee director, a mail-drop address in ${s.city}, no tax filings and no trade activity. The company's account received ${amount(r, 100000, 500000, 1000)} described as "${s.purpose}" and paid it out to ${s.p.name}, who is believed to be its real beneficial owner.`,
+    (s, r) =>
+      `A due-diligence visit to the listed office of ${s.co} in ${s.city} found an empty co-working desk. The firm reports ${amount(r, 1000000, 4000000, 10000)} in annual revenue but has no staff and no inventory, and its director also sits on the boards of ${r.int(12, 60)} other dormant companies.`,
+    (s, r) =>
+      `${s.co} was set up by a formation agent in ${s.off} with bearer shares and a nominee shareholder. It has no operations of any kind; its only activity is receiving payments from ${s.p.name}'s other businesses and holding them in an account at ${s.bank}, hiding who owns the money.`,
+    (s, r) =>
+      `${s.p.name} used ${s.co}, a company with no employees, no products and no premises, to receive ${amount(r, 150000, 700000, 1000)} in ${s.month}. The company's only officer is a nominee paid ${amount(r, 500, 3000, 100)} a year to sign documents, and ${s.p.name}'s name appears nowhere in its records.`,
+  ],
+  funnel_account: [
+    (s, r) =>
+      `${s.p.name}'s account, opened in ${s.city}, received cash deposits at ${s.bank} branches in ${r.int(4, 8)} different states during ${s.month}, totalling ${amount(r, 80000, 300000, 1000)}. Almost every deposit was followed within a day by withdrawals in ${s.city2}, leaving a near-zero balance.`,
+    (s, r) =>
+      `Cash was paid into a single account at ${s.bank} from branches in ${s.cities[0]}, ${s.cities[1]} and ${s.cities[2]}, hundreds of miles apart. The account holder, ${s.p.name}, lives in ${s.city}, near the border, where the funds were withdrawn in cash within hours of each deposit.`,
+    (s, r) =>
+      `An account held by ${s.co} in ${s.city} receives deposits at ATMs and branches in ${r.int(5, 12)} cities far from where the business operates. The balance is emptied each week by withdrawals and checks drawn in ${s.city2}, and the owner could not explain why distant customers pay in cash.`,
+    (s, r) =>
+      `Over ${r.int(3, 8)} weeks, out-of-state cash deposits into ${s.p.name}'s account at ${s.bank} were made in ${s.cities[0]}, ${s.cities[1]}, ${s.cities[2]} and ${s.city2}, while every debit occurred in ${s.city}. Money came in across the country and left from that single location within hours.`,
+    (s, r) =>
+      `${s.bank} noticed that ${s.p.name}'s account gets cash deposits almost daily in branches across ${r.int(4, 9)} states, ${amount(r, 3000, 20000, 100)} at a time, yet the money is always taken out soon after in ${s.city}. The geographic spread of deposits has no link to ${s.p.his} work as ${an(s.job)}.`,
+  ],
+  money_mule: [
+    (s, r) =>
+      `${s.p.name}, a ${r.int(19, 24)}-year-old student, answered an online job advert for a "payment processing assistant". ${cap(s.p.he)} received ${r.int(4, 12)} transfers from strangers into ${s.p.his} personal account at ${s.bank}, kept a ${r.int(5, 15)} percent commission, and forwarded the rest to ${s.j[0]} as instructed.`,
+    (s, r) =>
+      `After meeting someone on a dating app, ${s.p.name} agreed to let funds pass through ${s.p.his} account at ${s.bank}. Payments from ${r.int(3, 9)} unknown senders, later confirmed as fraud victims, arrived and ${s.p.he} sent the money on through gift cards and cryptocurrency within hours, as ${s.p.his} new partner asked.`,
+    (s, r) =>
+      `${s.p.name}'s account at ${s.bank}, previously used only for a small salary, received ${amount(r, 20000, 90000, 500)} from ${r.int(4, 10)} unrelated individuals in ${s.month}. ${cap(s.p.he)} told the bank a "work-from-home employer" asked ${s.p.him} to move the money onward and keep a fee.`,
+    (s, r) =>
+      `Victims of an online shopping scam sent payments to ${s.p.name}'s account. ${s.p.name} had been recruited through social media, was promised ${amount(r, 200, 800, 50)} per transfer, and moved each payment to an overseas account in ${s.j[0]} the same day, without knowing who controlled it.`,
+    (s, r) =>
+      `The bank received fraud recalls for ${r.int(3, 8)} transfers into ${s.p.name}'s account. Interviewed, ${s.p.name} admitted a contact met through a gaming forum had paid ${s.p.him} ${amount(r, 300, 1500, 50)} to receive other people's money and pass it on to accounts ${s.p.he} was given.`,
+  ],
+  round_tripping: [
+    (s, r) =>
+      `${s.p.name} transferred ${amount(r, 500000, 3000000, 10000)} from ${s.co} to an offshore company in ${s.off} that ${s.p.he} secretly owns. Months later the same money came back to ${s.co} recorded as foreign direct investment, qualifying for a tax incentive for foreign investors.`,
+    (s, r) =>
+      `${s.co} paid ${amount(r, 300000, 2000000, 10000)} to a consulting firm in ${s.off} for vague services. That firm, controlled by ${s.p.name}, who also owns ${s.co}, then lent the same amount back to ${s.co} as a loan whose interest payments were deducted from taxes.`,
+    (s, r) =>
+      `Funds left ${s.p.name}'s domestic account for a trust in ${s.off} and returned within ${r.int(3, 10)} weeks as the purchase price of new shares in ${s.p.his} own business, ${s.co}, making undeclared income look like outside investment.`,
+    (s, r) =>
+      `An audit of ${s.co} found that its largest foreign investor, registered in ${s.off}, was funded entirely by earlier payments from ${s.co} itself. About ${amount(r, 400000, 2500000, 10000)} had left the country and come back to the same owners disguised as capital.`,
+    (s, r) =>
+      `${s.p.name} routed ${amount(r, 200000, 1500000, 10000)} of undeclared business income to a bank account in ${s.off}, then brought it home as a loan from an offshore entity ${s.p.he} controls, repaying ${s.p.him}self with tax-deductible interest.`,
+  ],
+};
+
+// Benign sentences that mention features of other typologies (wires, invoices, companies, cash,
+// several people, other cities) or plain noise. None of them carries a typology's indicator.
+const DISTRACTORS: Template[] = [
+  (s, r) => `The customer has banked with ${s.bank} since ${s.year - r.int(3, 15)} and had no earlier alerts.`,
+  (s) => `A routine international wire to a relative in ${s.j[2]} in ${s.month} matched the customer's stated profile.`,
+  (s) => `A supplier invoice paid by wire last year was checked against delivery papers and found to be in order.`,
+  (s) => `The customer's employer, a registered company in ${s.city2}, files audited accounts every year.`,
+  (s, r) => `One cash withdrawal of ${amount(r, 2000, 8000, 100)} was explained by a documented used-car purchase.`,
+  () => `Card spending on groceries, fuel and utilities looks ordinary.`,
+  () => `The relationship manager describes the customer as polite and cooperative.`,
+  () => `Identity documents were verified in person when the account was opened.`,
+  (s) => `A branch visit in ${s.city2} in ${s.month} was only to update a mailing address.`,
+  () => `The file also shows a few small payments to friends through a mobile app.`,
+  (s) => `A family member occasionally deposits small gifts, and a joint savings account at ${s.bank2} is dormant.`,
+  (s, r) => `A mortgage application in ${s.year - r.int(1, 4)} was approved after normal checks.`,
+  () => `No adverse media was found, and sanctions screening returned no matches.`,
+  (s) => `Last year a small import of ${s.goods} was declared correctly at customs and taxed normally.`,
+  (s) => `An earlier review in ${s.year - 1} of a business trip abroad found nothing unusual.`,
+  () => `The customer holds a small brokerage account that trades index funds a few times a year.`,
+];
+
+function wordCount(text: string): number {
+  return text.trim().split(/\s+/).length;
+}
+
+/**
+ * Core sentences plus distractors placed before and/or after them, within the word bounds.
+ * Distractors are drawn without replacement; one that would push the narrative past MAX_WORDS is
+ * skipped, and more than the drawn 1-2 are added only while the narrative is under MIN_WORDS.
+ */
+function composeNarrative(core: string, s: Slots, r: Rng): string {
+  const want = r.int(1, 2);
+  const pool = r.shuffle(DISTRACTORS);
+  const before: string[] = [];
+  const after: string[] = [];
+  let words = wordCount(core);
+  let added = 0;
+  for (const d of pool) {
+    const sentence = d(s, r);
+    const w = wordCount(sentence);
+    if (words + w > MAX_WORDS) continue;
+    if (added >= want && words >= MIN_WORDS) break;
+    (r.float() < 0.35 ? before : after).push(sentence);
+    words += w;
+    added++;
+  }
+  const text = [...before, core, ...after].join(" ");
+  const n = wordCount(text);
+  if (n < MIN_WORDS || n > MAX_WORDS) throw new Error(`narrative has ${n} words: ${text}`);
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generator
+
+function padId(n: number): string {
+  return `aml-${String(n).padStart(5, "0")}`;
+}
+
+/** The full task set for a seed; same options -> same rows (and same bytes via toJsonl). */
+export function generateAmlTasks(options: GenerateOptions = {}): TaskRow[] {
+  const seed = options.seed ?? DEFAULT_SEED;
+  const perTypology = options.perTypology ?? DEFAULT_PER_TYPOLOGY;
+  const testFraction = options.testFraction ?? DEFAULT_TEST_FRACTION;
+  if (!Number.isInteger(perTypology) || perTypology < 1) throw new Error(`perTypology must be a positive integer, got ${perTypology}`);
+  if (!(testFraction >= 0 && testFraction <= 1)) throw new Error(`testFraction must be in [0, 1], got ${testFraction}`);
+  const r = new Rng(mulberry32(seed));
+  const seen = new Set<string>();
+  const draft: Omit<TaskRow, "id">[] = [];
+  for (const t of TYPOLOGIES) {
+    const templates = TEMPLATES[t.label];
+    const nTest = Math.round(testFraction * perTypology);
+    const testIdx = new Set(r.sample([...Array(perTypology).keys()], nTest));
+    for (let i = 0; i < perTypology; i++) {
+      const k = i % templates.length; // every template used equally often
+      let narrative = "";
+      for (let attempt = 0; ; attempt++) {
+        const s = drawSlots(r);
+        narrative = composeNarrative(templates[k](s, r), s, r);
+        if (!seen.has(narrative)) break;
+        if (attempt > 100) throw new Error(`cannot draw a new narrative for ${t.label}/${k + 1}`);
+      }
+      seen.add(narrative);
+      draft.push({
+        split: testIdx.has(i) ? "test" : "train",
+        typology: t.label,
+        prompt: formatPrompt(narrative),
+        answers: [...t.answers],
+        narrative,
+        template: `${t.label}/${k + 1}`,
+      });
+    }
+  }
+  // Shuffle so that a prefix of the file is a mixed sample, then number the rows.
+  return r.shuffle(draft).map((row, i) => ({ id: padId(i + 1), ...row }));
+}
+
+/** One JSON object per line, fields in the documented order, trailing newline. */
+export function toJsonl(rows: readonly TaskRow[]): string {
+  return rows
+    .map((row) =>
+      JSON.stringify({
+        id: row.id,
+        split: row.split,
+        typology: row.typology,
+        prompt: row.prompt,
+        answers: row.answers,
+        narrative: row.narrative,
+        template: row.template,
+      }),
+    )
+    .join("\n") + "\n";
+}
+
+export function splitTasks(rows: readonly TaskRow[], split: Split): TaskRow[] {
+  return rows.filter((row) => row.split === split);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loader
+
+function fail(path: string, line: number, message: string): never {
+  throw new Error(`${path}:${line}: ${message}`);
+}
+
+function requireString(obj: Record<string, unknown>, field: string, path: string, line: number): string {
+  const v = obj[field];
+  if (typeof v !== "string" || v.length === 0) fail(path, line, `field "${field}" must be a non-empty string`);
+  return v;
+}
+
+/**
+ * Reads and validates a task JSONL file. Blank lines are skipped; any other bad line throws an
+ * Error whose message starts with "<path>:<1-based line>:" and names the bad field.
+ */
+export function loadTasks(path: string): TaskRow[] {
+  const text = readFileSync(path, "utf8");
+  const rows: TaskRow[] = [];
+  const ids = new Set<string>();
+  const labels = new Set(LABELS);
+  text.split("\n").forEach((raw, i) => {
+    const line = i + 1;
+    if (raw.trim() === "") return;
+    let obj: unknown;
+    try {
+      obj = JSON.parse(raw);
+    } catch (e) {
+      fail(path, line, `invalid JSON (${(e as Error).message})`);
+    }
+    if (typeof obj !== "object" || obj === null || Array.isArray(obj)) fail(path, line, "row must be a JSON object");
+    const o = obj as Record<string, unknown>;
+    const id = requireString(o, "id", path, line);
+    if (ids.has(id)) fail(path, line, `field "id" duplicates ${JSON.stringify(id)}`);
+    ids.add(id);
+    const split = o.split;
+    if (split !== "train" && split !== "test") fail(path, line, `field "split" must be "train" or "test", got ${JSON.stringify(split)}`);
+    const typology = requireString(o, "typology", path, line);
+    if (!labels.has(typology)) fail(path, line, `field "typology" must be one of ${LABELS.join(", ")}, got ${JSON.stringify(typology)}`);
+    const prompt = requireString(o, "prompt", path, line);
+    const answers = o.answers;
+    if (!Array.isArray(answers) || answers.length === 0 || !answers.every((a) => typeof a === "string" && a.length > 0)) {
+      fail(path, line, `field "answers" must be a non-empty array of non-empty strings`);
+    }
+    if (answers[0] !== typology) fail(path, line, `field "answers" must start with the typology ${JSON.stringify(typology)}`);
+    const narrative = requireString(o, "narrative", path, line);
+    const template = requireString(o, "template", path, line);
+    rows.push({ id, split, typology, prompt, answers: answers as string[], narrative, template });
+  });
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry point
+
+/** Write to a temp file next to `path`, fsync, rename: readers never see a partial file. */
+export function writeFileAtomic(path: string, data: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, "w");
+  try {
+    writeSync(fd, data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+const USAGE = `usage: tasks.ts (--write | --check) [--out PATH]
+  --write      generate the task set with the default seed and write it atomically
+  --check      exit 1 if the file differs from a fresh generation
+  --out PATH   file to write or check (default: <repo>/${TASKS_RELATIVE_PATH})`;
+
+export function main(argv: string[]): number {
+  let mode: "write" | "check" | undefined;
+  let out = defaultTasksPath();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--write" || a === "--check") mode = a === "--write" ? "write" : "check";
+    else if (a === "--out" && i + 1 < argv.length) out = resolve(argv[++i]);
+    else {
+      console.error(USAGE);
+      return 2;
+    }
+  }
+  if (!mode) {
+    console.error(USAGE);
+    return 2;
+  }
+  const rows = generateAmlTasks();
+  const data = toJsonl(rows);
+  if (mode === "check") {
+    let current = "";
+    try {
+      current = readFileSync(out, "utf8");
+    } catch {
+      // missing file reads as stale
+    }
+    if (current !== data) {
+      console.error(`${out} is stale; regenerate with: tsx src/agent/eval/tasks.ts --write`);
+      return 1;
+    }
+    console.log(`${out} is up to date (${rows.length} rows)`);
+    return 0;
+  }
+  writeFileAtomic(out, data);
+  const nTest = splitTasks(rows, "test").length;
+  console.log(`wrote ${out}: ${rows.length} rows (${rows.length - nTest} train, ${nTest} test)`);
+  return 0;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  process.exitCode = main(process.argv.slice(2));
+}

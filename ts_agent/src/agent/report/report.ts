@@ -1,0 +1,504 @@
+/**
+ * agent-evals/runs/<run_id>/report.md: the first-run report.
+ *
+ * Reads what the agent already has on disk, nothing from the sidecar: run.json (the Run proto as
+ * JSON), events.jsonl (TrainStep metrics), eval.json (`agent eval`), ../../baseline.json. Sections:
+ * the reward plot; step-0 vs end held-out reward with CI; base vs adapter (paired by task id, CI,
+ * McNemar, required N, MDE, grader kappa); the milestone verdict; the attribution table applied
+ * to this run; PPO vs GRPO TCO; what is pending. `analyzeReport` is pure; `renderReport` turns its
+ * result into Markdown; `writeReport` does the I/O.
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+
+import { RunEventSchema, RunSchema, RunState, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { matchBaseline, readBaseline, type Baseline, type BaselineMatch } from "../eval/baseline.js";
+import {
+  ADAPTER_VARIANT,
+  BOOTSTRAP_RESAMPLES,
+  BOOTSTRAP_SEED,
+  EVAL_FILE,
+  compareScores,
+  scoresOf,
+  type Agreement,
+  type Comparison,
+  type EvalRecord,
+} from "../eval/harness.js";
+import { writeFileAtomic } from "../eval/tasks.js";
+import { attribute, curveFeatures, describeFeatures, type CurveFeatures, type RowResult, type StepMetrics } from "./attribution.js";
+import {
+  DOWNSTREAM_MIN_DELTA_PP,
+  MIN_MILESTONE_TASKS,
+  REWARD_MIN_RELATIVE_CHANGE,
+  judgeMilestone,
+  pct,
+  pp,
+  type DownstreamEvidence,
+  type MilestoneVerdict,
+  type RewardEvidence,
+} from "./milestone.js";
+import { TCO_QUALITATIVE, bytesPerParam, formatBytes, tcoMemory, type MemoryConfig, type Precision, type TcoInput } from "./tco.js";
+
+export const REPORT_FILE = "report.md";
+
+// ---------------------------------------------------------------------------------------------
+// Inputs
+
+export interface RunWarningLine {
+  code: string;
+  message: string;
+  step: number;
+}
+
+/** Everything the report reads. */
+export interface ReportInput {
+  runId: string;
+  run: Run | null;
+  steps: StepMetrics[];
+  warnings: RunWarningLine[];
+  evalRecord: EvalRecord | null;
+  baseline: Baseline | null;
+  /** files present in the run folder, relative, '/'-separated */
+  files: string[];
+  now: Date;
+}
+
+function listFiles(dir: string, root = dir): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...listFiles(p, root));
+    else out.push(relative(root, p).split("\\").join("/"));
+  }
+  return out;
+}
+
+/** Read a run's local artifacts; missing files become nulls / empty lists. */
+export function loadReportInput(evalsDir: string, runId: string, now = new Date()): ReportInput {
+  const dir = join(evalsDir, "runs", runId);
+  if (!existsSync(dir)) throw new Error(`${dir} does not exist (train with \`agent train\` or \`agent demo\` first)`);
+  const runPath = join(dir, "run.json");
+  const run = existsSync(runPath)
+    ? fromJson(RunSchema, JSON.parse(readFileSync(runPath, "utf8")) as JsonValue, { ignoreUnknownFields: true })
+    : null;
+  const steps: StepMetrics[] = [];
+  const warnings: RunWarningLine[] = [];
+  const eventsPath = join(dir, "events.jsonl");
+  if (existsSync(eventsPath)) {
+    for (const line of readFileSync(eventsPath, "utf8").split("\n")) {
+      if (line.trim() === "") continue;
+      const ev = fromJson(RunEventSchema, JSON.parse(line) as JsonValue, { ignoreUnknownFields: true });
+      if (ev.kind.case === "trainStep") steps.push({ step: Number(ev.kind.value.step), metrics: ev.kind.value.metrics });
+      if (ev.kind.case === "warning") warnings.push({ code: ev.kind.value.code, message: ev.kind.value.message, step: Number(ev.kind.value.step) });
+    }
+  }
+  const evalPath = join(dir, EVAL_FILE);
+  const evalRecord = existsSync(evalPath) ? (JSON.parse(readFileSync(evalPath, "utf8")) as EvalRecord) : null;
+  return { runId, run, steps, warnings, evalRecord, baseline: readBaseline(evalsDir), files: listFiles(dir), now };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Analysis
+
+export interface ReportAnalysis {
+  reward: RewardEvidence | null;
+  /** adapter vs the base scores the milestone uses */
+  comparison: Comparison | null;
+  /** where those base scores came from */
+  baseSource: string;
+  /** tasks where baseline.json and the eval's own base variant disagree (when both exist) */
+  baseDisagreements: number | null;
+  baselineMatch: BaselineMatch;
+  milestone: MilestoneVerdict;
+  features: CurveFeatures;
+  attribution: RowResult[];
+  tco: { input: TcoInput; precisionNote: string; configs: MemoryConfig[] } | null;
+  pending: string[];
+}
+
+export const CI_METHOD = `paired percentile bootstrap over tasks, ${BOOTSTRAP_RESAMPLES} resamples, seed ${BOOTSTRAP_SEED}`;
+
+function downstreamEvidence(c: Comparison | null, baseSource: string): DownstreamEvidence | null {
+  if (!c) return null;
+  return {
+    n: c.n,
+    delta: c.paired ? c.paired.meanDiff : NaN,
+    ciLow: c.bootstrap ? c.bootstrap.lower : NaN,
+    ciHigh: c.bootstrap ? c.bootstrap.upper : NaN,
+    ciMethod: CI_METHOD,
+    requiredN: c.requiredN,
+    mde: c.mde,
+    baseSource,
+  };
+}
+
+function rewardEvidence(run: Run | null): RewardEvidence | null {
+  const r = run?.result;
+  if (!r?.startReward || !r.endReward) return null;
+  return {
+    startMean: r.startReward.mean,
+    endMean: r.endReward.mean,
+    relativeChange: r.relativeChange,
+    ciLow: r.relativeChangeCiLow,
+    ciHigh: r.relativeChangeCiHigh,
+    numPrompts: r.endReward.numPrompts,
+    samplesPerPrompt: r.endReward.samplesPerPrompt,
+  };
+}
+
+function tcoFor(run: Run | null): ReportAnalysis["tco"] {
+  const r = run?.result;
+  if (!r || r.totalParams === 0n) return null;
+  const given = run?.request?.runtime?.precision ?? "";
+  const precision: Precision = given === "bf16" || given === "fp16" ? given : "fp32";
+  const precisionNote = given ? `${given} (from the run's request)` : "fp32 (the request left it empty: fp32 on CPU)";
+  const input: TcoInput = {
+    baseParams: Number(r.totalParams),
+    loraParams: Number(r.trainableParams),
+    precision,
+    beta: run?.request?.grpo?.beta ?? 0,
+  };
+  return { input, precisionNote, configs: tcoMemory(input) };
+}
+
+export function analyzeReport(input: ReportInput): ReportAnalysis {
+  const ev = input.evalRecord;
+  const adapter = ev?.variants.find((v) => v.name === ADAPTER_VARIANT) ?? null;
+  const evalBase = ev?.variants.find((v) => v.name === "base") ?? null;
+  let baselineMatch: BaselineMatch;
+  if (ev && adapter) {
+    baselineMatch = matchBaseline(input.baseline, { model: ev.model, taskSet: ev.taskSet, settings: ev.settings, taskIds: Object.keys(adapter.perTask) });
+  } else if (!input.baseline) {
+    baselineMatch = { status: "missing" };
+  } else {
+    const runModel = input.run?.request?.baseModel ?? "";
+    baselineMatch =
+      input.baseline.model.requested === runModel
+        ? { status: "match" }
+        : { status: "mismatch", reasons: [`model: baseline ${JSON.stringify(input.baseline.model.requested)}, run ${JSON.stringify(runModel)}`] };
+  }
+  let comparison: Comparison | null = null;
+  let baseSource = "";
+  let baseDisagreements: number | null = null;
+  if (adapter) {
+    const cand = scoresOf(adapter.perTask);
+    if (baselineMatch.status === "match" && input.baseline) {
+      baseSource = "baseline.json";
+      comparison = compareScores(scoresOf(input.baseline.perTask), cand, { base: "baseline.json", candidate: ADAPTER_VARIANT });
+    } else if (evalBase) {
+      baseSource = "the eval's own base variant (baseline.json not usable)";
+      comparison = compareScores(scoresOf(evalBase.perTask), cand, { base: "base (this eval)", candidate: ADAPTER_VARIANT });
+    }
+    if (input.baseline && evalBase) {
+      baseDisagreements = 0;
+      for (const [id, x] of Object.entries(evalBase.perTask)) {
+        if (Object.prototype.hasOwnProperty.call(input.baseline.perTask, id) && input.baseline.perTask[id] !== x) baseDisagreements++;
+      }
+    }
+  }
+  const reward = rewardEvidence(input.run);
+  const milestone = judgeMilestone({ reward, downstream: downstreamEvidence(comparison, baseSource), baseline: baselineMatch });
+  const features = curveFeatures(input.steps);
+  const significant = comparison?.bootstrap ? comparison.bootstrap.lower > 0 || comparison.bootstrap.upper < 0 : null;
+  const attribution = attribute(features, {
+    heldOutRose: reward ? Number.isFinite(reward.ciLow) && reward.ciLow > 0 : null,
+    significant,
+    text: comparison?.paired && comparison.bootstrap
+      ? `${pp(comparison.paired.meanDiff)} (95% CI ${pp(comparison.bootstrap.lower)} to ${pp(comparison.bootstrap.upper)}), n=${comparison.n}`
+      : "",
+  });
+  const tco = tcoFor(input.run);
+
+  const pending: string[] = [];
+  const run = input.run;
+  if (!run) pending.push("run.json is missing: the run was not followed to its end by `agent train` / `agent demo`.");
+  else if (run.state !== RunState.SUCCEEDED) pending.push(`the run is ${RunState[run.state]}${run.reason ? ` (${run.reason})` : ""}, not SUCCEEDED.`);
+  if (!reward) pending.push("held-out start/end reward: not in run.json.");
+  if (!input.files.includes("reward-vs-step.png")) pending.push("reward-vs-step.png was not downloaded.");
+  if (!input.files.some((f) => f.startsWith("adapter/"))) pending.push("the adapter was not downloaded.");
+  if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
+  else if (ev.taskSet.n < MIN_MILESTONE_TASKS) pending.push(`the eval covers ${ev.taskSet.n} test tasks; the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`);
+  if (baselineMatch.status === "missing") pending.push("baseline.json: run `agent baseline set` (the verdict is GATED until it exists).");
+  if (baselineMatch.status === "mismatch") {
+    pending.push(`baseline.json does not match this eval (${baselineMatch.reasons.join("; ")}): reset it with \`agent baseline set --force\` using the same settings, or rerun the eval to match it.`);
+  }
+  if (baseDisagreements) pending.push(`baseline.json and this eval's base variant disagree on ${baseDisagreements} task(s): check that decoding is deterministic.`);
+  if (comparison && comparison.requiredN !== null && comparison.requiredN > comparison.n && milestone.downstream.verdict === "INCONCLUSIVE") {
+    pending.push(`more test tasks: the observed delta needs n=${comparison.requiredN} pairs for 80% power (have ${comparison.n}).`);
+  }
+  if (!features.kl) pending.push("KL was not logged (TRL logs `kl` only when beta > 0): the KL columns of the attribution table cannot fire.");
+  if (ev && ev.humanAgreement.length === 0) pending.push("human labels: no task row has `human_label`; kappa against humans is pending.");
+  if (!tco) pending.push("TCO: run.json has no parameter counts.");
+  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, pending };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+const cell = (s: string) => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
+
+function table(head: string[], rows: string[][]): string {
+  return [
+    `| ${head.map(cell).join(" | ")} |`,
+    `|${head.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${r.map(cell).join(" | ")} |`),
+  ].join("\n");
+}
+
+const pct1 = (x: number) => `${(x * 100).toFixed(1)}%`;
+const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : String(x));
+
+function agreementRows(list: Array<Agreement | null>): string[][] {
+  return list
+    .filter((a): a is Agreement => a !== null)
+    .map((a) => [a.what, String(a.n), pct1(a.observedAgreement), a.kappa === null ? "undefined" : a.kappa.toFixed(3), a.se === null ? "-" : a.se.toFixed(3), a.note]);
+}
+
+function dateOf(run: Run | null): string {
+  const t = run?.endTime ?? run?.startTime ?? run?.createTime;
+  return t ? timestampDate(t).toISOString() : "-";
+}
+
+export function renderReport(input: ReportInput, a: ReportAnalysis): string {
+  const out: string[] = [];
+  const run = input.run;
+  const ev = input.evalRecord;
+  const m = a.milestone;
+  out.push(`# Run \`${input.runId}\`: report`);
+  out.push("");
+  out.push(`Generated ${input.now.toISOString()} by \`agent report\`. Run state: ${run ? RunState[run.state] : "unknown"}, ended ${dateOf(run)}.`);
+  out.push("Scores and rewards are fractions; differences in accuracy are in percentage points (pp); relative changes in %.");
+  out.push("");
+  out.push(`**Milestone: ${m.verdict}${m.gated ? " (GATED on baseline.json)" : ""}**: ${m.reason}`);
+  out.push("");
+
+  // -- plot
+  out.push("## Reward curve");
+  out.push("");
+  if (input.files.includes("reward-vs-step.png")) out.push("![mean reward per training step](reward-vs-step.png)");
+  else out.push("_reward-vs-step.png is missing._");
+  out.push("");
+  const r = run?.result;
+  if (run) {
+    const g = run.request?.grpo;
+    out.push(
+      `Steps completed: ${r ? String(r.stepsCompleted) : String(run.currentStep)}` +
+        (r ? `, ${r.trainSeconds.toFixed(1)} s of training` : "") +
+        (g ? `; G=${g.numGenerations ?? "-"}, beta=${g.beta ?? "-"}, lr=${g.learningRate ?? "-"}, max_completion_length=${g.maxCompletionLength ?? "-"}` : "") +
+        `; base model ${run.request?.baseModel || "(embedded default)"}.`,
+    );
+    out.push("");
+  }
+  if (input.warnings.length) {
+    out.push("Warnings the sidecar raised during training:");
+    for (const w of input.warnings) out.push(`- step ${w.step} \`${w.code}\`: ${w.message}`);
+    out.push("");
+  }
+
+  // -- held-out reward
+  out.push("## Held-out reward: step 0 vs end");
+  out.push("");
+  if (r?.startReward && r.endReward) {
+    const rows = [r.startReward, r.endReward].map((h) => [
+      String(h.step),
+      f3(h.mean),
+      `${f3(h.ciLow)} to ${f3(h.ciHigh)}`,
+      h.ciMethod || "-",
+      `${h.numPrompts} x ${h.samplesPerPrompt}`,
+    ]);
+    out.push(table(["step", "mean reward", "95% CI", "CI method", "prompts x samples"], rows));
+    out.push("");
+    out.push(
+      `Relative change (end - start) / |start|: **${Number.isFinite(r.relativeChange) ? pct(r.relativeChange) : "undefined"}** ` +
+        `(95% paired bootstrap CI over prompts ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}); the milestone needs >= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)}. ` +
+        "Same fixed held-out prompts and sampling seed at both ends.",
+    );
+  } else {
+    out.push("_No held-out result in run.json._");
+  }
+  out.push("");
+
+  // -- base vs adapter
+  out.push("## Base vs adapter on the test split");
+  out.push("");
+  if (!ev) {
+    out.push(`_No eval yet: \`agent eval ${input.runId}\`._`);
+  } else {
+    out.push(
+      `Task set \`${ev.taskSet.path}\` (sha256 \`${ev.taskSet.sha256.slice(0, 12)}…\`), split \`${ev.taskSet.split}\`, **N = ${ev.taskSet.n} tasks**, ` +
+        `${ev.settings.samplesPerTask} sample(s) per task, temperature ${ev.settings.temperature}, max_new_tokens ${ev.settings.maxNewTokens}, seed ${ev.settings.seed}; ` +
+        `model ${ev.model.requested || "(embedded default)"} -> \`${ev.model.resolved}\`; evaluated ${ev.date}.`,
+    );
+    out.push("");
+    out.push(`Re-grading: all ${ev.regradedScores} sidecar scores (every variant, task, sample and grader) recomputed in TS and equal.`);
+    out.push("");
+    const graders = ev.settings.graders.map((g) => g.name);
+    const accRows: string[][] = [];
+    if (a.baselineMatch.status === "match" && input.baseline?.accuracy) {
+      const b = input.baseline;
+      accRows.push([
+        `base (baseline.json, ${b.date.slice(0, 10)})`,
+        `${pct1(b.accuracy!.estimate)} (${pct1(b.accuracy!.lower)} to ${pct1(b.accuracy!.upper)}, ${b.accuracy!.method})`,
+        String(b.accuracy!.n),
+        ...graders.slice(1).map((gname) => (b.meanScores[gname] == null ? "-" : pct1(b.meanScores[gname]!))),
+      ]);
+    }
+    for (const v of ev.variants) {
+      accRows.push([
+        v.name === "base" ? "base (this eval)" : v.name,
+        v.accuracy ? `${pct1(v.accuracy.estimate)} (${pct1(v.accuracy.lower)} to ${pct1(v.accuracy.upper)}, ${v.accuracy.method})` : "-",
+        v.accuracy ? String(v.accuracy.n) : "0",
+        ...graders.slice(1).map((gname) => (v.meanScores[gname] == null ? "-" : pct1(v.meanScores[gname]!))),
+      ]);
+    }
+    out.push(table(["variant", `${graders[0]} accuracy (95% CI)`, "tasks", ...graders.slice(1).map((gname) => `${gname} mean`)], accRows));
+    out.push("");
+    const c = a.comparison;
+    if (c?.paired && c.bootstrap) {
+      const p = c.paired;
+      out.push(`Paired by task id, adapter - base, base scores from ${a.baseSource}:`);
+      out.push("");
+      const rows: string[][] = [
+        ["pairs (n)", `${c.n}${c.unpaired ? ` (${c.unpaired} unpaired task(s) left out)` : ""}`],
+        ["mean difference", `${pp(p.meanDiff, 2)} (${f3(p.meanA)} -> ${f3(p.meanB)})`],
+        ["95% CI, " + CI_METHOD, `${pp(c.bootstrap.lower, 2)} to ${pp(c.bootstrap.upper, 2)}`],
+        ["95% CI, paired t", `${pp(p.ciT.lower, 2)} to ${pp(p.ciT.upper, 2)}`],
+        ["sd of differences / SE", `${f3(p.sdDiff)} / ${f3(p.seDiff)} (fractions)`],
+      ];
+      if (p.discordant && p.mcnemarP !== null) {
+        rows.push(["discordant pairs", `base right & adapter wrong ${p.discordant.b}, base wrong & adapter right ${p.discordant.c}`]);
+        rows.push(["exact McNemar p (two-sided)", p.mcnemarP.toPrecision(3)]);
+      }
+      rows.push(["required n for the observed delta (alpha .05 two-sided, power .8)", c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`]);
+      rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "-" : pp(c.mde, 2).replace("+", "")]);
+      out.push(table(["statistic", "value"], rows));
+      out.push("");
+      out.push("Formulas: n = ((z_{a/2} + z_b) * sd_d / |delta|)^2 and MDE = (z_{a/2} + z_b) * sd_d / sqrt(n), with z_{a/2} = 1.96, z_b = 0.84.");
+    } else {
+      out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
+    }
+    if (a.baseDisagreements !== null) {
+      out.push("");
+      out.push(`Consistency: baseline.json and this eval's base variant differ on ${a.baseDisagreements} task(s).`);
+    }
+    out.push("");
+    out.push("### Grader agreement (Cohen's kappa)");
+    out.push("");
+    const kappas = agreementRows([...ev.variants.map((v) => v.graderAgreement), ...ev.humanAgreement]);
+    out.push(kappas.length ? table(["raters", "items", "raw agreement", "kappa", "SE", "note"], kappas) : "_No graded items._");
+    if (ev.humanAgreement.length === 0) {
+      out.push("");
+      out.push("No `human_label` in the task file: agreement with human labels is pending.");
+    }
+  }
+  out.push("");
+
+  // -- milestone
+  out.push("## Milestone verdict");
+  out.push("");
+  out.push(
+    table(
+      ["criterion", "threshold", "verdict", "numbers"],
+      [
+        ["held-out reward, end vs step 0", `>= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)}, CI excludes 0`, m.reward.verdict, m.reward.reason],
+        ["downstream accuracy, adapter - base", `>= +${DOWNSTREAM_MIN_DELTA_PP} pp, 95% CI excludes 0, n >= ${MIN_MILESTONE_TASKS}`, m.downstream.verdict, m.downstream.reason],
+        ["baseline.json", "present and matching", a.baselineMatch.status === "match" ? "OK" : "GATED", a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status],
+      ],
+    ),
+  );
+  out.push("");
+  out.push(`**${m.verdict}**${m.gated ? " (GATED on baseline.json)" : ""}: ${m.reason}`);
+  out.push("");
+
+  // -- attribution
+  out.push("## Attribution (DESIGN.md's table applied to this run)");
+  out.push("");
+  out.push("What the curves show:");
+  out.push("");
+  for (const line of describeFeatures(a.features)) out.push(`- ${line}`);
+  out.push("");
+  const fired = a.attribution.filter((x) => x.fired);
+  if (fired.length === 0) {
+    out.push("**No row of the table fired for this run.**");
+  } else {
+    out.push("Rows that fired:");
+    out.push("");
+    for (const x of fired) {
+      out.push(`- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}**: likely cause _${x.row.likelyCause}_; next change: _${x.row.nextChange}_ (${x.evidence}).`);
+    }
+  }
+  out.push("");
+  out.push(
+    table(
+      ["reward curve", "KL", "frac_reward_zero_std", "likely cause", "next change", "fired", "conditions on this run"],
+      a.attribution.map((x) => [x.row.curve, x.row.kl, x.row.fracZeroStd, x.row.likelyCause, x.row.nextChange, x.fired ? "**yes**" : "no", x.evidence]),
+    ),
+  );
+  out.push("");
+  out.push("Thresholds are the named constants in `ts_agent/src/agent/report/attribution.ts`.");
+  out.push("");
+
+  // -- TCO
+  out.push("## PPO vs GRPO: total cost of ownership");
+  out.push("");
+  if (!a.tco) {
+    out.push("_run.json has no parameter counts._");
+  } else {
+    const t = a.tco.input;
+    const b = bytesPerParam(t.precision);
+    out.push(
+      `This model: P = ${t.baseParams.toLocaleString("en-US")} base parameters, L = ${t.loraParams.toLocaleString("en-US")} LoRA parameters (trainable), ` +
+        `precision ${a.tco.precisionNote} so b = ${b} bytes per weight and gradient; AdamW keeps 2 fp32 states = 8 bytes per trainable parameter; beta = ${t.beta} ` +
+        `(${t.beta > 0 ? "a reference model is needed" : "no reference model"}).`,
+    );
+    out.push("");
+    const rows: string[][] = [];
+    for (const cfg of a.tco.configs) {
+      for (const l of cfg.lines) {
+        rows.push([cfg.name, l.role, formatBytes(l.weights), formatBytes(l.gradients), formatBytes(l.optimizer), formatBytes(l.total), l.formula]);
+      }
+      rows.push([cfg.name, "**total**", "", "", "", `**${formatBytes(cfg.total)}** (${cfg.total.toLocaleString("en-US")} B)`, ""]);
+    }
+    out.push(table(["setup", "model", "weights", "gradients", "AdamW states", "total", "formula (bytes)"], rows));
+    out.push("");
+    out.push(
+      "Weights, gradients and optimizer states only: activations, KV cache for the G generations, and fp32 master weights under mixed precision " +
+        "(+4 bytes per trainable parameter when b = 2) come on top. With LoRA the reference is the policy with its adapter disabled (no extra bytes); " +
+        "the PPO reward model is assumed the size of the policy and frozen; the critic is a policy-sized value model trained alongside it.",
+    );
+    out.push("");
+    out.push(table(["", "PPO", "GRPO (this project)"], TCO_QUALITATIVE.map((q) => [q.aspect, q.ppo, q.grpo])));
+  }
+  out.push("");
+
+  // -- pending
+  out.push("## Pending");
+  out.push("");
+  if (a.pending.length === 0) out.push("Nothing: every input of this report is present.");
+  for (const p of a.pending) out.push(`- ${p}`);
+  out.push("");
+
+  // -- files
+  out.push("## Files in this folder");
+  out.push("");
+  for (const f of input.files.filter((f) => !f.startsWith("adapter/"))) out.push(`- \`${f}\``);
+  const adapterFiles = input.files.filter((f) => f.startsWith("adapter/"));
+  if (adapterFiles.length) out.push(`- \`adapter/\` (${adapterFiles.map((f) => f.slice("adapter/".length)).join(", ")})`);
+  out.push("");
+  return out.join("\n");
+}
+
+/** Load, analyze, render and write agent-evals/runs/<run_id>/report.md atomically. */
+export function writeReport(evalsDir: string, runId: string, now = new Date()): { path: string; analysis: ReportAnalysis } {
+  const input = loadReportInput(evalsDir, runId, now);
+  if (!input.files.includes(REPORT_FILE)) input.files.push(REPORT_FILE);
+  input.files.sort();
+  const analysis = analyzeReport(input);
+  const path = join(evalsDir, "runs", runId, REPORT_FILE);
+  writeFileAtomic(path, renderReport(input, analysis));
+  return { path, analysis };
+}

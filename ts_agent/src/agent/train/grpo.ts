@@ -1,0 +1,504 @@
+/**
+ * GRPO reward math: group-relative advantages, the rewards/graders, and the reward registry.
+ * Source of truth; the port is py_trainer/py_trainer/grpo.py (same names in snake_case; the
+ * trainer hands those ports to TRL, so what we train is what this file grades).
+ *
+ * Conventions
+ * - Rewards are fractions in [0, 1] (format partial credit in fifths), weights are plain
+ *   multipliers, and `null` (or NaN) means "unscorable", as a TRL reward function's None.
+ * - groupRelativeAdvantage reproduces TRL 1.16 GRPOTrainer._generate_and_score_completions
+ *   (multi_objective_aggregation="sum_then_normalize") in float64: group mean, sample std with
+ *   Bessel's correction (TRL's nanstd), NaN rewards left out of both and given advantage 0.
+ * - Text normalisation is explicit so both languages agree: whitespace is the set
+ *   [ \t\n\r\f\v\u00a0]; case folding is Unicode lower-casing (toLowerCase / str.lower);
+ *   punctuation is any code point of Unicode category P* or S* (\p{P}\p{S} / unicodedata),
+ *   replaced by a space. The two runtimes can disagree only on characters assigned after the
+ *   older one's Unicode version.
+ * - Bad input throws RewardInputError with a stable `kind` (RewardErrorKind), the same kinds in
+ *   the same order of checks as the Python port.
+ *
+ * Registry (names, params and defaults; params use snake_case keys, as on the wire)
+ * - "exact_match": 1 if a gold answer matches the completion's final <tag>...</tag>, else 0;
+ *   null when the row has no usable gold answer. Params: tag ("answer"), require_tag (true),
+ *   match ("exact" | "prefix" | "contains", "exact"), case_sensitive (false),
+ *   ignore_punctuation (false).
+ * - "exact_match_lenient": the same reward with defaults require_tag=false, match="contains",
+ *   ignore_punctuation=true (the answer anywhere, punctuation-insensitive): the lenient grader
+ *   the harness compares with the strict one by Cohen's kappa.
+ * - "format": formatReward; never null. Params: think ("optional" | "required" | "forbidden",
+ *   "optional"), partial_credit (false), answer_tag ("answer"), think_tag ("think").
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** Stable error kinds, identical in the Python port. */
+export type RewardErrorKind =
+  | "empty" // no rewards, or no usable gold answer
+  | "group_size" // group size not a positive integer, or does not divide the batch
+  | "nan" // NaN where a number is required (e.g. eps, a weight)
+  | "out_of_range" // Infinity, a negative eps
+  | "bad_option" // an option outside its allowed values (e.g. scale)
+  | "unknown_reward" // a registry name that does not exist
+  | "unknown_param" // a param the reward does not take
+  | "param_type" // a param (or weight) of the wrong type
+  | "param_value"; // a param of the right type but an invalid value
+
+/** Thrown for invalid input; `kind` is stable and matches the Python port's RewardInputError. */
+export class RewardInputError extends Error {
+  readonly kind: RewardErrorKind;
+  constructor(kind: RewardErrorKind, message: string) {
+    super(message);
+    this.name = "RewardInputError";
+    this.kind = kind;
+  }
+}
+
+function fail(kind: RewardErrorKind, message: string): never {
+  throw new RewardInputError(kind, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Advantages
+
+/** How advantages are scaled: per-group std (GRPO), one batch std, or not at all (Dr. GRPO). */
+export type AdvantageScale = "group" | "batch" | "none";
+
+/**
+ * GRPO advantages, as TRL 1.16's GRPOTrainer with scale_rewards = `scale`:
+ * A_i = (r_i - mean_g) / (std + eps) where mean_g is the mean of i's group (consecutive blocks
+ * of `groupSize`), std is the sample std (Bessel) of i's group ("group") or of the whole batch
+ * ("batch"); "none" gives A_i = r_i - mean_g. Unscorable rewards (null or NaN) are left out of
+ * every mean and std and get advantage 0; so does a whole group whose std is undefined (fewer
+ * than 2 scorable rewards; for "batch", fewer than 2 in the batch). Default eps 1e-4 (TRL's).
+ * As TRL's nan_to_num, an infinite advantage (only possible with eps = 0) becomes +-Number.MAX_VALUE.
+ */
+export function groupRelativeAdvantage(
+  rewards: ReadonlyArray<number | null>,
+  groupSize: number,
+  options: { scale?: AdvantageScale; eps?: number } = {},
+): number[] {
+  if (rewards.length === 0) fail("empty", "rewards is empty");
+  if (typeof groupSize !== "number" || !Number.isInteger(groupSize) || groupSize < 1) {
+    fail("group_size", `groupSize must be a positive integer, got ${String(groupSize)}`);
+  }
+  if (rewards.length % groupSize !== 0) {
+    fail("group_size", `groupSize ${groupSize} does not divide the ${rewards.length} rewards`);
+  }
+  const scale = options.scale ?? "group";
+  if (scale !== "group" && scale !== "batch" && scale !== "none") {
+    fail("bad_option", `scale must be "group", "batch" or "none", got ${String(scale)}`);
+  }
+  const eps = options.eps ?? 1e-4;
+  if (typeof eps !== "number" || Number.isNaN(eps)) fail("nan", `eps must be a number, got ${String(eps)}`);
+  if (!(eps >= 0 && eps < Infinity)) fail("out_of_range", `eps must be finite and >= 0, got ${eps}`);
+  const r: number[] = [];
+  for (let i = 0; i < rewards.length; i++) {
+    const x = rewards[i];
+    if (x === null || (typeof x === "number" && Number.isNaN(x))) r.push(NaN);
+    else if (typeof x !== "number") fail("nan", `rewards[${i}] must be a number or null, got ${String(x)}`);
+    else if (!Number.isFinite(x)) fail("out_of_range", `rewards[${i}] must be finite, got ${x}`);
+    else r.push(x);
+  }
+  const groups = r.length / groupSize;
+  const means: number[] = [];
+  const stds: number[] = [];
+  for (let g = 0; g < groups; g++) {
+    const [m, s] = nanMeanStd(r, g * groupSize, (g + 1) * groupSize);
+    means.push(m);
+    stds.push(s);
+  }
+  const batchStd = scale === "batch" ? nanMeanStd(r, 0, r.length)[1] : NaN;
+  const out: number[] = [];
+  for (let i = 0; i < r.length; i++) {
+    const g = Math.floor(i / groupSize);
+    let a: number;
+    if (scale === "none") a = r[i] - means[g];
+    else a = (r[i] - means[g]) / ((scale === "batch" ? batchStd : stds[g]) + eps);
+    out.push(nanToNum(a));
+  }
+  return out;
+}
+
+/** torch.nan_to_num(a, nan=0.0) as TRL applies it: NaN -> 0, +-Infinity -> +-largest finite. */
+function nanToNum(a: number): number {
+  if (Number.isNaN(a)) return 0;
+  if (a === Infinity) return Number.MAX_VALUE;
+  if (a === -Infinity) return -Number.MAX_VALUE;
+  return a;
+}
+
+/** TRL's nanmean and nanstd over r[start, end): var = (ss / count) * (count / (count - 1)), NaN if count < 2. */
+function nanMeanStd(r: ReadonlyArray<number>, start: number, end: number): [number, number] {
+  let sum = 0;
+  let count = 0;
+  for (let i = start; i < end; i++) {
+    if (!Number.isNaN(r[i])) {
+      sum += r[i];
+      count++;
+    }
+  }
+  const m = count > 0 ? sum / count : NaN;
+  if (count < 2) return [m, NaN];
+  let ss = 0;
+  for (let i = start; i < end; i++) {
+    if (!Number.isNaN(r[i])) {
+      const d = r[i] - m;
+      ss += d * d;
+    }
+  }
+  return [m, Math.sqrt((ss / count) * (count / (count - 1)))];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text normalisation and answer extraction
+
+const WHITESPACE_RUN = /[ \t\n\r\f\v\u00a0]+/g;
+const EDGE_WHITESPACE = /^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$/g;
+const PUNCTUATION = /[\p{P}\p{S}]/gu;
+const TAG_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
+
+function isBlank(s: string): boolean {
+  return s.replace(WHITESPACE_RUN, "") === "";
+}
+
+/**
+ * Normalises an answer for comparison: lower-case (unless caseSensitive), punctuation to spaces
+ * (if ignorePunctuation), whitespace runs to one space, trimmed. Character classes in the module docs.
+ */
+export function normalizeAnswer(text: string, options: { caseSensitive?: boolean; ignorePunctuation?: boolean } = {}): string {
+  let s = text;
+  if (!(options.caseSensitive ?? false)) s = s.toLowerCase();
+  if (options.ignorePunctuation ?? false) s = s.replace(PUNCTUATION, " ");
+  return s.replace(WHITESPACE_RUN, " ").replace(EDGE_WHITESPACE, "");
+}
+
+/**
+ * The content of the last <tag>...</tag> in the completion (leftmost-shortest matches scanned
+ * left to right, the last one kept), or null if there is none. `tag` is a plain tag name.
+ */
+export function extractAnswer(completion: string, tag = "answer"): string | null {
+  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+  let last: string | null = null;
+  for (const m of completion.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g"))) last = m[1];
+  return last;
+}
+
+/** How a normalised candidate must relate to a normalised gold answer (compared word by word). */
+export type MatchMode = "exact" | "prefix" | "contains";
+
+/** Options of exactMatchReward (the registry's params, camelCased). */
+export interface ExactMatchOptions {
+  /** tag holding the answer; default "answer" */
+  tag?: string;
+  /** when false and no tag is found, the whole completion is the candidate; default true */
+  requireTag?: boolean;
+  /** "exact" (default): equal; "prefix": gold words start the candidate; "contains": gold words appear contiguously */
+  match?: MatchMode;
+  caseSensitive?: boolean;
+  ignorePunctuation?: boolean;
+}
+
+function words(s: string): string[] {
+  return s === "" ? [] : s.split(" ");
+}
+
+function wordsMatch(cand: string[], gold: string[], mode: MatchMode): boolean {
+  if (mode === "exact") return cand.length === gold.length && cand.every((w, i) => w === gold[i]);
+  const last = mode === "prefix" ? 0 : cand.length - gold.length;
+  for (let start = 0; start <= last; start++) {
+    let ok = start + gold.length <= cand.length;
+    for (let j = 0; ok && j < gold.length; j++) ok = cand[start + j] === gold[j];
+    if (ok) return true;
+  }
+  return false;
+}
+
+/**
+ * 1 if the completion's answer matches any gold answer after normalizeAnswer, else 0. The
+ * candidate is the last <tag>...</tag> (extractAnswer); without one it scores 0, or with
+ * requireTag = false the whole completion is the candidate. Gold answers that normalise to ""
+ * are ignored; if none is left, throws kind "empty".
+ */
+export function exactMatchReward(
+  completion: string,
+  answers: string | ReadonlyArray<string>,
+  options: ExactMatchOptions = {},
+): number {
+  checkExactMatchOptions(options);
+  const golds = goldWords(typeof answers === "string" ? [answers] : answers, options);
+  if (golds.length === 0) fail("empty", "no non-empty gold answer");
+  return matchGolds(completion, golds, options);
+}
+
+function checkExactMatchOptions(options: ExactMatchOptions): void {
+  const tag = options.tag ?? "answer";
+  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+  const mode = options.match ?? "exact";
+  if (mode !== "exact" && mode !== "prefix" && mode !== "contains") {
+    fail("param_value", `match must be "exact", "prefix" or "contains", got ${String(mode)}`);
+  }
+}
+
+function goldWords(answers: ReadonlyArray<string>, options: ExactMatchOptions): string[][] {
+  const out: string[][] = [];
+  for (const a of answers) {
+    const w = words(normalizeAnswer(a, options));
+    if (w.length > 0) out.push(w);
+  }
+  return out;
+}
+
+function matchGolds(completion: string, golds: string[][], options: ExactMatchOptions): number {
+  let candidate = extractAnswer(completion, options.tag ?? "answer");
+  if (candidate === null) {
+    if (options.requireTag ?? true) return 0;
+    candidate = completion;
+  }
+  const mode = options.match ?? "exact";
+  const cand = words(normalizeAnswer(candidate, options));
+  for (const gold of golds) if (wordsMatch(cand, gold, mode)) return 1;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Format
+
+/** What formatReward requires (the registry's params, camelCased). */
+export interface FormatSpec {
+  /** "optional" (default): at most one think block; "required": exactly one; "forbidden": none */
+  think?: "optional" | "required" | "forbidden";
+  /** score the fraction of the five checks passed instead of all-or-nothing; default false */
+  partialCredit?: boolean;
+  answerTag?: string;
+  thinkTag?: string;
+}
+
+function countOf(s: string, sub: string): number {
+  let n = 0;
+  for (let i = s.indexOf(sub); i !== -1; i = s.indexOf(sub, i + sub.length)) n++;
+  return n;
+}
+
+/**
+ * Whether the completion is [<think>...</think>] <answer>...</answer> with only whitespace
+ * around and between the blocks. Five checks: (1) exactly one <answer>; (2) exactly one
+ * </answer>, after the <answer> if there is exactly one; (3) the answer block (1 and 2) is not
+ * blank; (4) the answer block is well formed and the think rule holds (a think block, when
+ * present or required, closes before the answer opens); (5) 4 holds and there is nothing but
+ * whitespace outside the blocks. Score: 1 if all pass, else 0; with partialCredit, passed / 5.
+ */
+export function formatReward(completion: string, spec: FormatSpec = {}): number {
+  const think = spec.think ?? "optional";
+  if (think !== "optional" && think !== "required" && think !== "forbidden") {
+    fail("param_value", `think must be "optional", "required" or "forbidden", got ${String(think)}`);
+  }
+  const answerTag = spec.answerTag ?? "answer";
+  const thinkTag = spec.thinkTag ?? "think";
+  for (const [name, tag] of [["answer_tag", answerTag], ["think_tag", thinkTag]] as const) {
+    if (!TAG_NAME.test(tag)) fail("param_value", `${name} must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+  }
+  if (answerTag === thinkTag) fail("param_value", "answer_tag and think_tag must differ");
+  const aOpen = `<${answerTag}>`;
+  const aClose = `</${answerTag}>`;
+  const tOpen = `<${thinkTag}>`;
+  const tClose = `</${thinkTag}>`;
+  const iAO = completion.indexOf(aOpen);
+  const iAC = completion.indexOf(aClose);
+  const iTO = completion.indexOf(tOpen);
+  const iTC = completion.indexOf(tClose);
+  const nAO = countOf(completion, aOpen);
+  const nAC = countOf(completion, aClose);
+  const nTO = countOf(completion, tOpen);
+  const nTC = countOf(completion, tClose);
+
+  const oneOpen = nAO === 1;
+  const oneClose = nAC === 1 && (nAO !== 1 || iAO < iAC);
+  const answerBlock = oneOpen && oneClose;
+  const nonBlank = answerBlock && !isBlank(completion.slice(iAO + aOpen.length, iAC));
+  const noThink = nTO === 0 && nTC === 0;
+  const thinkBlock = nTO === 1 && nTC === 1 && iTO < iTC;
+  const thinkBeforeAnswer = thinkBlock && iTC < iAO;
+  const thinkRule =
+    think === "forbidden" ? noThink : think === "required" ? thinkBeforeAnswer : noThink || thinkBeforeAnswer;
+  const thinkOk = answerBlock && thinkRule;
+  let clean = false;
+  if (thinkOk) {
+    const before = thinkBeforeAnswer
+      ? completion.slice(0, iTO) + completion.slice(iTC + tClose.length, iAO)
+      : completion.slice(0, iAO);
+    clean = isBlank(before) && isBlank(completion.slice(iAC + aClose.length));
+  }
+  const checks = [oneOpen, oneClose, nonBlank, thinkOk, clean];
+  let passed = 0;
+  for (const c of checks) if (c) passed++;
+  if (spec.partialCredit ?? false) return passed / 5;
+  return passed === 5 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composition and the registry
+
+/** Scores one completion against the row's gold answers; null = unscorable. */
+export type Scorer = (completion: string, answers: ReadonlyArray<string>) => number | null;
+
+/** A scorer with its weight in a composed reward. */
+export interface WeightedScorer {
+  score: Scorer;
+  weight: number;
+}
+
+function checkWeight(name: string, w: unknown): number {
+  if (typeof w !== "number") fail("param_type", `${name} must be a number, got ${typeof w}`);
+  if (Number.isNaN(w)) fail("nan", `${name} must not be NaN`);
+  if (!Number.isFinite(w)) fail("param_value", `${name} must be finite, got ${w}`);
+  return w;
+}
+
+/**
+ * Weighted sum of the scorers per completion, as TRL's nansum over reward functions: a null (or
+ * NaN) score is skipped; if every scorer returns null the completion is unscorable (null).
+ */
+export function composeRewards(fns: ReadonlyArray<WeightedScorer>): Scorer {
+  if (fns.length === 0) fail("empty", "composeRewards needs at least one reward");
+  const weights = fns.map((f, i) => checkWeight(`weights[${i}]`, f.weight));
+  return (completion, answers) => {
+    let total = 0;
+    let any = false;
+    for (let i = 0; i < fns.length; i++) {
+      const v = fns[i].score(completion, answers);
+      if (v === null || Number.isNaN(v)) continue;
+      total += weights[i] * v;
+      any = true;
+    }
+    return any ? total : null;
+  };
+}
+
+/** A registry param value (the JSON types a google.protobuf.Struct can carry that we use). */
+export type ParamValue = boolean | string | number;
+
+/** A reward or grader by registry name, as in the proto's RewardSpec. */
+export interface RewardSpec {
+  name: string;
+  /** default 1 */
+  weight?: number;
+  /** snake_case keys; see the registry in the module docs */
+  params?: Record<string, unknown>;
+}
+
+/** A validated RewardSpec: effective params (defaults filled) and the unweighted scorer. */
+export interface BuiltReward {
+  name: string;
+  weight: number;
+  params: Record<string, ParamValue>;
+  score: Scorer;
+}
+
+interface ParamDef {
+  type: "boolean" | "string";
+  default: ParamValue;
+  /** allowed values for a string param (an enum), or "tag" for a tag name */
+  allowed?: readonly string[] | "tag";
+}
+
+const EXACT_MATCH_PARAMS: Record<string, ParamDef> = {
+  tag: { type: "string", default: "answer", allowed: "tag" },
+  require_tag: { type: "boolean", default: true },
+  match: { type: "string", default: "exact", allowed: ["exact", "prefix", "contains"] },
+  case_sensitive: { type: "boolean", default: false },
+  ignore_punctuation: { type: "boolean", default: false },
+};
+
+const REGISTRY: Record<string, { params: Record<string, ParamDef>; make: (p: Record<string, ParamValue>) => Scorer }> = {
+  exact_match: { params: EXACT_MATCH_PARAMS, make: exactMatchScorer },
+  exact_match_lenient: {
+    params: {
+      ...EXACT_MATCH_PARAMS,
+      require_tag: { type: "boolean", default: false },
+      match: { ...EXACT_MATCH_PARAMS.match, default: "contains" },
+      ignore_punctuation: { type: "boolean", default: true },
+    },
+    make: exactMatchScorer,
+  },
+  format: {
+    params: {
+      think: { type: "string", default: "optional", allowed: ["optional", "required", "forbidden"] },
+      partial_credit: { type: "boolean", default: false },
+      answer_tag: { type: "string", default: "answer", allowed: "tag" },
+      think_tag: { type: "string", default: "think", allowed: "tag" },
+    },
+    make: (p) => {
+      const spec: FormatSpec = {
+        think: p.think as FormatSpec["think"],
+        partialCredit: p.partial_credit as boolean,
+        answerTag: p.answer_tag as string,
+        thinkTag: p.think_tag as string,
+      };
+      if (spec.answerTag === spec.thinkTag) fail("param_value", "params.answer_tag and params.think_tag must differ");
+      return (completion) => formatReward(completion, spec);
+    },
+  },
+};
+
+function exactMatchScorer(p: Record<string, ParamValue>): Scorer {
+  const options: ExactMatchOptions = {
+    tag: p.tag as string,
+    requireTag: p.require_tag as boolean,
+    match: p.match as MatchMode,
+    caseSensitive: p.case_sensitive as boolean,
+    ignorePunctuation: p.ignore_punctuation as boolean,
+  };
+  return (completion, answers) => {
+    const golds = goldWords(answers, options);
+    return golds.length === 0 ? null : matchGolds(completion, golds, options);
+  };
+}
+
+/** Registry names, sorted. */
+export function rewardNames(): string[] {
+  return Object.keys(REGISTRY).sort();
+}
+
+/**
+ * Validates a RewardSpec against the registry and builds its scorer (unweighted; the weight is
+ * applied by composeRewardSpecs). Errors name the field: unknown_reward (name), unknown_param,
+ * param_type or param_value (params.<key> or weight), nan (weight).
+ */
+export function buildReward(spec: RewardSpec): BuiltReward {
+  const entry = Object.prototype.hasOwnProperty.call(REGISTRY, spec.name) ? REGISTRY[spec.name] : undefined;
+  if (entry === undefined) {
+    fail("unknown_reward", `name: unknown reward ${JSON.stringify(spec.name)}; known: ${rewardNames().join(", ")}`);
+  }
+  for (const key of Object.keys(spec)) {
+    if (key !== "name" && key !== "weight" && key !== "params") fail("unknown_param", `${key}: a reward spec has name, weight and params`);
+  }
+  const weight = spec.weight === undefined || spec.weight === null ? 1 : checkWeight("weight", spec.weight);
+  const given = spec.params === undefined || spec.params === null ? {} : spec.params;
+  if (typeof given !== "object" || given === null || Array.isArray(given)) fail("param_type", "params must be an object");
+  for (const key of Object.keys(given)) {
+    if (!Object.prototype.hasOwnProperty.call(entry.params, key)) {
+      fail("unknown_param", `params.${key}: ${spec.name} takes ${Object.keys(entry.params).sort().join(", ")}`);
+    }
+  }
+  const params: Record<string, ParamValue> = {};
+  for (const key of Object.keys(entry.params).sort()) {
+    const def = entry.params[key];
+    const value = Object.prototype.hasOwnProperty.call(given, key) ? given[key] : def.default;
+    if (typeof value !== def.type) fail("param_type", `params.${key} must be a ${def.type}, got ${value === null ? "null" : typeof value}`);
+    if (def.allowed === "tag" && !TAG_NAME.test(value as string)) {
+      fail("param_value", `params.${key} must match ${TAG_NAME.source}, got ${JSON.stringify(value)}`);
+    }
+    if (Array.isArray(def.allowed) && !def.allowed.includes(value as string)) {
+      fail("param_value", `params.${key} must be one of ${def.allowed.join(", ")}, got ${JSON.stringify(value)}`);
+    }
+    params[key] = value as ParamValue;
+  }
+  return { name: spec.name, weight, params, score: entry.make(params) };
+}
+
+/** buildReward for each spec, then composeRewards with the specs' weights. */
+export function composeRewardSpecs(specs: ReadonlyArray<RewardSpec>): Scorer {
+  if (specs.length === 0) fail("empty", "no reward specs");
+  return composeRewards(specs.map((s) => buildReward(s)));
+}

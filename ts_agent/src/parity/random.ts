@@ -1,0 +1,326 @@
+/**
+ * Random cross-check inputs: for every function in harness.ts's FUNCTIONS (except rewardNames,
+ * which takes no input) draws `--runs` inputs with fast-check from `--seed`, runs the TS code on
+ * them and writes the cases, results included, in the vector format to `--out`/<function>.json.
+ * scripts/parity.py then recomputes every case in Python (one process per language).
+ *
+ *   cd ts_agent && node_modules/.bin/tsx src/parity/random.ts --out /tmp/parity --runs 1000 --seed 1
+ *
+ * Inputs are mostly valid with a few percent of invalid ones (NaN, Infinity, wrong sizes, bad
+ * options) so error kinds are cross-checked too. Text is built from a fixed alphabet of tags,
+ * words, whitespace, punctuation and a few non-ASCII letters: the two runtimes' Unicode tables
+ * may differ on characters newer than the older table, which is a documented limitation, not a
+ * parity bug to chase at random. Sizes stay small so Python checks the lot in seconds.
+ */
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import fc from "fast-check";
+import { FUNCTIONS, makeCase, makeFile, type VectorFile } from "./harness.js";
+import { formatVectorFile } from "./vectors.js";
+
+type Draw = { args: unknown[]; options?: Record<string, unknown> };
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks
+
+/** Mostly `arb`, now and then one of `bad`. */
+function mostly<T, U>(arb: fc.Arbitrary<T>, bad: fc.Arbitrary<U>, badWeight = 1): fc.Arbitrary<T | U> {
+  return fc.oneof({ arbitrary: arb, weight: 40 }, { arbitrary: bad, weight: badWeight });
+}
+
+const badNumber = fc.constantFrom<unknown>(NaN, Infinity, -Infinity, null);
+const finite = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true });
+const score = fc.oneof(fc.constantFrom(0, 1, 0.5, 0.25, -0), finite(0, 1));
+const value = fc.oneof(fc.constantFrom(0, 1, -1, 0.5, -0, 1e-300, 5e-324), finite(-1e3, 1e3), fc.integer({ min: -50, max: 50 }));
+const confidence = fc.option(fc.oneof(fc.constantFrom(0.95, 0.9, 0.99, 0.5), finite(0.01, 0.999)), { nil: undefined });
+const seed = fc.oneof({ arbitrary: fc.integer({ min: 0, max: 4294967295 }), weight: 40 }, { arbitrary: fc.constantFrom(-1, 4294967296, 0.5), weight: 1 });
+
+function optionsOf(entries: Record<string, unknown>): Record<string, unknown> | undefined {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(entries)) if (v !== undefined) out[k] = v;
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+const FRAGMENTS = [
+  "<answer>", "</answer>", "<think>", "</think>", "<label>", "</label>", "<answer", "answer>",
+  "structuring", "Structuring", "STRUCTURING", "cash", "smurfing", "layering", "trade-based", "trade_based",
+  "money", "it is", "the", " ", "  ", "\n", "\t", "\u00a0", ".", ",", "!", "-", "_", ":", "(", ")", "'", "’",
+  "“", "”", "£", "+", "É", "é", "ß", "İ", "Σ", "ς", "Straße", "x", "a b",
+];
+const text = fc.array(fc.constantFrom(...FRAGMENTS), { maxLength: 14 }).map((parts) => parts.join(""));
+const word = fc.constantFrom("structuring", "Structuring", "cash structuring", "smurfing", "trade-based", "trade based", "layering", "", " ", "x", "É", "it is");
+const answers = mostly(fc.array(word, { minLength: 1, maxLength: 3 }), fc.constant([]));
+const tag = mostly(fc.constantFrom("answer", "label", "think"), fc.constantFrom("a b", "", "<answer>"));
+
+const PARAM_VALUES: Record<string, fc.Arbitrary<unknown>> = {
+  tag: fc.constantFrom("answer", "label"),
+  require_tag: fc.boolean(),
+  match: fc.constantFrom("exact", "prefix", "contains"),
+  case_sensitive: fc.boolean(),
+  ignore_punctuation: fc.boolean(),
+  think: fc.constantFrom("optional", "required", "forbidden"),
+  partial_credit: fc.boolean(),
+  answer_tag: fc.constantFrom("answer", "label"),
+  think_tag: fc.constantFrom("think", "reasoning", "label"),
+};
+const EXACT_KEYS = ["tag", "require_tag", "match", "case_sensitive", "ignore_punctuation"];
+const REWARD_KEYS: Record<string, string[]> = {
+  exact_match: EXACT_KEYS,
+  exact_match_lenient: EXACT_KEYS,
+  format: ["think", "partial_credit", "answer_tag", "think_tag"],
+};
+const badParamValue = fc.constantFrom<unknown>("fuzzy", 1, null, "a b", true);
+const spec = fc.constantFrom(...Object.keys(REWARD_KEYS)).chain((name) => {
+  const keys = REWARD_KEYS[name];
+  const params = fc
+    .subarray(keys)
+    .chain((ks) => fc.record(Object.fromEntries(ks.map((k) => [k, mostly(PARAM_VALUES[k], badParamValue)]))))
+    .chain((p) => mostly(fc.constant(p), fc.constant({ ...p, bogus: true })));
+  return fc.record(
+    {
+      name: mostly(fc.constant(name), fc.constantFrom("bleu", "")),
+      weight: mostly(finite(-2, 2), fc.constantFrom<unknown>(NaN, Infinity, "1", null)),
+      params: mostly(params, fc.constantFrom<unknown>(null, ["x"])),
+    },
+    { requiredKeys: ["name"] },
+  );
+});
+
+/** Arrays of `elem`; about one in 40 has one element replaced by NaN, Infinity or null. */
+const sample = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
+  fc
+    .record({ xs: fc.array(elem, { minLength: min, maxLength: max, size: "medium" }), flag: fc.integer({ min: 0, max: 40 }), bad: badNumber, at: fc.nat() })
+    .map(({ xs, flag, bad, at }) => {
+      if (flag === 0 && xs.length > 0) xs[at % xs.length] = bad;
+      return xs;
+    });
+
+function pair(maxN: number): fc.Arbitrary<[unknown[], unknown[]]> {
+  const binary = fc.integer({ min: 0, max: maxN }).chain((n) =>
+    fc.tuple(fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n }), fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n })),
+  );
+  const continuous = fc.integer({ min: 0, max: maxN }).chain((n) =>
+    fc.tuple(sample(n, n, score), sample(n, n, value)),
+  );
+  const mismatched = fc.tuple(sample(0, 5, score), sample(0, 5, score));
+  return fc.oneof({ arbitrary: binary, weight: 10 }, { arbitrary: continuous, weight: 10 }, { arbitrary: mismatched, weight: 1 });
+}
+
+const probability = mostly(
+  fc.oneof(finite(0, 1), fc.constantFrom(0.5, 0.975, 0.025, 1e-10, 1 - 1e-10, 1e-300, 5e-324), finite(0, 1e-6), finite(0.999999, 1)),
+  fc.constantFrom<unknown>(0, 1, -0.5, 1.5, NaN),
+);
+const alpha = fc.option(mostly(finite(0.001, 0.3), fc.constantFrom<unknown>(0, 1)), { nil: undefined });
+const power = fc.option(mostly(finite(0.3, 0.999), fc.constantFrom<unknown>(0.001, 1)), { nil: undefined });
+
+// ---------------------------------------------------------------------------------------------
+// One arbitrary per function
+
+const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
+  groupRelativeAdvantage: fc
+    .record({
+      groupSize: mostly(fc.integer({ min: 1, max: 8 }), fc.constantFrom<unknown>(0, 1.5, -2)),
+      groups: fc.integer({ min: 1, max: 6 }),
+      extra: mostly(fc.constant(0), fc.constant(1)),
+      scale: fc.option(mostly(fc.constantFrom("group", "batch", "none"), fc.constant("global")), { nil: undefined }),
+      eps: fc.option(mostly(fc.oneof(fc.constant(1e-4), fc.constant(0), finite(0, 1)), fc.constantFrom<unknown>(-1, NaN)), { nil: undefined }),
+    })
+    .chain(({ groupSize, groups, extra, scale, eps }) => {
+      const len = (typeof groupSize === "number" && groupSize > 0 ? Math.ceil(groupSize) : 2) * groups + extra;
+      const reward = fc.oneof(fc.constantFrom(0, 1, 0.5, null, null), finite(-5, 5), fc.constantFrom<unknown>(NaN), fc.constantFrom<unknown>(Infinity));
+      const rewardMostlyFine = fc.oneof({ arbitrary: fc.oneof(fc.constantFrom(0, 1, 0.5, null), finite(-5, 5)), weight: 60 }, { arbitrary: reward, weight: 1 });
+      return fc.array(rewardMostlyFine, { minLength: len, maxLength: len }).map((rewards) => ({
+        args: [rewards, groupSize],
+        options: optionsOf({ scale, eps }),
+      }));
+    }),
+  normalizeAnswer: fc
+    .record({ t: text, caseSensitive: fc.option(fc.boolean(), { nil: undefined }), ignorePunctuation: fc.option(fc.boolean(), { nil: undefined }) })
+    .map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
+  extractAnswer: fc.record({ t: text, tag }).map(({ t, tag }) => ({ args: [t, tag] })),
+  exactMatchReward: fc
+    .record({
+      t: text,
+      answers: fc.oneof(answers, word),
+      tag: fc.option(tag, { nil: undefined }),
+      requireTag: fc.option(fc.boolean(), { nil: undefined }),
+      match: fc.option(mostly(fc.constantFrom("exact", "prefix", "contains"), fc.constant("fuzzy")), { nil: undefined }),
+      caseSensitive: fc.option(fc.boolean(), { nil: undefined }),
+      ignorePunctuation: fc.option(fc.boolean(), { nil: undefined }),
+    })
+    .map(({ t, answers, ...o }) => ({ args: [t, answers], options: optionsOf(o) })),
+  formatReward: fc
+    .record({
+      t: text,
+      think: fc.option(mostly(fc.constantFrom("optional", "required", "forbidden"), fc.constant("sometimes")), { nil: undefined }),
+      partialCredit: fc.option(fc.boolean(), { nil: undefined }),
+      answerTag: fc.option(mostly(fc.constantFrom("answer", "label"), fc.constantFrom("think", "")), { nil: undefined }),
+      thinkTag: fc.option(mostly(fc.constantFrom("think", "reasoning"), fc.constant("answer")), { nil: undefined }),
+    })
+    .map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
+  composeRewards: fc
+    .array(
+      fc.record({
+        weight: mostly(finite(-3, 3), fc.constantFrom<unknown>(NaN, Infinity, "1")),
+        value: fc.oneof(score, finite(-10, 10), fc.constantFrom<unknown>(null, NaN)),
+      }),
+      { minLength: 1, maxLength: 4 },
+    )
+    .chain((fns) => mostly(fc.constant(fns), fc.constant([])))
+    .map((fns) => ({ args: [fns] })),
+  buildReward: fc
+    .record({ spec, completions: fc.array(text, { minLength: 1, maxLength: 4 }), answers })
+    .map(({ spec, completions, answers }) => ({ args: [spec, completions, answers] })),
+  composeRewardSpecs: fc
+    .record({ specs: mostly(fc.array(spec, { minLength: 1, maxLength: 3 }), fc.constant([])), completions: fc.array(text, { minLength: 1, maxLength: 4 }), answers })
+    .map(({ specs, completions, answers }) => ({ args: [specs, completions, answers] })),
+
+  normalCdf: mostly(fc.oneof(finite(-40, 40), fc.double({ noNaN: true }), fc.constantFrom(0, -0, 1.5, -1.5, 27.3, -27.3)), fc.constant(NaN)).map(
+    (x) => ({ args: [x] }),
+  ),
+  normalQuantile: probability.map((p) => ({ args: [p] })),
+  studentTQuantile: fc
+    .record({
+      p: mostly(fc.oneof(finite(0.0005, 0.9995), fc.constantFrom(0.975, 0.025, 0.995, 0.5)), fc.constantFrom<unknown>(0, 1, NaN)),
+      df: mostly(fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 400 })), fc.constantFrom<unknown>(0, 2.5, -1)),
+    })
+    .map(({ p, df }) => ({ args: [p, df] })),
+  mean: mostly(sample(1, 30), sample(0, 0)).map((xs) => ({ args: [xs] })),
+  sampleSd: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
+  standardError: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
+  wilsonInterval: fc
+    .integer({ min: 0, max: 5000 })
+    .chain((n) =>
+      fc.record({
+        n: mostly(fc.constant(n), fc.constantFrom<unknown>(-1, 2.5)),
+        successes: mostly(fc.integer({ min: 0, max: n }), fc.constantFrom<unknown>(n + 1, 0.5, -1)),
+        confidence,
+      }),
+    )
+    .map(({ n, successes, confidence }) => ({ args: [successes, n], options: optionsOf({ confidence }) })),
+  mcnemarExactP: fc
+    .record({
+      b: mostly(fc.oneof(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 3000 })), fc.constantFrom<unknown>(-1, 1.5, NaN)),
+      c: fc.oneof(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 3000 })),
+    })
+    .map(({ b, c }) => ({ args: [b, c] })),
+  pairedComparison: fc
+    .record({ ab: pair(60), confidence })
+    .map(({ ab, confidence }) => ({ args: [ab[0], ab[1]], options: optionsOf({ confidence }) })),
+  pairedBootstrapCI: fc
+    .record({ ab: pair(25), resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)), seed, confidence })
+    .map(({ ab, ...o }) => ({ args: [ab[0], ab[1]], options: optionsOf(o) })),
+  requiredNForDelta: fc
+    .record({
+      delta: mostly(fc.oneof(finite(0.001, 1), finite(-1, -0.001), fc.constantFrom(0.05, -0.05, 0.2)), fc.constantFrom<unknown>(0, -0, NaN, Infinity, 1e-300)),
+      sdDiff: mostly(fc.oneof(finite(0, 2), fc.constant(0)), fc.constantFrom<unknown>(-0.1, NaN, Infinity)),
+      alpha,
+      power,
+    })
+    .map(({ delta, sdDiff, ...o }) => ({ args: [delta, sdDiff], options: optionsOf(o) })),
+  minimumDetectableEffect: fc
+    .record({
+      n: mostly(fc.integer({ min: 1, max: 10000 }), fc.constantFrom<unknown>(0, 2.5, NaN)),
+      sdDiff: mostly(finite(0, 2), fc.constantFrom<unknown>(-0.1, Infinity)),
+      alpha,
+      power,
+    })
+    .map(({ n, sdDiff, ...o }) => ({ args: [n, sdDiff], options: optionsOf(o) })),
+  cohenKappa: fc
+    .record({
+      n: fc.integer({ min: 0, max: 40 }),
+      strings: fc.boolean(),
+      k: fc.integer({ min: 1, max: 5 }),
+      weights: fc.option(mostly(fc.constantFrom("none", "linear", "quadratic"), fc.constant("cubic")), { nil: undefined }),
+      categories: mostly(fc.constantFrom("none", "none", "exact", "extra", "reversed"), fc.constant("missing"), 4),
+      noise: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)),
+    })
+    .chain(({ n, strings, k, weights, categories, noise }) => {
+      const labels: unknown[] = strings ? ["layering", "smurfing", "structuring", "trade_based", "É"].slice(0, k) : [0, 1, 2, 3, 4].slice(0, k);
+      const rating = fc.constantFrom(...labels);
+      return fc.tuple(fc.array(rating, { minLength: n, maxLength: n }), fc.array(rating, { minLength: n, maxLength: n }), fc.nat()).map(([r1, r2, pick]) => {
+        if (noise === 1 && r1.length > 0) r1[pick % r1.length] = strings ? 3 : "3"; // mixed label types
+        if (noise === 2) r2.push(labels[0]); // length mismatch
+        if (noise === 3 && r1.length > 0) r1[pick % r1.length] = NaN;
+        const cats =
+          categories === "exact" ? labels : categories === "extra" ? [...labels, strings ? "zz" : 99] : categories === "reversed" ? [...labels].reverse() : categories === "missing" ? labels.slice(1) : undefined;
+        return { args: [r1, r2], options: optionsOf({ weights, categories: cats }) };
+      });
+    }),
+  fleissKappa: fc
+    .record({
+      subjects: mostly(fc.integer({ min: 1, max: 12 }), fc.constant(0)),
+      k: fc.integer({ min: 1, max: 5 }),
+      raters: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)), noise: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) })
+    .chain(({ subjects, k, raters, noise }) =>
+      fc.array(fc.array(fc.nat({ max: k - 1 }), { minLength: raters, maxLength: raters }), { minLength: subjects, maxLength: subjects }).map((votes) => {
+        const table = votes.map((v) => {
+          const row = new Array<number>(k).fill(0);
+          for (const c of v) row[c] += 1;
+          return row;
+        });
+        if (noise === 1 && table.length > 0) table[0][0] += 1; // different rater counts (or fine if one subject)
+        if (noise === 2 && table.length > 0) table[table.length - 1] = table[table.length - 1].slice(1); // ragged
+        if (noise === 3 && table.length > 0) table[0][0] = -1;
+        return { args: [table] };
+      }),
+    ),
+  startVsEnd: fc
+    .record({ len: mostly(fc.integer({ min: 2, max: 40 }), fc.constantFrom(0, 1)), w: fc.nat(), b: fc.nat(), wild: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) })
+    .chain(({ len, w, b, wild }) => {
+      const half = Math.max(1, Math.floor(len / 2));
+      const window = wild === 1 ? half + 1 : wild === 2 ? 0 : 1 + (w % half);
+      const blockLength = b % 3 === 0 ? undefined : wild === 3 ? window + 1 : 1 + (b % Math.min(window, 6));
+      return fc.record({
+        series: sample(len, len, fc.oneof(score, value)),
+        window: fc.constant(window),
+        blockLength: fc.constant(blockLength),
+        resamples: fc.integer({ min: 1, max: 80 }),
+        seed: fc.option(seed, { nil: undefined }),
+        confidence,
+      });
+    })
+    .map(({ series, ...o }) => ({ args: [series], options: optionsOf(o) })),
+  trend: mostly(sample(3, 40, fc.oneof(fc.integer({ min: 0, max: 5 }), value, score)), sample(0, 2)).map((xs) => ({ args: [xs] })),
+  Rng: fc
+    .record({
+      seed,
+      count: fc.integer({ min: 1, max: 20 }),
+      n: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 4294967296 }), fc.constantFrom(2147483649, 3000000000)),
+    })
+    .map(({ seed, count, n }) => ({ args: [seed, count, n] })),
+};
+
+/** The random vector file for one function: `runs` draws from `seed`, run through the TS code. */
+export function randomVectorFile(fn: string, runs: number, seed: number): VectorFile & { source: string; seed: number } {
+  const arb = ARBITRARIES[fn];
+  if (arb === undefined) throw new Error(`no arbitrary for ${fn}`);
+  const draws = fc.sample(arb, { numRuns: runs, seed });
+  const cases = draws.map((d, i) => makeCase(fn, `random #${i}`, d.args, d.options));
+  return { ...makeFile(fn, cases), source: "random", seed };
+}
+
+/** Function names with random inputs (all of FUNCTIONS but rewardNames). */
+export function randomFunctions(): string[] {
+  return Object.keys(FUNCTIONS).filter((fn) => fn !== "rewardNames");
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const arg = (name: string, fallback: string): string => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : fallback;
+  };
+  const dir = resolve(arg("--out", "parity-random"));
+  const runs = Number(arg("--runs", "1000"));
+  const seed = Number(arg("--seed", "20261129"));
+  mkdirSync(dir, { recursive: true });
+  const fns = randomFunctions();
+  fns.forEach((fn, i) => {
+    const file = randomVectorFile(fn, runs, (seed + i * 7919) >>> 0);
+    const path = join(dir, `${fn}.json`);
+    writeFileSync(`${path}.tmp`, formatVectorFile(file));
+    renameSync(`${path}.tmp`, path);
+  });
+  console.log(`wrote ${runs} random cases for each of ${fns.length} functions (seed ${seed}) to ${dir}`);
+}

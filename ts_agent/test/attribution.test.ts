@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { ATTRIBUTION_TABLE, attribute, curveFeatures, describeFeatures, type DownstreamSignal, type StepMetrics } from "../src/agent/report/attribution.js";
+import { mulberry32 } from "../src/agent/eval/tasks.js";
+
+const N = 60;
+
+/** Synthetic TRL metrics: each key is a function of the step index (0-based) and a noise draw in [-1, 1). */
+function steps(series: Record<string, (i: number, noise: number) => number>, seed = 7, n = N): StepMetrics[] {
+  const rand = mulberry32(seed);
+  return Array.from({ length: n }, (_, i) => {
+    const metrics: Record<string, number> = {};
+    for (const [k, f] of Object.entries(series)) metrics[k] = f(i, 2 * rand() - 1);
+    return { step: i + 1, metrics };
+  });
+}
+
+const NO_EVAL: DownstreamSignal = { heldOutRose: null, significant: null, text: "" };
+
+function fired(s: StepMetrics[], d: DownstreamSignal = NO_EVAL): string[] {
+  return attribute(curveFeatures(s), d)
+    .filter((r) => r.fired)
+    .map((r) => `${r.row.curve} | ${r.row.kl} | ${r.row.fracZeroStd}`);
+}
+
+const healthy = steps({
+  reward: (i, e) => 0.2 + 0.4 * (i / (N - 1)) + 0.03 * e,
+  kl: (i) => 0.005 + 0.02 * (i / (N - 1)),
+  frac_reward_zero_std: (i, e) => 0.6 - 0.4 * (i / (N - 1)) + 0.02 * e,
+  "completions/clipped_ratio": () => 0.1,
+});
+
+const plateau = (kl: number) =>
+  steps({
+    reward: (i, e) => 0.2 + 0.4 * Math.min(1, i / 15) + 0.01 * e,
+    kl: () => kl,
+    frac_reward_zero_std: (i, e) => 0.2 + 0.6 * (i / (N - 1)) + 0.02 * e,
+    "completions/clipped_ratio": () => 0.05,
+  });
+
+describe("the attribution table, row by row", () => {
+  test("the table is DESIGN.md's, in order", () => {
+    assert.deepEqual(
+      ATTRIBUTION_TABLE.map((r) => r.likelyCause),
+      [
+        "healthy",
+        "reward too sparse, G too small, task too hard",
+        "lr too low, beta too high, adapter not training",
+        "grader too strict, saturation",
+        "policy drifting, reward hacking",
+        "reward hacking or loose grader",
+        "lr too high, clip too loose",
+        "completions truncated",
+      ],
+    );
+  });
+
+  test("rises steadily, moderate KL, falling frac_reward_zero_std: healthy", () => {
+    const f = curveFeatures(healthy);
+    assert.equal(f.reward!.shape, "rising");
+    assert.equal(f.fracZeroStd!.direction, "falling");
+    assert.deepEqual(fired(healthy), ["rises steadily | moderate | falling"]);
+    const row = attribute(f, NO_EVAL)[0];
+    assert.equal(row.evidence, "yes: curve rising; yes: kl 0.0231 (want 0.001 to 0.1); yes: frac_reward_zero_std falling");
+    assert.match(describeFeatures(f)[0], /^reward: rising; start 0\.\d{3} -> end 0\.\d{3} \(change/);
+  });
+
+  test("flat from step 0 with KL ~0 and every group zero-variance: reward too sparse", () => {
+    const s = steps({ reward: () => 0, kl: () => 0, frac_reward_zero_std: () => 1, "completions/clipped_ratio": () => 0.2 });
+    assert.equal(curveFeatures(s).reward!.shape, "flat");
+    assert.deepEqual(fired(s), ["flat from step 0 | ~0 | ~1"]);
+  });
+
+  test("flat from step 0 with KL ~0 and low frac_reward_zero_std: the adapter is not learning", () => {
+    const s = steps({ reward: (_i, e) => 0.3 + 0.05 * e, kl: () => 1e-4, frac_reward_zero_std: () => 0.2 });
+    assert.equal(curveFeatures(s).reward!.shape, "flat");
+    assert.deepEqual(fired(s), ["flat from step 0 | ~0 | low"]);
+  });
+
+  test("early plateau with low KL and rising frac_reward_zero_std: grader too strict / saturation", () => {
+    const f = curveFeatures(plateau(0.01));
+    assert.equal(f.reward!.shape, "early plateau");
+    assert.equal(f.fracZeroStd!.direction, "rising");
+    assert.deepEqual(fired(plateau(0.01)), ["early plateau | low | rising"]);
+  });
+
+  test("early plateau with high KL: policy drifting", () => {
+    assert.deepEqual(fired(plateau(0.3)), ["early plateau | high | any"]);
+  });
+
+  test("rises but the downstream delta is not significant: reward hacking or loose grader", () => {
+    const notSig: DownstreamSignal = { heldOutRose: true, significant: false, text: "+1.0 pp (95% CI -3.0 to +5.0 pp), n=264" };
+    assert.deepEqual(fired(healthy, notSig), ["rises steadily | moderate | falling", "rises, downstream delta not significant | any | any"]);
+    const row = attribute(curveFeatures(healthy), notSig)[5];
+    assert.equal(row.evidence, "yes: curve rising, held-out reward CI above 0; yes: downstream +1.0 pp (95% CI -3.0 to +5.0 pp), n=264: CI includes 0");
+    assert.deepEqual(fired(healthy, { ...notSig, significant: true }), ["rises steadily | moderate | falling"]);
+  });
+
+  test("collapses with KL spikes: lr too high", () => {
+    const s = steps({
+      reward: (i, e) => (i < 20 ? 0.2 + 0.4 * (i / 20) : i < 40 ? 0.6 - 0.5 * ((i - 20) / 20) : 0.1) + 0.01 * e,
+      kl: (i) => (i === 25 || i === 26 ? 0.5 : 0.01),
+      frac_reward_zero_std: () => 0.5,
+    });
+    const f = curveFeatures(s);
+    assert.equal(f.reward!.shape, "collapses / oscillates");
+    assert.equal(f.kl!.spikes, 2);
+    assert.deepEqual(f.kl!.spikeSteps, [26, 27]);
+    assert.deepEqual(fired(s), ["collapses / oscillates | spikes | any"]);
+  });
+
+  test("clipped_ratio ~ 1: completions truncated (alongside the curve's own row)", () => {
+    const s = steps({ reward: () => 0, kl: () => 0, frac_reward_zero_std: () => 1, "completions/clipped_ratio": () => 1 });
+    assert.deepEqual(fired(s), ["flat from step 0 | ~0 | ~1", "clipped_ratio ~ 1 | any | any"]);
+  });
+
+  test("without kl logged, no KL-conditioned row fires and the evidence says why", () => {
+    const s = steps({ reward: () => 0, frac_reward_zero_std: () => 1 });
+    assert.deepEqual(fired(s), []);
+    assert.match(attribute(curveFeatures(s), NO_EVAL)[1].evidence, /no: kl not logged/);
+    assert.match(describeFeatures(curveFeatures(s))[1], /kl: not logged \(TRL logs it only when beta > 0\)/);
+  });
+
+  test("a run too short for a shape fires no curve row", () => {
+    const s = steps({ reward: (i) => i, kl: () => 0.01, frac_reward_zero_std: () => 0.5 }, 1, 4);
+    assert.equal(curveFeatures(s).reward!.shape, "too short");
+    assert.deepEqual(fired(s), []);
+  });
+});

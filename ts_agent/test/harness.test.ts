@@ -1,0 +1,172 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+
+import {
+  DEFAULT_EVAL_SETTINGS,
+  RegradeMismatchError,
+  accuracy,
+  buildEvalRecord,
+  compareScores,
+  graderAgreement,
+  humanAgreement,
+  loadTaskSet,
+  modelIdentity,
+  perTaskScores,
+  regrade,
+  type TaskSet,
+} from "../src/agent/eval/harness.js";
+import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/eval/stats.js";
+import { toJsonl } from "../src/agent/eval/tasks.js";
+import { gradedResult, row } from "./helpers/eval-fixtures.js";
+
+const GRADERS = DEFAULT_EVAL_SETTINGS.graders;
+
+const rows = [row("t1", "structuring"), row("t2", "smurfing"), row("t3", "layering"), row("t4", "money_mule", ["money_mule", "mule"])];
+const completions = {
+  base: { t1: ["<answer>smurfing</answer>"], t2: ["<answer>smurfing</answer>"], t3: ["layering"], t4: ["<answer>shell_company</answer>"] },
+  adapter: { t1: ["<answer>structuring</answer>"], t2: ["<answer>smurfing</answer>"], t3: ["<answer>layering</answer>"], t4: ["<answer>shell_company</answer>"] },
+};
+
+describe("re-grading", () => {
+  test("a sidecar that grades like grpo.ts passes, every score compared", () => {
+    const result = gradedResult(rows, completions);
+    assert.equal(regrade(result.variants, rows, GRADERS), 2 * 4 * 1 * 3);
+  });
+
+  test("a deliberately corrupted score is caught and reported with variant, task, grader, both scores and the completion", () => {
+    const result = gradedResult(rows, completions);
+    result.variants[1].tasks[2].samples[0].scores["exact_match"] = 0; // TS says 1
+    assert.throws(
+      () => regrade(result.variants, rows, GRADERS),
+      (err: unknown) => {
+        assert.ok(err instanceof RegradeMismatchError);
+        assert.equal(err.mismatches.length, 1);
+        assert.deepEqual(
+          { ...err.mismatches[0] },
+          { variant: "adapter", taskId: "t3", sample: 0, grader: "exact_match", python: 0, ts: 1, completion: "<answer>layering</answer>" },
+        );
+        assert.match(err.message, /disagrees with the sidecar on 1 of 24 scores/);
+        assert.match(err.message, /adapter \/ t3 \/ sample 0 \/ exact_match: python 0, ts 1, completion "<answer>layering<\/answer>"/);
+        return true;
+      },
+    );
+  });
+
+  test("NaN (unscorable) equals NaN, but NaN against a number, or a missing grader, is a mismatch", () => {
+    const blank = [row("b1", "structuring", ["   "])]; // no usable gold: exact_match is unscorable
+    const result = gradedResult(blank, { base: { b1: ["<answer>structuring</answer>"] } });
+    assert.ok(Number.isNaN(result.variants[0].tasks[0].samples[0].scores["exact_match"]));
+    assert.equal(regrade(result.variants, blank, GRADERS), 3);
+    result.variants[0].tasks[0].samples[0].scores["exact_match"] = 0;
+    assert.throws(() => regrade(result.variants, blank, GRADERS), RegradeMismatchError);
+    delete result.variants[0].tasks[0].samples[0].scores["exact_match"];
+    assert.throws(() => regrade(result.variants, blank, GRADERS), (err: unknown) => err instanceof RegradeMismatchError && err.mismatches[0].python === undefined);
+  });
+
+  test("a task missing from a variant, or one that was never asked for, is an error", () => {
+    const result = gradedResult(rows, completions);
+    result.variants[0].tasks.pop();
+    assert.throws(() => regrade(result.variants, rows, GRADERS), /variant base: 1 task\(s\) without results, e.g\. t4/);
+    assert.throws(() => regrade(gradedResult(rows, completions).variants, rows.slice(0, 3), GRADERS), /task "t4" was not in the request/);
+  });
+
+  test("buildEvalRecord refuses a corrupted result", () => {
+    const result = gradedResult(rows, completions);
+    result.variants[0].tasks[0].samples[0].scores["format"] = 0.5;
+    const ts: TaskSet = { path: "x.jsonl", sha256: "00", split: "test", limit: 0, rows, humanLabels: new Map() };
+    assert.throws(() => buildEvalRecord("r1", { ...DEFAULT_EVAL_SETTINGS }, ts, result), RegradeMismatchError);
+  });
+});
+
+describe("scores, comparison and agreement", () => {
+  test("per-task scores average the samples; accuracy is a Wilson interval for 0/1 scores", () => {
+    const result = gradedResult(rows, completions);
+    assert.deepEqual([...perTaskScores(result.variants[0]).values()], [0, 1, 0, 0]);
+    assert.deepEqual([...perTaskScores(result.variants[1]).values()], [1, 1, 1, 0]);
+    const acc = accuracy([1, 1, 1, 0])!;
+    assert.equal(acc.method, "wilson");
+    assert.equal(acc.estimate, 0.75);
+    assert.ok(acc.lower < 0.75 && acc.upper > 0.75);
+    assert.equal(accuracy([0.5, 1, 0])!.method, "t");
+    assert.equal(accuracy([NaN]), null);
+  });
+
+  test("compareScores pairs by id, drops unscorable pairs, and uses stats.ts for every number", () => {
+    const base = new Map([["a", 0], ["b", 1], ["c", 0], ["d", 0], ["e", NaN], ["f", 1]]);
+    const cand = new Map([["a", 1], ["b", 1], ["c", 1], ["d", 0], ["e", 1], ["f", 0], ["g", 1]]);
+    const c = compareScores(base, cand);
+    assert.equal(c.n, 5);
+    assert.equal(c.unpaired, 2); // e (base NaN), g (no base)
+    assert.deepEqual(c.taskIds, ["a", "b", "c", "d", "f"]);
+    const a = [0, 1, 0, 0, 1];
+    const b = [1, 1, 1, 0, 0];
+    const p = pairedComparison(a, b);
+    assert.deepEqual(c.paired, p);
+    assert.equal(c.paired!.meanDiff, 0.2);
+    assert.deepEqual(c.paired!.discordant, { b: 1, c: 2 });
+    assert.equal(c.requiredN, requiredNForDelta(0.2, p.sdDiff));
+    assert.equal(c.mde, minimumDetectableEffect(5, p.sdDiff));
+    assert.equal(c.bootstrap!.resamples, 10_000);
+    assert.equal(c.bootstrap!.estimate, 0.2);
+  });
+
+  test("no difference: required n is undefined and says why; one pair: nothing is computed", () => {
+    const same = compareScores(new Map([["a", 1], ["b", 0]]), new Map([["a", 1], ["b", 0]]));
+    assert.equal(same.requiredN, null);
+    assert.match(same.requiredNNote, /observed difference is 0/);
+    const one = compareScores(new Map([["a", 1]]), new Map([["a", 0]]));
+    assert.equal(one.paired, null);
+    assert.match(one.requiredNNote, /n=1 pairs/);
+  });
+
+  test("Cohen's kappa between the strict and the lenient grader comes from stats.cohenKappa", () => {
+    const result = gradedResult(rows, completions);
+    const base = result.variants[0];
+    // base: strict [0,1,0,0]; lenient (answer anywhere) [0,1,1,0]: "layering" untagged counts for lenient only
+    const k = graderAgreement(base)!;
+    assert.equal(k.n, 4);
+    assert.equal(k.observedAgreement, 0.75);
+    assert.equal(k.kappa, cohenKappa([0, 1, 0, 0], [0, 1, 1, 0]).kappa);
+    // adapter: both graders say 1,1,1,0: full agreement
+    assert.equal(graderAgreement(result.variants[1])!.kappa, 1);
+  });
+
+  test("human labels: gold vs human per task, and the strict grader against gold vs against the human label", () => {
+    const result = gradedResult(rows, completions);
+    const human = new Map([["t1", "structuring"], ["t2", "structuring"], ["t3", "layering"]]);
+    const [gold, base, adapter] = humanAgreement(result.variants, rows, human);
+    assert.equal(gold.n, 3);
+    assert.equal(gold.observedAgreement, 2 / 3);
+    assert.equal(gold.kappa, cohenKappa(["structuring", "smurfing", "layering"], ["structuring", "structuring", "layering"]).kappa);
+    // base on t1..t3: vs gold [0,1,0], vs human [0,0,0]
+    assert.equal(base.n, 3);
+    assert.equal(base.observedAgreement, 2 / 3);
+    // adapter on t1..t3: vs gold [1,1,1], vs human [1,0,1]
+    assert.equal(adapter.observedAgreement, 2 / 3);
+    assert.deepEqual(humanAgreement(result.variants, rows, new Map()), []);
+  });
+});
+
+describe("task sets and model identity", () => {
+  test("loadTaskSet hashes the file, takes the split and limit, and reads optional human labels", () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskset-"));
+    const path = join(dir, "tasks.jsonl");
+    const all = [row("x1", "structuring"), { ...row("x2", "smurfing"), split: "train" as const }, row("x3", "layering"), row("x4", "shell_company")];
+    const lines = toJsonl(all).trim().split("\n");
+    lines[2] = lines[2].replace(/}$/, ',"human_label":"layering"}');
+    writeFileSync(path, lines.join("\n") + "\n");
+    const ts = loadTaskSet(path, "test", 2);
+    assert.deepEqual(ts.rows.map((r) => r.id), ["x1", "x3"]);
+    assert.match(ts.sha256, /^[0-9a-f]{64}$/);
+    assert.deepEqual([...ts.humanLabels], [["x3", "layering"]]);
+    assert.equal(ts.path, path); // outside the repo: absolute
+  });
+
+  test("model identity is a local folder's name (content-hashed for the embedded model) or the hub id", () => {
+    assert.equal(modelIdentity("/a/b/.cache/py-trainer/models/tiny-aml-qwen2-s0-8ae0970906"), "tiny-aml-qwen2-s0-8ae0970906");
+    assert.equal(modelIdentity("Qwen/Qwen2.5-0.5B"), "Qwen/Qwen2.5-0.5B");
+  });
+});

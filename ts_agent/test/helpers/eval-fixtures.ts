@@ -1,0 +1,33 @@
+/** Synthetic task rows and Evaluate results for the harness, baseline and report tests. */
+import { create } from "@bufbuild/protobuf";
+
+import { EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/harness.js";
+import { formatPrompt, type TaskRow } from "../../src/agent/eval/tasks.js";
+import { buildReward } from "../../src/agent/train/grpo.js";
+
+export const RESOLVED_MODEL = "/cache/models/tiny-aml-qwen2-s0-8ae0970906";
+
+export function row(id: string, typology: string, answers = [typology]): TaskRow {
+  const narrative = `case ${id}`;
+  return { id, split: "test", typology, prompt: formatPrompt(narrative), answers, narrative, template: `${typology}/1` };
+}
+
+/** A proto EvaluateResult whose scores are what the TS graders give (i.e. a correct sidecar). */
+export function gradedResult(rows: TaskRow[], completions: Record<string, Record<string, string[]>>): EvaluateResult {
+  const built = DEFAULT_EVAL_SETTINGS.graders.map((g) => buildReward(g));
+  return create(EvaluateResultSchema, {
+    baseModel: RESOLVED_MODEL,
+    seconds: 1.5,
+    variants: Object.entries(completions).map(([name, byTask]) => ({
+      name,
+      tasks: rows.map((r) => ({
+        taskId: r.id,
+        samples: byTask[r.id].map((c) => ({
+          completion: c,
+          scores: Object.fromEntries(built.map((g) => [g.name, g.score(c, r.answers) ?? NaN])),
+        })),
+      })),
+    })),
+  });
+}

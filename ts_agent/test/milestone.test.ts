@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { judgeMilestone, type DownstreamEvidence, type RewardEvidence } from "../src/agent/report/milestone.js";
+
+const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
+  startMean: 0.3,
+  endMean: 0.45,
+  relativeChange: 0.5,
+  ciLow: 0.3,
+  ciHigh: 0.7,
+  numPrompts: 32,
+  samplesPerPrompt: 4,
+  ...over,
+});
+
+const downstream = (over: Partial<DownstreamEvidence> = {}): DownstreamEvidence => ({
+  n: 264,
+  delta: 0.1,
+  ciLow: 0.06,
+  ciHigh: 0.14,
+  ciMethod: "paired percentile bootstrap",
+  requiredN: 120,
+  mde: 0.05,
+  baseSource: "baseline.json",
+  ...over,
+});
+
+test("clear pass: reward +50% with CI above 0, downstream +10 pp with CI above 0 on 264 tasks", () => {
+  const v = judgeMilestone({ reward: reward(), downstream: downstream(), baseline: { status: "match" } });
+  assert.equal(v.verdict, "PASS");
+  assert.equal(v.gated, false);
+  assert.equal(v.reward.verdict, "PASS");
+  assert.equal(v.downstream.verdict, "PASS");
+  assert.match(v.reason, /\+10\.0 pp/);
+  assert.match(v.reason, /\+50\.0%/);
+});
+
+test("tiny N is INCONCLUSIVE, with n and the required n in the reason, even with a big delta", () => {
+  const v = judgeMilestone({
+    reward: reward(),
+    downstream: downstream({ n: 12, delta: 0.083, ciLow: -0.041, ciHigh: 0.207, requiredN: 310 }),
+    baseline: { status: "match" },
+  });
+  assert.equal(v.verdict, "INCONCLUSIVE");
+  assert.equal(v.downstream.verdict, "INCONCLUSIVE");
+  assert.match(v.reason, /n=12 < 200 test tasks/);
+  assert.match(v.reason, /required n=310 for the observed delta/);
+  // A tiny N with a CI far below the bar is still not a FAIL: too few tasks to judge.
+  const w = judgeMilestone({ reward: reward(), downstream: downstream({ n: 3, delta: 0, ciLow: 0, ciHigh: 0, requiredN: null }), baseline: { status: "match" } });
+  assert.equal(w.verdict, "INCONCLUSIVE");
+});
+
+test("enough tasks but the CI includes 0: INCONCLUSIVE naming the required n", () => {
+  const v = judgeMilestone({
+    reward: reward(),
+    downstream: downstream({ n: 264, delta: 0.06, ciLow: -0.01, ciHigh: 0.13, requiredN: 410, mde: 0.078 }),
+    baseline: { status: "match" },
+  });
+  assert.equal(v.verdict, "INCONCLUSIVE");
+  assert.match(v.downstream.reason, /n=264 < required n=410 for the observed delta/);
+});
+
+test("clear fail: the downstream CI upper bound is below +5 pp", () => {
+  const v = judgeMilestone({ reward: reward(), downstream: downstream({ delta: 0.01, ciLow: -0.02, ciHigh: 0.04 }), baseline: { status: "match" } });
+  assert.equal(v.verdict, "FAIL");
+  assert.equal(v.downstream.verdict, "FAIL");
+  assert.match(v.reason, /CI upper bound \+4\.0 pp < \+5 pp/);
+});
+
+test("clear fail: the reward CI upper bound is below +20%", () => {
+  const v = judgeMilestone({ reward: reward({ relativeChange: 0.05, ciLow: -0.05, ciHigh: 0.15 }), downstream: downstream(), baseline: { status: "match" } });
+  assert.equal(v.verdict, "FAIL");
+  assert.equal(v.reward.verdict, "FAIL");
+  assert.match(v.reason, /CI upper bound \+15\.0% < \+20%/);
+});
+
+test("reward >= +20% but its CI includes 0 is INCONCLUSIVE; a zero start is INCONCLUSIVE", () => {
+  const a = judgeMilestone({ reward: reward({ relativeChange: 0.3, ciLow: -0.1, ciHigh: 0.8 }), downstream: downstream(), baseline: { status: "match" } });
+  assert.equal(a.verdict, "INCONCLUSIVE");
+  assert.match(a.reward.reason, /CI includes 0/);
+  const b = judgeMilestone({ reward: reward({ startMean: 0, relativeChange: NaN, ciLow: NaN, ciHigh: NaN }), downstream: downstream(), baseline: { status: "match" } });
+  assert.equal(b.reward.verdict, "INCONCLUSIVE");
+  assert.match(b.reward.reason, /relative change is undefined/);
+});
+
+test("a missing baseline gates the verdict even when both criteria pass", () => {
+  const v = judgeMilestone({ reward: reward(), downstream: downstream({ baseSource: "the eval's own base variant" }), baseline: { status: "missing" } });
+  assert.equal(v.verdict, "INCONCLUSIVE");
+  assert.equal(v.gated, true);
+  assert.match(v.reason, /^GATED on baseline\.json: .*missing/);
+  assert.equal(v.downstream.verdict, "PASS"); // what it would be, still shown
+});
+
+test("a mismatching baseline gates the verdict, with the reasons", () => {
+  const v = judgeMilestone({ reward: reward(), downstream: downstream(), baseline: { status: "mismatch", reasons: ["task-set sha256: baseline \"aa\", eval \"bb\""] } });
+  assert.equal(v.verdict, "INCONCLUSIVE");
+  assert.equal(v.gated, true);
+  assert.match(v.reason, /GATED on baseline\.json: .*does not match this eval \(task-set sha256/);
+});
+
+test("no eval and no held-out result: INCONCLUSIVE with both reasons", () => {
+  const v = judgeMilestone({ reward: null, downstream: null, baseline: { status: "match" } });
+  assert.equal(v.verdict, "INCONCLUSIVE");
+  assert.match(v.reason, /no held-out start\/end reward/);
+  assert.match(v.reason, /agent eval <run_id>/);
+});

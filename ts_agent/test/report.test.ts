@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+
+import { create, toJsonString } from "@bufbuild/protobuf";
+
+import { RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
+import { DEFAULT_EVAL_SETTINGS, buildEvalRecord, summarizeVariant, type TaskSet } from "../src/agent/eval/harness.js";
+import { writeEvalRecord } from "../src/agent/eval/eval-command.js";
+import { mulberry32, type TaskRow } from "../src/agent/eval/tasks.js";
+import { writeReport } from "../src/agent/report/report.js";
+import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
+
+const LABELS = ["structuring", "smurfing", "layering", "money_mule"];
+const settings = { ...DEFAULT_EVAL_SETTINGS };
+
+/** n test tasks; base right with probability pBase, adapter with pAdapter (seeded). */
+function scenario(n: number, pBase: number, pAdapter: number) {
+  const rand = mulberry32(11);
+  const rows: TaskRow[] = Array.from({ length: n }, (_, i) => row(`t${String(i).padStart(4, "0")}`, LABELS[i % 4]));
+  const answer = (r: TaskRow, right: boolean) => [`<answer>${right ? r.typology : LABELS[(LABELS.indexOf(r.typology) + 1) % 4]}</answer>`];
+  const base: Record<string, string[]> = {};
+  const adapter: Record<string, string[]> = {};
+  for (const r of rows) {
+    base[r.id] = answer(r, rand() < pBase);
+    adapter[r.id] = answer(r, rand() < pAdapter);
+  }
+  const taskSet: TaskSet = { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "5e".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map() };
+  return { rows, taskSet, result: gradedResult(rows, { base, adapter }) };
+}
+
+/** A run folder as `agent train` leaves it: run.json, events.jsonl, a plot and an adapter. */
+function writeRun(evalsDir: string, runId: string, relative: { change: number; low: number; high: number }) {
+  const dir = join(evalsDir, "runs", runId);
+  mkdirSync(join(dir, "adapter"), { recursive: true });
+  writeFileSync(join(dir, "reward-vs-step.png"), "png");
+  writeFileSync(join(dir, "adapter", "adapter_config.json"), "{}");
+  const run = create(RunSchema, {
+    runId,
+    state: RunState.SUCCEEDED,
+    request: { baseModel: "", grpo: { beta: 0.04, numGenerations: 8, learningRate: 5e-4, maxCompletionLength: 32 }, runtime: { device: "cpu", precision: "fp32" } },
+    result: {
+      startReward: { step: 0n, mean: 0.3, ciLow: 0.25, ciHigh: 0.35, ciMethod: "bootstrap over prompts", numPrompts: 32, samplesPerPrompt: 4 },
+      endReward: { step: 60n, mean: 0.3 * (1 + relative.change), ciLow: 0.4, ciHigh: 0.6, ciMethod: "bootstrap over prompts", numPrompts: 32, samplesPerPrompt: 4 },
+      relativeChange: relative.change,
+      relativeChangeCiLow: relative.low,
+      relativeChangeCiHigh: relative.high,
+      stepsCompleted: 60n,
+      trainSeconds: 9.5,
+      totalParams: 1_000_000n,
+      trainableParams: 50_000n,
+    },
+  });
+  writeFileSync(join(dir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }));
+  const rand = mulberry32(3);
+  const events = Array.from({ length: 60 }, (_, i) =>
+    toJsonString(
+      RunEventSchema,
+      create(RunEventSchema, {
+        seq: BigInt(i + 1),
+        runId,
+        kind: {
+          case: "trainStep",
+          value: {
+            step: BigInt(i + 1),
+            maxSteps: 60n,
+            metrics: {
+              reward: 0.2 + 0.4 * (i / 59) + 0.03 * (2 * rand() - 1),
+              kl: 0.005 + 0.02 * (i / 59),
+              frac_reward_zero_std: 0.6 - 0.4 * (i / 59),
+              "completions/clipped_ratio": 0.02,
+            },
+          },
+        },
+      }),
+    ),
+  );
+  writeFileSync(join(dir, "events.jsonl"), events.join("\n") + "\n");
+}
+
+function setup(n: number, pBase: number, pAdapter: number, opts: { baseline: boolean; relative?: { change: number; low: number; high: number } }) {
+  const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+  const { taskSet, result } = scenario(n, pBase, pAdapter);
+  writeRun(evalsDir, "r1", opts.relative ?? { change: 0.5, low: 0.3, high: 0.7 });
+  const record = buildEvalRecord("r1", settings, taskSet, result);
+  writeEvalRecord(evalsDir, record);
+  if (opts.baseline) {
+    const base = summarizeVariant(result.variants.find((v) => v.name === "base")!, settings.graders);
+    writeBaseline(evalsDir, buildBaseline(settings, taskSet, { requested: "", resolved: RESOLVED_MODEL }, base), false);
+  }
+  const { path, analysis } = writeReport(evalsDir, "r1", new Date("2026-11-29T12:00:00Z"));
+  return { evalsDir, md: readFileSync(path, "utf8"), analysis };
+}
+
+describe("report.md", () => {
+  test("a tiny N says INCONCLUSIVE with n, the 200-task bar and the required n", () => {
+    const { md, analysis } = setup(12, 0.3, 0.6, { baseline: true });
+    assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");
+    assert.equal(analysis.milestone.gated, false);
+    assert.match(md, /\*\*Milestone: INCONCLUSIVE\*\*: .*downstream: n=12 < 200 test tasks the milestone needs/);
+    assert.match(md, /required n=\d+ for the observed delta/);
+    assert.match(md, /\*\*N = 12 tasks\*\*/);
+    assert.match(md, /the eval covers 12 test tasks; the milestone needs >= 200/);
+  });
+
+  test("a clear improvement on 240 tasks with a matching baseline is a PASS, with every section present", () => {
+    const { md, analysis } = setup(240, 0.3, 0.7, { baseline: true });
+    assert.equal(analysis.baselineMatch.status, "match");
+    assert.equal(analysis.comparison!.baseLabel, "baseline.json");
+    assert.equal(analysis.milestone.verdict, "PASS", analysis.milestone.reason);
+    assert.match(md, /\*\*Milestone: PASS\*\*/);
+    // the plot, held-out reward, base vs adapter, verdict, attribution, TCO, pending
+    assert.match(md, /!\[mean reward per training step\]\(reward-vs-step\.png\)/);
+    assert.match(md, /## Held-out reward: step 0 vs end[\s\S]*\| 0 \| 0\.300 \| 0\.250 to 0\.350 \|/);
+    assert.match(md, /Relative change \(end - start\) \/ \|start\|: \*\*\+50\.0%\*\*/);
+    assert.match(md, /## Base vs adapter on the test split[\s\S]*\*\*N = 240 tasks\*\*/);
+    assert.match(md, /Re-grading: all 1440 sidecar scores/);
+    assert.match(md, /paired percentile bootstrap over tasks, 10000 resamples, seed 0/);
+    assert.match(md, /exact McNemar p/);
+    assert.match(md, /required n for the observed delta/);
+    assert.match(md, /minimum detectable effect at n=240/);
+    assert.match(md, /exact_match vs exact_match_lenient \(adapter\)/);
+    assert.match(md, /## Milestone verdict/);
+    assert.match(md, /## Attribution[\s\S]*\*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\*: likely cause _healthy_/);
+    assert.match(md, /## PPO vs GRPO: total cost of ownership/);
+    // P = 1e6, L = 5e4, fp32: GRPO+LoRA policy = 1.05e6*4 + 5e4*4 + 8*5e4 = 4 800 000 B
+    assert.match(md, /\| GRPO \+ LoRA \| \*\*total\*\* \|[^\n]*\(4,800,000 B\)/);
+    // PPO+full: policy 16e6 + reference 4e6 + critic 16e6 + reward model 4e6 = 40 000 000 B
+    assert.match(md, /\| PPO \+ full fine-tuning \| \*\*total\*\* \|[^\n]*\(40,000,000 B\)/);
+    assert.match(md, /critic network[\s\S]*labelling cost[\s\S]*tuning surface/);
+    assert.match(md, /## Pending[\s\S]*human labels: no task row has `human_label`/);
+  });
+
+  test("without baseline.json the report says the milestone is GATED on it", () => {
+    const { md, analysis } = setup(240, 0.3, 0.7, { baseline: false });
+    assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");
+    assert.equal(analysis.milestone.gated, true);
+    assert.equal(analysis.comparison!.baseLabel, "base (this eval)");
+    assert.match(md, /\*\*Milestone: INCONCLUSIVE \(GATED on baseline\.json\)\*\*: GATED on baseline\.json: agent-evals\/baseline\.json is missing/);
+    assert.match(md, /baseline\.json: run `agent baseline set`/);
+  });
+
+  test("a clear downstream regression is a FAIL", () => {
+    const { analysis } = setup(240, 0.6, 0.3, { baseline: true });
+    assert.equal(analysis.milestone.verdict, "FAIL");
+    assert.equal(analysis.milestone.downstream.verdict, "FAIL");
+  });
+
+  test("a report before `agent eval` lists it as pending", () => {
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+    writeRun(evalsDir, "r2", { change: 0.5, low: 0.3, high: 0.7 });
+    const { path, analysis } = writeReport(evalsDir, "r2");
+    const md = readFileSync(path, "utf8");
+    assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");
+    assert.match(md, /_No eval yet: `agent eval r2`\._/);
+    assert.match(md, /base vs adapter: run `agent eval r2`/);
+  });
+});

@@ -1,0 +1,290 @@
+// Properties of the statistics (fast-check): closed forms, symmetries and invariants that any
+// correct implementation satisfies. The numeric references (scipy, statsmodels, scikit-learn)
+// are checked on the Python port in tests/test_stats_references.py; parity ties the two together.
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  Rng,
+  StatsInputError,
+  cohenKappa,
+  elementary,
+  fleissKappa,
+  mcnemarExactP,
+  mean,
+  minimumDetectableEffect,
+  normalCdf,
+  normalQuantile,
+  pairedBootstrapCI,
+  pairedComparison,
+  requiredNForDelta,
+  sampleSd,
+  standardError,
+  startVsEnd,
+  studentTQuantile,
+  trend,
+  wilsonInterval,
+} from "../src/agent/eval/stats.js";
+import { ulpDistance } from "../src/parity/harness.js";
+
+function kindOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof StatsInputError) return e.kind;
+    throw e;
+  }
+  return undefined;
+}
+
+const close = (a: number, b: number, rel: number) => Math.abs(a - b) <= rel * Math.max(1, Math.abs(a), Math.abs(b));
+const num = fc.double({ min: -1e3, max: 1e3, noNaN: true });
+const xs = fc.array(num, { minLength: 2, maxLength: 30 });
+const bits = (n: number) => fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n });
+const binaryPair = fc.integer({ min: 2, max: 40 }).chain((n) => fc.tuple(bits(n), bits(n)));
+
+describe("elementary functions", () => {
+  test("exp, log and atan are within 2 ulp of the platform's", () => {
+    const ulps = ulpDistance;
+    fc.assert(
+      fc.property(fc.double({ min: -700, max: 700, noNaN: true }), (x) => {
+        assert.ok(ulps(elementary.exp(x), Math.exp(x)) <= 2, `exp(${x})`);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.double({ min: 1e-300, max: 1e300, noNaN: true }), (x) => {
+        const want = Math.log(x);
+        assert.ok(ulps(elementary.log(x), want) <= 2 || Math.abs(elementary.log(x) - want) <= 2 * Number.EPSILON, `log(${x})`);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.double({ min: -1e10, max: 1e10, noNaN: true }), (x) => {
+        assert.ok(ulps(elementary.atan(x), Math.atan(x)) <= 2, `atan(${x})`);
+      }),
+    );
+  });
+});
+
+describe("distributions", () => {
+  test("normalQuantile inverts normalCdf (lower tail, where p keeps its digits), and the CDF is symmetric", () => {
+    fc.assert(
+      fc.property(fc.double({ min: -37, max: 1, noNaN: true }), (x) => {
+        assert.ok(close(normalQuantile(normalCdf(x)), x, 1e-9), `${x}`);
+        assert.ok(Math.abs(normalCdf(x) + normalCdf(-x) - 1) <= 1e-15);
+      }),
+    );
+    assert.equal(normalQuantile(0.5), 0);
+  });
+
+  test("studentTQuantile: closed forms for df 1 and 2, symmetry, and the normal limit", () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0.01, max: 0.99, noNaN: true }), (p) => {
+        assert.ok(close(studentTQuantile(p, 1), Math.tan(Math.PI * (p - 0.5)), 1e-12));
+        assert.ok(close(studentTQuantile(p, 2), (2 * p - 1) / Math.sqrt(2 * p * (1 - p)), 1e-12));
+        assert.ok(close(studentTQuantile(p, 7), -studentTQuantile(1 - p, 7), 1e-12));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 60 }), (df) => {
+        assert.ok(studentTQuantile(0.975, df) > studentTQuantile(0.975, df + 1));
+      }),
+    );
+    assert.ok(close(studentTQuantile(0.975, 4000), normalQuantile(0.975), 1e-3));
+  });
+});
+
+describe("descriptive and proportions", () => {
+  test("mean lies within the data, sd >= 0, se = sd / sqrt n, sd of a shift is unchanged", () => {
+    fc.assert(
+      fc.property(xs, fc.integer({ min: -100, max: 100 }), (v, c) => {
+        const m = mean(v);
+        assert.ok(m >= Math.min(...v) - 1e-9 && m <= Math.max(...v) + 1e-9);
+        const sd = sampleSd(v);
+        assert.ok(sd >= 0);
+        assert.ok(close(standardError(v), sd / Math.sqrt(v.length), 1e-15));
+        assert.ok(Math.abs(sampleSd(v.map((x) => x + c)) - sd) <= 1e-9 * (1 + sd));
+      }),
+    );
+    assert.equal(sampleSd([4, 4, 4]), 0);
+  });
+
+  test("Wilson interval: 0 <= lower <= p <= upper <= 1, narrower at lower confidence", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2000 }).chain((n) => fc.tuple(fc.integer({ min: 0, max: n }), fc.constant(n))), ([k, n]) => {
+        const w = wilsonInterval(k, n);
+        assert.ok(0 <= w.lower && w.lower <= w.estimate + 1e-15 && w.estimate <= w.upper + 1e-15 && w.upper <= 1);
+        const narrow = wilsonInterval(k, n, { confidence: 0.8 });
+        assert.ok(narrow.upper - narrow.lower <= w.upper - w.lower);
+      }),
+    );
+  });
+});
+
+describe("paired comparison", () => {
+  test("exact McNemar p: symmetric, in (0, 1], equal to the binomial sum for small n", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 40 }), (b, c) => {
+        const p = mcnemarExactP(b, c);
+        assert.equal(p, mcnemarExactP(c, b));
+        assert.ok(p > 0 && p <= 1);
+        const n = b + c;
+        let tail = 0;
+        let coef = 1;
+        for (let k = 0; k <= Math.min(b, c); k++) {
+          tail += coef;
+          coef = (coef * (n - k)) / (k + 1);
+        }
+        assert.ok(close(p, n === 0 ? 1 : Math.min(1, (2 * tail) / 2 ** n), 1e-13));
+      }),
+    );
+  });
+
+  test("swapping a and b negates the difference and swaps the discordant counts; t CI contains z CI", () => {
+    fc.assert(
+      fc.property(binaryPair, ([a, b]) => {
+        const ab = pairedComparison(a, b);
+        const ba = pairedComparison(b, a);
+        assert.ok(close(ab.meanDiff, -ba.meanDiff, 1e-15));
+        assert.deepEqual(ab.discordant, { b: ba.discordant!.c, c: ba.discordant!.b });
+        assert.equal(ab.mcnemarP, ba.mcnemarP);
+        assert.equal(ab.discordant!.c - ab.discordant!.b, Math.round(ab.meanDiff * a.length));
+        assert.ok(ab.ciT.lower <= ab.ciNormal.lower + 1e-15 && ab.ciNormal.upper <= ab.ciT.upper + 1e-15);
+      }),
+    );
+  });
+
+  test("bootstrap: same seed same interval, inside the range of the differences", () => {
+    fc.assert(
+      fc.property(binaryPair, fc.integer({ min: 0, max: 2 ** 32 - 1 }), ([a, b], seed) => {
+        const one = pairedBootstrapCI(a, b, { resamples: 200, seed });
+        assert.deepEqual(pairedBootstrapCI(a, b, { resamples: 200, seed }), one);
+        const d = a.map((x, i) => b[i] - x);
+        assert.ok(Math.min(...d) <= one.lower && one.lower <= one.upper && one.upper <= Math.max(...d));
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  test("required n and the minimum detectable effect are inverses", () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0.005, max: 1, noNaN: true }), fc.double({ min: 0.01, max: 2, noNaN: true }), (delta, sd) => {
+        const n = requiredNForDelta(delta, sd);
+        assert.equal(requiredNForDelta(-delta, sd), n);
+        assert.ok(minimumDetectableEffect(n, sd) <= delta * (1 + 1e-12));
+        if (n > 1) assert.ok(minimumDetectableEffect(n - 1, sd) > delta);
+      }),
+    );
+    assert.equal(requiredNForDelta(0.05, 0.3), Math.ceil(((1.959963984540054 + 0.8416212335729143) * 0.3 / 0.05) ** 2));
+  });
+});
+
+describe("agreement", () => {
+  const labels = fc.integer({ min: 2, max: 40 }).chain((n) =>
+    fc.tuple(fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n }), fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n })),
+  );
+  test("Cohen's kappa is symmetric, <= 1, and 1 for perfect agreement", () => {
+    fc.assert(
+      fc.property(labels, fc.constantFrom<"none" | "linear" | "quadratic">("none", "linear", "quadratic"), ([r1, r2], weights) => {
+        const k12 = cohenKappa(r1, r2, { weights });
+        const k21 = cohenKappa(r2, r1, { weights });
+        if (k12.kappa === null) assert.equal(k21.kappa, null);
+        else {
+          assert.ok(close(k12.kappa, k21.kappa!, 1e-12) && k12.kappa <= 1 + 1e-12);
+          assert.ok(Math.abs(k12.se! ** 2 - k21.se! ** 2) <= 1e-12); // compare variances: se = sqrt(~0) amplifies rounding
+        }
+        const self = cohenKappa(r1, r1, { weights });
+        if (self.kappa !== null) assert.ok(close(self.kappa, 1, 1e-12));
+      }),
+    );
+  });
+
+  test("plain kappa does not depend on what the labels are called", () => {
+    fc.assert(
+      fc.property(labels, ([r1, r2]) => {
+        const names = ["d", "a", "c", "b"];
+        const k = cohenKappa(r1, r2).kappa;
+        const renamed = cohenKappa(r1.map((x) => names[x]), r2.map((x) => names[x])).kappa;
+        assert.ok(k === null ? renamed === null : close(k, renamed!, 1e-12));
+      }),
+    );
+  });
+
+  test("Fleiss' kappa is 1 when every subject's raters agree", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 2, maxLength: 10 }), fc.integer({ min: 2, max: 6 }), (cats, raters) => {
+        const table = cats.map((c) => [0, 1, 2].map((j) => (j === c ? raters : 0)));
+        const k = fleissKappa(table).kappa;
+        if (new Set(cats).size > 1) assert.ok(k !== null && close(k, 1, 1e-12));
+        else assert.equal(k, null);
+      }),
+    );
+  });
+});
+
+describe("training curves", () => {
+  test("Mann-Kendall on a strictly increasing series: S = n(n-1)/2, Sen's slope of a line is its slope", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 3, max: 30 }), fc.double({ min: 0.001, max: 2, noNaN: true }), (n, slope) => {
+        const series = Array.from({ length: n }, (_, i) => 0.1 + slope * i);
+        const t = trend(series);
+        assert.equal(t.s, (n * (n - 1)) / 2);
+        assert.ok(close(t.senSlope, slope, 1e-9));
+        const r = trend([...series].reverse());
+        assert.equal(r.s, -t.s);
+        assert.ok(close(r.z, -t.z, 1e-15) && close(r.p, t.p, 1e-15));
+      }),
+    );
+    assert.equal(trend([2, 2, 2, 2]).p, 1);
+  });
+
+  test("startVsEnd: a flat series has change 0 with a [0, 0] CI; a step up is detected", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 30 }), fc.integer({ min: 1, max: 10 }), fc.double({ min: 0.01, max: 1, noNaN: true }), (len, w, level) => {
+        const window = Math.min(w, Math.floor(len / 2));
+        const flat = startVsEnd(new Array<number>(len).fill(level), { window, resamples: 50 });
+        assert.equal(flat.change, 0);
+        assert.deepEqual(flat.changeCi, { lower: 0, upper: 0 });
+        const step = startVsEnd([...new Array<number>(len).fill(level), ...new Array<number>(len).fill(level + 0.5)], { window, resamples: 50 });
+        assert.ok(step.changeCi.lower > 0);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  test("Rng: indices in range, same seed same stream", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 1, max: 2 ** 32 }), (seed, n) => {
+        const a = new Rng(seed);
+        const b = new Rng(seed);
+        for (let i = 0; i < 20; i++) {
+          const x = a.nextIndex(n);
+          assert.ok(Number.isInteger(x) && x >= 0 && x < n);
+          assert.equal(b.nextIndex(n), x);
+        }
+      }),
+    );
+  });
+});
+
+describe("errors", () => {
+  test("bad input has a stable kind", () => {
+    assert.equal(kindOf(() => mean([])), "empty");
+    assert.equal(kindOf(() => sampleSd([1])), "too_few");
+    assert.equal(kindOf(() => pairedComparison([1, 0], [1])), "length_mismatch");
+    assert.equal(kindOf(() => requiredNForDelta(0, 0.3)), "zero_delta");
+    assert.equal(kindOf(() => normalQuantile(1)), "out_of_range");
+    assert.equal(kindOf(() => wilsonInterval(1.5, 3)), "not_integer");
+    assert.equal(kindOf(() => cohenKappa([1, "a"], [1, "a"])), "label_type");
+    assert.equal(kindOf(() => cohenKappa([1], [1], { weights: "cubic" as "linear" })), "bad_option");
+    fc.assert(
+      fc.property(xs, fc.nat(), fc.constantFrom(NaN, Infinity), (v, at, bad) => {
+        const w = [...v];
+        w[at % w.length] = bad;
+        const want = Number.isNaN(bad) ? "nan" : "out_of_range";
+        assert.equal(kindOf(() => mean(w)), want);
+        assert.equal(kindOf(() => pairedComparison(w, v)), want);
+        assert.equal(kindOf(() => trend(w.length >= 3 ? w : [...w, 1])), want);
+      }),
+    );
+  });
+});

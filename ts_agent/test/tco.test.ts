@@ -1,0 +1,55 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { ADAMW_BYTES_PER_PARAM, bytesPerParam, formatBytes, tcoMemory } from "../src/agent/report/tco.js";
+
+// Hand numbers: P = 1000 base params, L = 100 LoRA params.
+//   fp32 (b = 4): trained LoRA model = (1000+100)*4 + 100*4 + 8*100 = 4400 + 400 + 800 = 5600
+//                 trained full model = 1000*4 + 1000*4 + 8*1000   = 4000 + 4000 + 8000 = 16000
+//                 frozen model       = 1000*4                      = 4000
+test("TCO memory matches hand arithmetic (fp32, beta > 0)", () => {
+  const configs = tcoMemory({ baseParams: 1000, loraParams: 100, precision: "fp32", beta: 0.04 });
+  const byName = Object.fromEntries(configs.map((c) => [c.name, c]));
+  assert.deepEqual(Object.keys(byName), ["GRPO + LoRA", "GRPO + full fine-tuning", "PPO + LoRA", "PPO + full fine-tuning"]);
+
+  const grpoLora = byName["GRPO + LoRA"];
+  assert.deepEqual(
+    grpoLora.lines.map((l) => [l.role, l.weights, l.gradients, l.optimizer, l.total]),
+    [
+      ["policy", 4400, 400, 800, 5600],
+      ["reference", 0, 0, 0, 0], // the adapter-disabled policy
+    ],
+  );
+  assert.equal(grpoLora.total, 5600);
+
+  const grpoFull = byName["GRPO + full fine-tuning"];
+  assert.deepEqual(grpoFull.lines.map((l) => [l.role, l.total]), [["policy", 16000], ["reference", 4000]]);
+  assert.equal(grpoFull.total, 20000);
+
+  const ppoLora = byName["PPO + LoRA"];
+  assert.deepEqual(ppoLora.lines.map((l) => [l.role, l.total]), [["policy", 5600], ["reference", 0], ["critic", 5600], ["reward model", 4000]]);
+  assert.equal(ppoLora.total, 15200);
+
+  const ppoFull = byName["PPO + full fine-tuning"];
+  assert.deepEqual(ppoFull.lines.map((l) => [l.role, l.total]), [["policy", 16000], ["reference", 4000], ["critic", 16000], ["reward model", 4000]]);
+  assert.equal(ppoFull.total, 40000);
+});
+
+test("bf16 halves weights and gradients but not the fp32 AdamW states; beta = 0 drops the reference", () => {
+  assert.equal(bytesPerParam("bf16"), 2);
+  assert.equal(ADAMW_BYTES_PER_PARAM, 8);
+  const [grpoLora, grpoFull, , ppoFull] = tcoMemory({ baseParams: 1000, loraParams: 100, precision: "bf16", beta: 0 });
+  // (1000+100)*2 + 100*2 + 8*100 = 2200 + 200 + 800
+  assert.deepEqual(grpoLora.lines.map((l) => [l.role, l.weights, l.gradients, l.optimizer]), [["policy", 2200, 200, 800]]);
+  // 1000*2 + 1000*2 + 8*1000
+  assert.equal(grpoFull.total, 12000);
+  // policy 12000 + critic 12000 + reward model 2000; no reference
+  assert.deepEqual(ppoFull.lines.map((l) => l.role), ["policy", "critic", "reward model"]);
+  assert.equal(ppoFull.total, 26000);
+});
+
+test("formatBytes uses binary prefixes", () => {
+  assert.equal(formatBytes(512), "512 B");
+  assert.equal(formatBytes(1536), "1.50 KiB");
+  assert.equal(formatBytes(3 * 1024 * 1024 * 1024), "3.00 GiB");
+});
