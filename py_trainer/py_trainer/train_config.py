@@ -31,14 +31,17 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "epsilon_high": 0.2,
     "loss_type": "dapo",  # TRL's default
     "scale_rewards": "group",
-    "learning_rate": 5e-4,  # LoRA on a small model; TRL's 1e-6 is for full fine-tuning
+    # Sized for the embedded tiny model (hidden 128): measured 0.11 -> 0.50 held-out reward in 30
+    # steps on a learnable objective at 2e-3, nothing at 5e-4, collapse (KL ~6) at 5e-3. LoRA on a
+    # 0.5-7B model wants 1e-5..2e-4; TRL's own 1e-6 is for full fine-tuning.
+    "learning_rate": 2e-3,
     "max_steps": 60,
     "per_device_train_batch_size": 16,
     "gradient_accumulation_steps": 1,
     "max_completion_length": 32,
     "temperature": 1.0,
     "top_p": 1.0,
-    "warmup_ratio": 0.0,
+    "warmup_ratio": 0.1,  # Adam's first steps move every LoRA weight by ~lr, signal or not
     "seed": 0,
     "mask_truncated_completions": False,
     "logging_steps": 1,
@@ -220,6 +223,8 @@ def _validate_runtime(rt: pb.RuntimeSettings) -> None:
     if rt.precision and rt.precision not in PRECISIONS:
         raise InvalidArgument("runtime.precision", f"must be one of {PRECISIONS}, got {rt.precision!r}")
     rt.num_processes = rt.num_processes or 1
+    if not rt.HasField("gradient_checkpointing"):
+        rt.gradient_checkpointing = False
     if rt.num_processes > 64:
         raise InvalidArgument("runtime.num_processes", f"must be <= 64, got {rt.num_processes}")
 

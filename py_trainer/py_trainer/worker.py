@@ -352,6 +352,7 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
         report_to=[],
         disable_tqdm=True,
         dataloader_num_workers=0,
+        gradient_checkpointing=rt.gradient_checkpointing,
     )
     dataset = Dataset.from_list([{"prompt": r.prompt, "answers": list(r.answers)} for r in train_rows])
     trainer = GRPOTrainer(
