@@ -146,7 +146,7 @@ def test_kill9_sidecar_then_restart(tmp_path, env):
             sc.proc.kill()
     folder = runs / "killed"
     # The worker dies with the sidecar (PDEATHSIG / broken events socket): no orphan keeps writing.
-    wait_for(lambda: subprocess.run(["pgrep", "-f", f"--run-dir {folder}"], capture_output=True).returncode == 1,
+    wait_for(lambda: subprocess.run(["pgrep", "-f", f"run-dir {folder}"], capture_output=True).returncode == 1,
              timeout=30)
     events_before = (folder / "events.jsonl").read_bytes()
     sc2 = launch(runs, data, env=env)
@@ -205,7 +205,8 @@ def test_raising_reward_fails_the_run_with_name_and_sample(tmp_path, env):
         final = events[-1].state_change
         assert final.state == pb.RUN_STATE_FAILED
         assert "reward 'explode' raised ValueError" in final.reason
-        assert "on sample 0: completion=" in final.reason and "answers=[" in final.reason
+        assert "completion=" in final.reason and "answers=['" in final.reason
+        assert "(held-out task " in final.reason or "(training batch sample " in final.reason
         assert not any(e.HasField("result") for e in events)
         ch.close()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from py_trainer import grpo
 
@@ -34,8 +34,3 @@ def build_scorer(spec: Mapping[str, Any]) -> Scorer:
         return plugins[spec["name"]](spec.get("params") or {})
     return grpo.build_reward(spec).score
 
-
-def composed_scorer(specs: Sequence[Mapping[str, Any]]) -> Scorer:
-    """Weighted sum of every spec (grpo.compose_rewards: TRL's nansum semantics)."""
-    return grpo.compose_rewards([grpo.WeightedScorer(score=build_scorer(s), weight=s.get("weight", 1.0))
-                                 for s in specs])

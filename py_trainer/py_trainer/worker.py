@@ -40,7 +40,7 @@ from typing import Callable
 from google.protobuf import json_format
 
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.reward_plugins import build_scorer, composed_scorer
+from py_trainer.reward_plugins import build_scorer
 from py_trainer.runs import REQUEST_FILE, write_atomic, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,27 @@ class RunStopped(Exception):
 # Rewards as TRL reward functions
 
 
+def guarded_scorer(name: str, scorer):
+    """`scorer` that turns any exception into a RewardFunctionError naming the reward and sample."""
+
+    def score(completion: str, answers: list[str]):
+        try:
+            return scorer(completion, answers)
+        except Exception as exc:
+            raise RewardFunctionError(f"reward {name!r} raised {type(exc).__name__}: {exc} on "
+                                      f"completion={completion[:200]!r} answers={list(answers)!r}") from exc
+
+    return score
+
+
+def composed_guarded_scorer(specs: list[dict]):
+    """The weighted sum of every spec (`grpo.compose_rewards`: TRL's nansum), each reward guarded."""
+    from py_trainer import grpo
+
+    return grpo.compose_rewards([grpo.WeightedScorer(score=guarded_scorer(s["name"], build_scorer(s)),
+                                                     weight=s["weight"]) for s in specs])
+
+
 def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
     """One TRL reward function per spec, named after it (TRL logs ``rewards/<name>/mean``).
 
@@ -77,21 +98,18 @@ def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
     """
     funcs = []
     for spec in specs:
-        scorer = build_scorer(spec)
-        name = spec["name"]
+        scorer = guarded_scorer(spec["name"], build_scorer(spec))
 
-        def reward(prompts, completions, answers, _scorer=scorer, _name=name, **_):
+        def reward(prompts, completions, answers, _scorer=scorer, **_):
             out = []
             for i, (c, a) in enumerate(zip(completions, answers)):
                 try:
                     out.append(_scorer(c, list(a)))
-                except Exception as exc:
-                    raise RewardFunctionError(
-                        f"reward {_name!r} raised {type(exc).__name__}: {exc} on sample {i}: "
-                        f"completion={c[:200]!r} answers={list(a)!r}") from exc
+                except RewardFunctionError as err:
+                    raise RewardFunctionError(f"{err} (training batch sample {i})") from err
             return out
 
-        reward.__name__ = name
+        reward.__name__ = spec["name"]
         funcs.append(reward)
     return funcs
 
@@ -142,7 +160,12 @@ def held_out_reward(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int,
                                  max_prompt_length=g.max_prompt_length)
     per_prompt = []
     for row, cs in zip(rows, comps):
-        scores = [scorer(c, list(row.answers)) for c in cs]
+        scores = []
+        for j, c in enumerate(cs):
+            try:
+                scores.append(scorer(c, list(row.answers)))
+            except RewardFunctionError as err:
+                raise RewardFunctionError(f"{err} (held-out task {row.id}, sample {j}, step {step})") from err
         per_prompt.append(nanmean([math.nan if s is None else s for s in scores]))
     lo, hi = bootstrap_mean_ci(per_prompt, seed)
     return pb.HeldOutReward(step=step, mean=nanmean(per_prompt), ci_low=lo, ci_high=hi,
@@ -290,7 +313,7 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     total_params = sum(p.numel() for p in model.parameters())
 
     specs = [reward_spec_dict(s) for s in req.rewards]
-    scorer = composed_scorer(specs)
+    scorer = composed_guarded_scorer(specs)
     k = req.held_out.samples_per_prompt
     eval_seed = g.seed + 7919  # same sampling noise at step 0 and at the end
     if should_stop():
