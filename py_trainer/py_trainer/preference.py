@@ -109,15 +109,7 @@ MAX_OVERGENERATE = 256
 # Request validation
 
 
-def _default(msg, name: str, value) -> None:
-    if not msg.HasField(name):
-        setattr(msg, name, value)
-
-
-def _finite(field_name: str, x: float) -> float:
-    if not math.isfinite(x):
-        raise InvalidArgument(field_name, f"must be a finite number, got {x}")
-    return x
+from py_trainer.train_config import _default, _finite  # noqa: E402  (one definition of each)
 
 
 def validate_preference_request(req: pb.TrainRequest, data_root: Path) -> None:
