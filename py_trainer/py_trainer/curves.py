@@ -82,7 +82,7 @@ def write_plot(path: Path, steps: list[dict], *, start_reward: float | None, end
         ax2.set_ylabel("KL", color="tab:red")
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
-    ax.legend(handles, labels, loc="lower right", fontsize=8)
+    ax.legend(handles, labels, loc="upper left", fontsize=8, framealpha=0.85)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()

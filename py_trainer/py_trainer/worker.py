@@ -53,6 +53,7 @@ ZERO_STD_WARN = 0.9
 ZERO_STD_WARN_STEPS = 5
 KL_SPIKE_FACTOR = 5.0
 KL_SPIKE_MIN = 0.05
+KL_SPIKE_EVERY = 10  # steps between two kl_spike warnings
 BOOTSTRAP_RESAMPLES = 2000
 
 
@@ -185,6 +186,7 @@ class CurveWatch:
         self.zero_std_run = 0
         self.kls: list[float] = []
         self.fired: set[str] = set()
+        self.last_spike_step = -KL_SPIKE_EVERY
 
     def _warn(self, code: str, step: int, message: str) -> None:
         if code in self.fired:
@@ -209,8 +211,10 @@ class CurveWatch:
         if kl is not None and math.isfinite(kl):
             if len(self.kls) >= 3:
                 med = sorted(self.kls)[len(self.kls) // 2]
-                if kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(med, 1e-6):
-                    self.fired.discard("kl_spike")  # spikes may repeat; report each one
+                if (kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(med, 1e-6)
+                        and step - self.last_spike_step >= KL_SPIKE_EVERY):
+                    self.fired.discard("kl_spike")  # spikes may repeat: report at most one per window
+                    self.last_spike_step = step
                     self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(med, 1e-6):.1f}x the running median "
                                f"{med:.4g}: the policy jumped (lower learning_rate or epsilon, raise beta)")
             self.kls.append(kl)
