@@ -327,3 +327,27 @@ def test_fleiss_kappa_across_annotators_matches_statsmodels():
 def test_fleiss_kappa_needs_two_annotators():
     with pytest.raises(ValueError, match="at least 2 annotators"):
         annotator_agreement({"only": [make_group(0, ranks=[0, 1, 2, 3])]})
+
+
+def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
+    import subprocess
+    import sys
+
+    from _sidecar import REPO, sidecar_env
+
+    req = tmp_path / "sample.yaml"
+    req.write_text("prompts: ['Case: cash deposits just under the threshold.\\n', 'Case: wires out again.\\n']\n"
+                   "k: 4\nstrategy: SAMPLING_STRATEGY_TOP_P_LADDER\nmax_new_tokens: 12\nseed: 3\n")
+    out = tmp_path / "groups.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(req), str(out),
+                           "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(len(r["responses"]) == 4 and r["preferences"] == [] for r in rows)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("prompts: ['p']\nk: 1\n")
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(bad), str(tmp_path / "x"),
+                           "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=sidecar_env())
+    assert proc.returncode == 2 and "k:" in proc.stderr and not (tmp_path / "x").exists()

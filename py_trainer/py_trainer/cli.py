@@ -3,6 +3,8 @@
     py-trainer serve --host 127.0.0.1 --port 50151      # the gRPC sidecar
     py-trainer train --config run.yaml                   # one run, no server, same run folder
     py-trainer init-model                                # build/cache the embedded default model
+    py-trainer data clean IN OUT                         # validate + clean ranked-group JSONL
+    py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
 """
 
 from __future__ import annotations
@@ -64,6 +66,27 @@ def _cmd_data_clean(args: argparse.Namespace) -> int:
     return clean_cli(args)
 
 
+def _cmd_data_sample(args: argparse.Namespace) -> int:
+    import yaml
+    from google.protobuf import json_format
+
+    from py_trainer.errors import RequestError
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+    from py_trainer.preference import sample_groups_to_jsonl
+
+    try:
+        req = json_format.ParseDict(yaml.safe_load(args.request.read_text()), pb.SampleGroupsRequest())
+        n = sample_groups_to_jsonl(req, args.output, args.data_root)
+    except (json_format.ParseError, yaml.YAMLError) as err:
+        print(f"py-trainer data sample: {args.request}: {err}", file=sys.stderr)
+        return 2
+    except RequestError as err:
+        print(f"py-trainer data sample: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} groups (empty preferences, ready to rank) to {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="py-trainer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="regex marking a refusal/template response (repeatable; replaces the defaults)")
     c.add_argument("--report", type=Path, help="also write the drop report as JSON here")
     c.set_defaults(func=_cmd_data_clean)
+    c = dsub.add_parser("sample", help="sample K responses per prompt into ranked-group JSONL for annotators")
+    c.add_argument("request", type=Path, help="a SampleGroupsRequest as YAML/JSON (proto field names): prompts, k, "
+                                              "strategy, top_p_ladder / prompt_suffixes / overgenerate_n + scorer, ...")
+    c.add_argument("output", type=Path, help="ranked-group JSONL to write (atomically)")
+    c.add_argument("--data-root", type=Path, default=Path("."), help="adapter paths are relative to this folder")
+    c.set_defaults(func=_cmd_data_sample)
     return parser
 
 
