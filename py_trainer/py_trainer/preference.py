@@ -497,11 +497,11 @@ def run_preference_training(run_dir: Path, data_root: Path, emit: Emit, should_s
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import DPOConfig, DPOTrainer
 
     from py_trainer.generation import pick_device, pick_dtype
-    from py_trainer.worker import (RunStopped, file_artifacts, relative_change_ci, resolve_model_path,
+    from py_trainer.worker import (RunStopped, file_artifacts, run_event_callback, relative_change_ci, resolve_model_path,
                                    save_adapter_atomic)
 
     t0 = time.time()
@@ -552,28 +552,18 @@ def run_preference_training(run_dir: Path, data_root: Path, emit: Emit, should_s
     watch = GapWatch(emit)
     trainer_ref: list = []
 
-    class EventCallback(TrainerCallback):
-        def on_step_end(self, args, state, control, **kw):
-            if should_stop():
-                control.should_training_stop = True
-                control.should_save = True
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if not logs or "rewards/accuracies" not in logs:  # skip the end-of-train summary log
-                return
-            metrics = {k: float(v) for k, v in logs.items()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
-            m = monitor.measure(trainer_ref[0].model, state.global_step)
-            last[0] = m
-            metrics.update(m.as_metrics())
-            steps.append(dict(metrics, step=state.global_step))
-            emit(pb.RunEvent(train_step=pb.TrainStep(step=state.global_step, max_steps=state.max_steps,
-                                                     metrics=metrics)))
-            watch.observe(state.global_step, state.max_steps, metrics)
-
-        def on_save(self, args, state, control, **kw):
-            emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
-                step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
+    def on_log(state, logs: dict) -> None:
+        if "rewards/accuracies" not in logs:  # skip the end-of-train summary log
+            return
+        metrics = {k: float(v) for k, v in logs.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        m = monitor.measure(trainer_ref[0].model, state.global_step)
+        last[0] = m
+        metrics.update(m.as_metrics())
+        steps.append(dict(metrics, step=state.global_step))
+        emit(pb.RunEvent(train_step=pb.TrainStep(step=state.global_step, max_steps=state.max_steps,
+                                                 metrics=metrics)))
+        watch.observe(state.global_step, state.max_steps, metrics)
 
     cfg = DPOConfig(
         output_dir=str(run_dir / "checkpoints"),
@@ -609,7 +599,7 @@ def run_preference_training(run_dir: Path, data_root: Path, emit: Emit, should_s
         processing_class=tokenizer,
         peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                target_modules=list(lora.target_modules), task_type="CAUSAL_LM"),
-        callbacks=[EventCallback()],
+        callbacks=[run_event_callback(emit, should_stop, on_log)],
     )
     trainer_ref.append(trainer)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)

@@ -278,6 +278,28 @@ def save_adapter_atomic(model, dest: Path) -> None:
         raise
 
 
+def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None]):
+    """The TrainerCallback every training mode uses: stop after the current step when cancelled
+    (saving a checkpoint), report each saved checkpoint, and hand each log dict to `on_log(state, logs)`."""
+    from transformers import TrainerCallback
+
+    class RunEventCallback(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if should_stop():
+                control.should_training_stop = True
+                control.should_save = True
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs:
+                on_log(state, logs)
+
+        def on_save(self, args, state, control, **kw):
+            emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
+                step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
+
+    return RunEventCallback()
+
+
 def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool]) -> int:
     """Train one run in the mode its request names; return the proposed terminal RunState."""
     if _load_request(run_dir).mode == pb.TRAIN_MODE_RANKED_PREFERENCE:
@@ -292,7 +314,7 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback, set_seed
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, set_seed
     from trl import GRPOConfig, GRPOTrainer
 
     from py_trainer.curves import write_csv, write_plot
@@ -328,26 +350,14 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     steps: list[dict] = []
     watch = CurveWatch(emit)
 
-    class EventCallback(TrainerCallback):
-        def on_step_end(self, args, state, control, **kw):
-            if should_stop():
-                control.should_training_stop = True
-                control.should_save = True
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if not logs or "reward" not in logs:  # skip the end-of-train summary log
-                return
-            metrics = {k2: float(v) for k2, v in logs.items()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            metrics = {k2: v for k2, v in metrics.items() if math.isfinite(v) or k2 == "kl"}
-            steps.append(dict(metrics, step=state.global_step))
-            emit(pb.RunEvent(train_step=pb.TrainStep(step=state.global_step, max_steps=state.max_steps,
-                                                     metrics=metrics)))
-            watch.observe(state.global_step, metrics)
-
-        def on_save(self, args, state, control, **kw):
-            emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
-                step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
+    def on_log(state, logs: dict) -> None:
+        if "reward" not in logs:  # skip the end-of-train summary log
+            return
+        metrics = {k2: float(v) for k2, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics = {k2: v for k2, v in metrics.items() if math.isfinite(v) or k2 == "kl"}
+        steps.append(dict(metrics, step=state.global_step))
+        emit(pb.RunEvent(train_step=pb.TrainStep(step=state.global_step, max_steps=state.max_steps, metrics=metrics)))
+        watch.observe(state.global_step, metrics)
 
     cfg = GRPOConfig(
         output_dir=str(run_dir / "checkpoints"),
@@ -390,7 +400,7 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
         processing_class=tokenizer,
         peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                target_modules=list(lora.target_modules) or "all-linear", task_type="CAUSAL_LM"),
-        callbacks=[EventCallback()],
+        callbacks=[run_event_callback(emit, should_stop, on_log)],
     )
     trainer.remove_callback(PrinterCallback)  # events carry the metrics; keep worker.log readable
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
