@@ -501,7 +501,7 @@ def run_preference_training(run_dir: Path, data_root: Path, emit: Emit, should_s
     from trl import DPOConfig, DPOTrainer
 
     from py_trainer.generation import pick_device, pick_dtype
-    from py_trainer.worker import (RunStopped, file_artifacts, run_event_callback, relative_change_ci, resolve_model_path,
+    from py_trainer.worker import (RunStopped, file_artifacts, run_event_callback, trainer_args, relative_change_ci, resolve_model_path,
                                    save_adapter_atomic)
 
     t0 = time.time()
@@ -566,29 +566,12 @@ def run_preference_training(run_dir: Path, data_root: Path, emit: Emit, should_s
         watch.observe(state.global_step, state.max_steps, metrics)
 
     cfg = DPOConfig(
-        output_dir=str(run_dir / "checkpoints"),
-        use_cpu=device.type == "cpu",
-        bf16=dtype == torch.bfloat16,
-        fp16=dtype == torch.float16,
+        **trainer_args(run_dir, device, dtype, g),
         # activation memory only matters on an accelerator; on CPU it costs ~20% time for nothing
         gradient_checkpointing=device.type == "cuda",
         beta=pref.beta,
         loss_type=["sigmoid"],  # Bradley-Terry on the implicit reward
-        learning_rate=g.learning_rate,
-        max_steps=g.max_steps,
-        per_device_train_batch_size=g.per_device_train_batch_size,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
-        warmup_steps=g.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of max_steps
-        seed=g.seed,
-        data_seed=g.seed,
         max_length=max_length,
-        logging_steps=g.logging_steps,
-        save_strategy="steps",
-        save_steps=g.save_steps,
-        save_total_limit=2,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
     )
     trainer = DPOTrainer(
         model=model,

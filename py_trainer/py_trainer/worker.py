@@ -278,6 +278,32 @@ def save_adapter_atomic(model, dest: Path) -> None:
         raise
 
 
+def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig) -> dict:
+    """TrainingArguments every mode shares: device/precision, schedule, seeds, logging, checkpoints."""
+    import torch
+
+    return dict(
+        output_dir=str(run_dir / "checkpoints"),
+        use_cpu=device.type == "cpu",
+        bf16=dtype == torch.bfloat16,
+        fp16=dtype == torch.float16,
+        learning_rate=g.learning_rate,
+        max_steps=g.max_steps,
+        per_device_train_batch_size=g.per_device_train_batch_size,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        warmup_steps=g.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of max_steps
+        seed=g.seed,
+        data_seed=g.seed,
+        logging_steps=g.logging_steps,
+        save_strategy="steps",
+        save_steps=g.save_steps,
+        save_total_limit=2,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
 def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None]):
     """The TrainerCallback every training mode uses: stop after the current step when cancelled
     (saving a checkpoint), report each saved checkpoint, and hand each log dict to `on_log(state, logs)`."""
@@ -360,35 +386,18 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
         watch.observe(state.global_step, metrics)
 
     cfg = GRPOConfig(
-        output_dir=str(run_dir / "checkpoints"),
-        use_cpu=device.type == "cpu",
-        bf16=dtype == torch.bfloat16,
-        fp16=dtype == torch.float16,
+        **trainer_args(run_dir, device, dtype, g),
         num_generations=g.num_generations,
         beta=g.beta,
         epsilon=g.epsilon,
         epsilon_high=g.epsilon_high,
         loss_type=g.loss_type,
         scale_rewards=g.scale_rewards,
-        learning_rate=g.learning_rate,
-        max_steps=g.max_steps,
-        per_device_train_batch_size=g.per_device_train_batch_size,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
         max_completion_length=g.max_completion_length,
         temperature=g.temperature,
         top_p=g.top_p,
-        warmup_steps=g.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of max_steps
-        seed=g.seed,
-        data_seed=g.seed,
         mask_truncated_completions=g.mask_truncated_completions,
         reward_weights=[s["weight"] for s in specs],
-        logging_steps=g.logging_steps,
-        save_strategy="steps",
-        save_steps=g.save_steps,
-        save_total_limit=2,
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
         gradient_checkpointing=rt.gradient_checkpointing,
     )
     dataset = Dataset.from_list([{"prompt": r.prompt, "answers": list(r.answers)} for r in train_rows])
