@@ -9,6 +9,13 @@ for booleans, strings, None and integers, and within the file's ulp tolerance fo
 cases must raise the same error class with the same ``kind``. Prints one table row per file
 (function, source, cases, error cases, max abs diff, max ulp diff, result) and exits 1 on any
 mismatch. tests/test_parity_vectors.py imports this module to run the same checks under pytest.
+
+    .venv/bin/python scripts/parity.py --thresholds /tmp/curve_thresholds.json tests/vectors
+
+``--thresholds`` names the curve thresholds JSON that TS (src/parity/vectors.ts) has just written
+from agent/report/thresholds.ts: it must equal the checked-in
+py_trainer/py_trainer/curve_thresholds.json byte for byte, and py_trainer.curve_thresholds's
+constants must equal its values (one more table row, CURVE_THRESHOLDS).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_trainer"))
 
-from py_trainer import grpo, stats  # noqa: E402
+from py_trainer import curve_thresholds, grpo, stats  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Codec and names
@@ -117,13 +124,18 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "mean": _plain(stats.mean),
     "sample_sd": _plain(stats.sample_sd),
     "standard_error": _plain(stats.standard_error),
+    "nan_mean": _plain(stats.nan_mean),
+    "nan_sample_sd": _plain(stats.nan_sample_sd),
     "wilson_interval": _plain(stats.wilson_interval),
     "mcnemar_exact_p": _plain(stats.mcnemar_exact_p),
     "paired_comparison": _plain(stats.paired_comparison),
     "paired_bootstrap_ci": _plain(stats.paired_bootstrap_ci),
+    "bootstrap_mean_ci": _plain(stats.bootstrap_mean_ci),
+    "relative_change_ci": _plain(stats.relative_change_ci),
     "required_n_for_delta": _plain(stats.required_n_for_delta),
     "minimum_detectable_effect": _plain(stats.minimum_detectable_effect),
     "cohen_kappa": _plain(stats.cohen_kappa),
+    "kendall_tau_b": _plain(stats.kendall_tau_b),
     "fleiss_kappa": _plain(stats.fleiss_kappa),
     "start_vs_end": _plain(stats.start_vs_end),
     "trend": _plain(stats.trend),
@@ -225,6 +237,38 @@ def load(path: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# Curve thresholds (TS agent/report/thresholds.ts -> py_trainer/curve_thresholds.json)
+
+REGENERATE = "cd ts_agent && node_modules/.bin/tsx src/parity/vectors.ts --out ../tests/vectors"
+
+
+def check_curve_thresholds(ts_json: Path, checked_in: Path = curve_thresholds.JSON_PATH) -> list[str]:
+    """Problems with the curve thresholds: the checked-in JSON is not byte for byte what TS wrote to
+    ``ts_json``, or a py_trainer.curve_thresholds constant differs from the TS value."""
+    problems: list[str] = []
+    if ts_json.read_bytes() != checked_in.read_bytes():
+        try:
+            shown = checked_in.resolve().relative_to(Path(__file__).resolve().parent.parent)
+        except ValueError:
+            shown = checked_in
+        problems.append(f"{shown} is stale: it is not what ts_agent/src/agent/report/thresholds.ts "
+                        f"produces; regenerate it with `{REGENERATE}` and commit it")
+    ts_values = json.loads(ts_json.read_text(encoding="utf-8"))
+    if curve_thresholds.CURVE_THRESHOLDS != ts_values:
+        problems.append(f"curve_thresholds.CURVE_THRESHOLDS = {curve_thresholds.CURVE_THRESHOLDS!r}, TS has {ts_values!r}")
+    for key, value in sorted(ts_values.items()):
+        name = key.upper()
+        if not hasattr(curve_thresholds, name):
+            problems.append(f"py_trainer.curve_thresholds has no constant {name} for the TS key {key!r}")
+            continue
+        got = getattr(curve_thresholds, name)
+        # equal as numbers (JSON writes 5.0 as 5); step counts are checked to be ints at import
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or got != value:
+            problems.append(f"curve_thresholds.{name} = {got!r}, TS has {key} = {value!r}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line
 
 
@@ -240,6 +284,12 @@ def _fmt_ulp(u: float) -> str:
 
 
 def main(argv: list[str]) -> int:
+    argv = list(argv)
+    thresholds = None
+    if "--thresholds" in argv:
+        i = argv.index("--thresholds")
+        thresholds = Path(argv[i + 1])
+        del argv[i : i + 2]
     files = _files(argv or ["tests/vectors"])
     if not files:
         print("parity: no vector files found", file=sys.stderr)
@@ -260,6 +310,12 @@ def main(argv: list[str]) -> int:
         result = "ok" if bad == 0 else f"FAIL ({bad})"
         rows.append((data["function"], source, len(data["cases"]), errors, f"{diff.max_abs:.3g}", _fmt_ulp(diff.max_ulp),
                      f"<= {data['tolerance']['ulp']}", result))
+    if thresholds is not None:
+        problems = check_curve_thresholds(thresholds)
+        failures += [f"CURVE_THRESHOLDS: {p}" for p in problems]
+        n_keys = len(json.loads(thresholds.read_text(encoding="utf-8")))
+        rows.append(("CURVE_THRESHOLDS", "thresholds", n_keys, 0, "0", "0", "<= 0",
+                     "ok" if not problems else f"FAIL ({len(problems)})"))
     header = ("function", "source", "cases", "errors", "max abs diff", "max ulp", "tolerance", "result")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join("{:<%d}" % w if i < 2 else "{:>%d}" % w for i, w in enumerate(widths))

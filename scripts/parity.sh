@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # make parity: the Python ports (py_trainer/grpo.py, stats.py) compute exactly what the TypeScript
 # originals (ts_agent/src/agent/train/grpo.ts, eval/stats.ts) compute.
-#   1. regenerate the checked-in vectors tests/vectors/*.json from the TS code;
+#   1. regenerate the checked-in vectors tests/vectors/*.json from the TS code, and write the curve
+#      thresholds (ts_agent/src/agent/report/thresholds.ts) to a temp file: the checked-in
+#      py_trainer/py_trainer/curve_thresholds.json must equal it byte for byte (the sidecar
+#      reads that file at run time, so a stale copy fails here instead of being rewritten);
 #   2. have TS draw PARITY_RUNS random inputs per function (seed PARITY_SEED) and write them,
 #      with its results, to a temp folder (one node process);
 #   3. recompute every case of both in Python (one process), print a table per function and
 #      exit non-zero on any mismatch. Discrete outputs must be equal; floats within the ulp
-#      tolerance each file states (the ports are bit-identical by construction; see stats.ts).
+#      tolerance each file states (the ports are bit-identical by construction; see stats.ts);
+#      py_trainer.curve_thresholds's constants must equal the TS thresholds.
 # Env: PARITY_RUNS (default 1000), PARITY_SEED (default 20261129), PY (default .venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +22,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== 1/3 tests/vectors from TypeScript"
-(cd ts_agent && "$TSX" src/parity/vectors.ts --out ../tests/vectors)
+(cd ts_agent && "$TSX" src/parity/vectors.ts --out ../tests/vectors --thresholds "$tmp/curve_thresholds.json")
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [ -n "$(git status --porcelain -- tests/vectors)" ]; then
   echo "   note: tests/vectors differ from the last commit; review and commit them with the TS change"
 fi
@@ -27,4 +31,4 @@ echo "== 2/3 $RUNS random inputs per function through TypeScript (seed $SEED)"
 (cd ts_agent && "$TSX" src/parity/random.ts --out "$tmp/random" --runs "$RUNS" --seed "$SEED")
 
 echo "== 3/3 the same cases through Python"
-"$PY" scripts/parity.py tests/vectors "$tmp/random"
+"$PY" scripts/parity.py --thresholds "$tmp/curve_thresholds.json" tests/vectors "$tmp/random"

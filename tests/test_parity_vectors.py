@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def test_every_function_has_vectors():
         "composeRewards", "buildReward", "composeRewardSpecs", "rewardNames", "normalCdf", "normalQuantile",
         "studentTQuantile", "mean", "sampleSd", "standardError", "wilsonInterval", "mcnemarExactP",
         "pairedComparison", "pairedBootstrapCI", "requiredNForDelta", "minimumDetectableEffect", "cohenKappa",
-        "fleissKappa", "startVsEnd", "trend", "Rng",
+        "fleissKappa", "startVsEnd", "trend", "Rng", "nanMean", "nanSampleSd", "bootstrapMeanCI",
+        "relativeChangeCI", "kendallTauB",
     }
     for path in FILES:
         data = json.loads(path.read_text())
@@ -83,3 +85,53 @@ def test_codec_and_names():
     assert harness.ulp_distance(-0.0, 0.0) == 1
     assert harness.ulp_distance(math.inf, 1.7976931348623157e308) == math.inf
     assert harness.ulp_distance(math.inf, math.inf) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Curve thresholds: ts_agent/src/agent/report/thresholds.ts -> py_trainer/curve_thresholds.json
+
+
+def _ts_curve_thresholds() -> dict:
+    """CURVE_THRESHOLDS as written in thresholds.ts (its object literal, read without node)."""
+    source = (ROOT / "ts_agent" / "src" / "agent" / "report" / "thresholds.ts").read_text()
+    body = re.search(r"CURVE_THRESHOLDS\b[^=]*=\s*Object\.freeze\(\{(.*?)\}\)", source, re.S).group(1)
+    return {k: json.loads(v) for k, v in re.findall(r"(\w+):\s*([-+0-9.eE]+)\s*,", body)}
+
+
+def test_curve_thresholds_json_is_what_vectors_ts_writes():
+    from py_trainer import curve_thresholds
+
+    text = curve_thresholds.JSON_PATH.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert data == _ts_curve_thresholds()
+    # formatCurveThresholds: JSON.stringify(sorted, null, 2) + newline
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def test_curve_thresholds_constants_equal_the_json():
+    from py_trainer import curve_thresholds as ct
+
+    data = json.loads(ct.JSON_PATH.read_text(encoding="utf-8"))
+    assert ct.CURVE_THRESHOLDS == data
+    assert set(data) == {"clipped_ratio_warn", "zero_std_warn", "zero_std_warn_steps", "kl_spike_factor",
+                         "kl_spike_min", "kl_spike_every"}
+    for key, value in data.items():
+        assert getattr(ct, key.upper()) == value, key
+    assert isinstance(ct.ZERO_STD_WARN_STEPS, int) and isinstance(ct.KL_SPIKE_EVERY, int)
+    for name in ("CLIPPED_RATIO_WARN", "ZERO_STD_WARN", "KL_SPIKE_FACTOR", "KL_SPIKE_MIN"):
+        assert isinstance(getattr(ct, name), float), name
+
+
+def test_parity_fails_on_stale_curve_thresholds(tmp_path):
+    from py_trainer import curve_thresholds as ct
+
+    fresh = tmp_path / "fresh.json"
+    fresh.write_bytes(ct.JSON_PATH.read_bytes())
+    assert harness.check_curve_thresholds(fresh) == []
+    stale = tmp_path / "stale.json"
+    stale.write_text(ct.JSON_PATH.read_text().replace('"kl_spike_every": 10', '"kl_spike_every": 11'))
+    problems = harness.check_curve_thresholds(stale)
+    assert any("is stale" in p for p in problems) and any("KL_SPIKE_EVERY" in p for p in problems)
+    reformatted = tmp_path / "compact.json"
+    reformatted.write_text(json.dumps(ct.CURVE_THRESHOLDS, sort_keys=True))  # same values, other bytes
+    assert [p for p in harness.check_curve_thresholds(reformatted) if "is stale" in p]

@@ -155,6 +155,65 @@ def test_rng_range_and_determinism(seed, n):
         assert 0 <= x < n and b.next_index(n) == x
 
 
+with_missing = st.lists(st.one_of(num, num, num, st.sampled_from([math.nan, math.inf, -math.inf, None])), max_size=30)
+
+
+def _finite(xs):
+    return [x for x in xs if x is not None and math.isfinite(x)]
+
+
+@FAST
+@given(with_missing)
+def test_nan_mean_and_sd_are_mean_and_sd_of_the_finite_values(xs):
+    f = _finite(xs)
+    m, sd = stats.nan_mean(xs), stats.nan_sample_sd(xs)
+    assert (m == stats.mean(f)) if f else math.isnan(m)
+    assert (sd == stats.sample_sd(f)) if len(f) >= 2 else math.isnan(sd)
+
+
+@settings(max_examples=25, deadline=None)
+@given(with_missing, st.integers(0, 2**32 - 1))
+def test_bootstrap_mean_ci_is_seeded_bounded_and_skips_missing(xs, seed):
+    f = _finite(xs)
+    ci = stats.bootstrap_mean_ci(xs, seed=seed, resamples=100)
+    assert stats.bootstrap_mean_ci(f, seed=seed, resamples=100) == ci
+    if len(f) < 2:
+        assert math.isnan(ci.lower) and math.isnan(ci.upper)
+    else:
+        slack = 1e-12 * max(1.0, max(abs(v) for v in f))  # (x + x + x) / 3 may round past x
+        assert min(f) - slack <= ci.lower <= ci.upper <= max(f) + slack
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.05, 1), min_size=1, max_size=20), st.floats(-0.9, 2), st.integers(0, 2**32 - 1))
+def test_relative_change_of_a_scaled_end(start, r, seed):
+    end = [(1 + r) * x for x in start]
+    rc = stats.relative_change_ci(start, end, seed=seed, resamples=50)
+    for v in (rc.estimate, rc.lower, rc.upper):
+        assert abs(v - r) <= 1e-12 * (1 + abs(r))
+    assert stats.relative_change_ci(start + [math.nan, 0.5], end + [0.5, None], seed=seed, resamples=50) == rc
+
+
+def test_relative_change_undefined_is_nan():
+    for start, end in [([0.0, 0.0], [1.0, 1.0]), ([], []), ([math.nan], [1.0])]:
+        rc = stats.relative_change_ci(start, end, seed=0)
+        assert all(math.isnan(v) for v in (rc.estimate, rc.lower, rc.upper))
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(-1, 1)), max_size=25))
+def test_kendall_tau_b_symmetry_and_range(pairs):
+    x = [p[0] for p in pairs]
+    y = [p[1] for p in pairs]
+    t = stats.kendall_tau_b(x, y)
+    if math.isnan(t):
+        assert len(set(x)) < 2 or len(set(y)) < 2
+    else:
+        assert -1 - 1e-15 <= t <= 1 + 1e-15
+        assert stats.kendall_tau_b(y, x) == t
+        assert stats.kendall_tau_b(x, [-v for v in y]) == -t
+
+
 @FAST
 @given(sample, st.integers(0, 100), st.sampled_from([math.nan, math.inf, None]))
 def test_bad_values_have_stable_kinds(xs, at, bad):
@@ -177,5 +236,12 @@ def test_error_kinds():
     assert kind_of(lambda: stats.cohen_kappa([True], [False])) == "label_type"
     assert kind_of(lambda: stats.cohen_kappa([1], [1], weights="cubic")) == "bad_option"
     assert kind_of(lambda: stats.fleiss_kappa([[1, 2], [3]])) == "length_mismatch"
+    assert kind_of(lambda: stats.nan_mean([1.0, "2"])) == "nan"
+    assert kind_of(lambda: stats.nan_sample_sd([1.0, True])) == "nan"
+    assert kind_of(lambda: stats.bootstrap_mean_ci([0.2], seed=-1)) == "out_of_range"
+    assert kind_of(lambda: stats.bootstrap_mean_ci([0.2, 0.3], seed=0, resamples=0)) == "out_of_range"
+    assert kind_of(lambda: stats.relative_change_ci([1, 0], [1], seed=0)) == "length_mismatch"
+    assert kind_of(lambda: stats.kendall_tau_b([1, 2], [1])) == "length_mismatch"
+    assert kind_of(lambda: stats.kendall_tau_b([1, math.nan], [1, 2])) == "nan"
     with pytest.raises(StatsInputError):
         stats.Rng(2**32)

@@ -54,13 +54,13 @@ def test_elementary_functions_are_within_2_ulp_of_libm():
     rng = np.random.default_rng(0)
     ulp = lambda a, b: abs(a - b) / math.ulp(b) if b != 0 else abs(a)  # noqa: E731
     for x in rng.uniform(-700, 700, 2000):
-        assert ulp(stats._exp(float(x)), math.exp(x)) <= 2
+        assert ulp(stats.elementary["exp"](float(x)), math.exp(x)) <= 2
     for x in np.exp(rng.uniform(-690, 690, 2000)):
-        assert ulp(stats._log(float(x)), math.log(x)) <= 2 or abs(stats._log(float(x)) - math.log(x)) < 4e-16
+        assert ulp(stats.elementary["log"](float(x)), math.log(x)) <= 2 or abs(stats.elementary["log"](float(x)) - math.log(x)) < 4e-16
     for x in np.concatenate([rng.uniform(-3, 3, 1000), np.exp(rng.uniform(-30, 30, 1000))]):
-        assert ulp(stats._atan(float(x)), math.atan(x)) <= 2
+        assert ulp(stats.elementary["atan"](float(x)), math.atan(x)) <= 2
     for x in rng.uniform(-6, 26, 2000):
-        assert close(stats._erfc(float(x)), math.erfc(x), rel=1e-14, abs_=1e-300)
+        assert close(stats.elementary["erfc"](float(x)), math.erfc(x), rel=1e-14, abs_=1e-300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,6 +136,84 @@ def test_bootstrap_percentile_rule_is_numpys_and_the_interval_is_scipys():
     ref = ss.bootstrap((d,), np.mean, n_resamples=20000, method="percentile", confidence_level=0.95,
                        random_state=np.random.default_rng(2)).confidence_interval
     assert abs(res.lower - ref.low) < 0.02 and abs(res.upper - ref.high) < 0.02
+
+
+# ---------------------------------------------------------------------------------------------
+# Held-out measurements (missing values skipped)
+
+_with_missing = st.lists(st.one_of(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3), st.floats(-1e3, 1e3),
+                                   st.sampled_from([math.nan, math.inf, -math.inf])), max_size=40)
+
+
+@FAST
+@given(_with_missing)
+def test_nan_mean_and_sd_match_numpy(xs):
+    x = np.array(xs, dtype=float)
+    finite = x[np.isfinite(x)]
+    if len(finite) == 0:
+        assert math.isnan(stats.nan_mean(xs))
+    else:
+        assert close(stats.nan_mean(xs), float(finite.mean()), rel=1e-12, abs_=1e-12)
+        # numpy's nanmean / nanstd skip NaN only; with infinities removed they agree with ours
+        assert close(stats.nan_mean(xs), float(np.nanmean(np.where(np.isinf(x), np.nan, x))), rel=1e-12, abs_=1e-12)
+    if len(finite) < 2:
+        assert math.isnan(stats.nan_sample_sd(xs))
+    else:
+        assert close(stats.nan_sample_sd(xs), float(np.nanstd(np.where(np.isinf(x), np.nan, x), ddof=1)),
+                     rel=1e-9, abs_=1e-12)
+
+
+def test_bootstrap_mean_ci_is_numpys_percentile_of_the_documented_resamples_and_lands_on_scipys():
+    rng = np.random.default_rng(5)
+    x = rng.beta(2, 5, 80)
+    values = list(x) + [math.nan, math.inf]  # skipped
+    ci = stats.bootstrap_mean_ci(values, seed=21, resamples=3000)
+    g = stats.Rng(21)
+    reps = [sum(x[g.next_index(80)] for _ in range(80)) / 80 for _ in range(3000)]
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    assert close(ci.lower, lo, rel=1e-12, abs_=1e-15) and close(ci.upper, hi, rel=1e-12, abs_=1e-15)
+    ref = ss.bootstrap((x,), np.mean, n_resamples=20000, method="percentile", confidence_level=0.95,
+                       random_state=np.random.default_rng(6)).confidence_interval
+    assert abs(ci.lower - ref.low) < 0.01 and abs(ci.upper - ref.high) < 0.01
+
+
+def test_relative_change_ci_matches_numpy_and_a_paired_scipy_bootstrap():
+    rng = np.random.default_rng(7)
+    a = rng.beta(2, 5, 60)
+    b = np.clip(a + rng.normal(0.08, 0.1, 60), 0, 1)
+    start, end = list(a) + [math.nan, 0.4], list(b) + [0.5, math.nan]  # incomplete pairs are dropped
+    rc = stats.relative_change_ci(start, end, seed=13, resamples=3000)
+    assert close(rc.estimate, (b.mean() - a.mean()) / abs(a.mean()), rel=1e-12)
+    g = stats.Rng(13)
+    reps = []
+    for _ in range(3000):
+        idx = [g.next_index(60) for _ in range(60)]
+        am, bm = a[idx].mean(), b[idx].mean()
+        reps.append((bm - am) / abs(am))
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    assert close(rc.lower, lo, rel=1e-9, abs_=1e-12) and close(rc.upper, hi, rel=1e-9, abs_=1e-12)
+    ref = ss.bootstrap((a, b), lambda x, y, axis=-1: (y.mean(axis=axis) - x.mean(axis=axis)) / np.abs(x.mean(axis=axis)),
+                       paired=True, n_resamples=20000, method="percentile",
+                       random_state=np.random.default_rng(8)).confidence_interval
+    width = rc.upper - rc.lower
+    assert abs(rc.lower - ref.low) < 0.1 * width and abs(rc.upper - ref.high) < 0.1 * width
+
+
+@FAST
+@given(st.integers(0, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.one_of(st.integers(0, 4), st.floats(-1, 1)), min_size=n, max_size=n),
+    st.lists(st.one_of(st.integers(0, 4), st.floats(-1, 1)), min_size=n, max_size=n))))
+def test_kendall_tau_b_matches_scipy(xy):
+    x, y = xy
+    ours = stats.kendall_tau_b(x, y)
+    if len(x) < 2:
+        assert math.isnan(ours)
+        return
+    theirs = ss.kendalltau(x, y, variant="b").statistic
+    if math.isnan(theirs):
+        assert math.isnan(ours)
+    else:
+        assert close(ours, theirs, rel=1e-12, abs_=1e-14)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ Conventions (as in stats.ts)
 - Paired differences are d_i = b_i - a_i: ``a`` is the baseline, ``b`` the candidate.
 - Intervals are two-sided at ``confidence`` (default 0.95).
 - Bad input raises StatsInputError with the same ``kind`` as the TS code, in the same order of checks.
+- Missing values: most functions refuse NaN, None and infinities; the nan_* functions and the
+  held-out bootstraps (bootstrap_mean_ci, relative_change_ci) skip them (None, NaN, +-inf) and
+  return NaN where too few values are left.
 
 Why this code avoids ``sum``, ``**``, ``math.exp``/``log``/``atan`` and numpy: each op must be the
 same IEEE-754 operation as in stats.ts (sums left to right, x * x for squares, and exp/log/atan
@@ -35,6 +38,7 @@ __all__ = [
     "FleissKappa",
     "StartVsEnd",
     "Trend",
+    "RelativeChange",
     "Rng",
     "normal_cdf",
     "normal_quantile",
@@ -42,13 +46,18 @@ __all__ = [
     "mean",
     "sample_sd",
     "standard_error",
+    "nan_mean",
+    "nan_sample_sd",
     "wilson_interval",
     "mcnemar_exact_p",
     "paired_comparison",
     "paired_bootstrap_ci",
+    "bootstrap_mean_ci",
+    "relative_change_ci",
     "required_n_for_delta",
     "minimum_detectable_effect",
     "cohen_kappa",
+    "kendall_tau_b",
     "fleiss_kappa",
     "start_vs_end",
     "trend",
@@ -484,6 +493,35 @@ def standard_error(xs: Sequence[float]) -> float:
     return sd / math.sqrt(len(xs))
 
 
+def _is_present(name: str, x) -> bool:
+    """True for a finite number, False for a missing value (None, NaN, +-inf); else raises "nan"."""
+    if x is None:
+        return False
+    if not _is_number(x):
+        _fail("nan", f"{name} must be a number or missing, got {x!r}")
+    return math.isfinite(x)
+
+
+def _finite_values(name: str, xs: Sequence[float | None]) -> list[float]:
+    """The finite values of xs in order (missing values skipped), as stats.ts's finiteValues."""
+    return [float(x) for i, x in enumerate(xs) if _is_present(f"{name}[{i}]", x)]
+
+
+def nan_mean(xs: Sequence[float | None]) -> float:
+    """Mean of the finite values of xs (None, NaN and infinities skipped); NaN when none is left."""
+    v = _finite_values("xs", xs)
+    return _sum(v) / len(v) if v else math.nan
+
+
+def nan_sample_sd(xs: Sequence[float | None]) -> float:
+    """Sample sd (Bessel, n - 1; two-pass) of the finite values of xs (None, NaN and infinities
+    skipped); NaN when fewer than 2 are left."""
+    v = _finite_values("xs", xs)
+    if len(v) < 2:
+        return math.nan
+    return math.sqrt(_sum_squared_deviations(v, _sum(v) / len(v)) / (len(v) - 1))
+
+
 @dataclass(frozen=True)
 class ProportionInterval:
     """A proportion (successes / n) with its Wilson score interval."""
@@ -644,6 +682,90 @@ def paired_bootstrap_ci(
     return BootstrapInterval(
         estimate=_sum(d) / n, lower=ci.lower, upper=ci.upper, resamples=resamples, seed=int(seed), confidence=confidence
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Held-out measurements (missing values skipped)
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float | None], *, seed: int, resamples: int = 2000, confidence: float = 0.95
+) -> Interval:
+    """Percentile bootstrap CI of the mean of the finite values (None, NaN, infinities skipped):
+    n indices resampled with replacement from Rng(seed), ``resamples`` times (method in stats.ts's
+    bootstrapMeanCI). Interval(nan, nan) when fewer than 2 finite values are left."""
+    x = _finite_values("values", values)
+    resamples = _check_integer("resamples", resamples, 1)
+    rng = Rng(seed)
+    confidence = _check_probability("confidence", confidence)
+    n = len(x)
+    if n < 2:
+        return Interval(lower=math.nan, upper=math.nan)
+    means = []
+    for _ in range(resamples):
+        s = 0.0
+        for _ in range(n):
+            s += x[rng.next_index(n)]
+        means.append(s / n)
+    return _percentile_interval(means, confidence)
+
+
+@dataclass(frozen=True)
+class RelativeChange:
+    """Result of relative_change_ci: (mean(end) - mean(start)) / |mean(start)| as a fraction, and
+    its paired percentile bootstrap CI."""
+
+    estimate: float
+    lower: float
+    upper: float
+
+
+def relative_change_ci(
+    start: Sequence[float | None],
+    end: Sequence[float | None],
+    *,
+    seed: int,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+) -> RelativeChange:
+    """Relative change (mean(end) - mean(start)) / |mean(start)| over the pairs where both values
+    are finite, with a paired percentile bootstrap CI (pair indices from Rng(seed); method in
+    stats.ts's relativeChangeCI). All NaN when no pair is left or mean(start) == 0.
+
+    Known limitation: resamples whose start mean is 0 are dropped, so the interval is conditional
+    on a non-zero start mean and too narrow near 0 (NaN bounds when every resample is dropped).
+    """
+    if len(start) != len(end):
+        _fail("length_mismatch", f"start has {len(start)} values, end has {len(end)}")
+    ok_start = [_is_present(f"start[{i}]", x) for i, x in enumerate(start)]
+    ok_end = [_is_present(f"end[{i}]", x) for i, x in enumerate(end)]
+    resamples = _check_integer("resamples", resamples, 1)
+    rng = Rng(seed)
+    confidence = _check_probability("confidence", confidence)
+    a = [float(start[i]) for i in range(len(start)) if ok_start[i] and ok_end[i]]
+    b = [float(end[i]) for i in range(len(end)) if ok_start[i] and ok_end[i]]
+    n = len(a)
+    if n == 0:
+        return RelativeChange(estimate=math.nan, lower=math.nan, upper=math.nan)
+    mean_start = _sum(a) / n
+    if mean_start == 0:
+        return RelativeChange(estimate=math.nan, lower=math.nan, upper=math.nan)
+    estimate = (_sum(b) / n - mean_start) / abs(mean_start)
+    relatives = []
+    for _ in range(resamples):
+        sa = sb = 0.0
+        for _ in range(n):
+            j = rng.next_index(n)
+            sa += a[j]
+            sb += b[j]
+        am = sa / n
+        bm = sb / n
+        if am != 0:
+            relatives.append((bm - am) / abs(am))
+    if not relatives:
+        return RelativeChange(estimate=estimate, lower=math.nan, upper=math.nan)
+    ci = _percentile_interval(relatives, confidence)
+    return RelativeChange(estimate=estimate, lower=ci.lower, upper=ci.upper)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -821,6 +943,37 @@ def cohen_kappa(r1: Sequence, r2: Sequence, *, weights: str = "none", categories
     z = kappa / se0 if se0 > 0 else None
     p = None if z is None else _erfc(abs(z) * _SQRT1_2)
     return CohenKappa(**base, kappa=kappa, se=se, se0=se0, z=z, p=p)
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of two paired samples (ties adjusted), as scipy.stats.kendalltau (variant
+    "b"): (C - D) / sqrt((n0 - n1)(n0 - n2)), n0 = n(n-1)/2, n1 / n2 = pairs tied in x / y. NaN
+    when undefined: fewer than 2 pairs, or either sample constant."""
+    if len(x) != len(y):
+        _fail("length_mismatch", f"x has {len(x)} values, y has {len(y)}")
+    for i, v in enumerate(x):
+        _check_number(f"x[{i}]", v)
+    for i, v in enumerate(y):
+        _check_number(f"y[{i}]", v)
+    n = len(x)
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = (x[i] > x[j]) - (x[i] < x[j])
+            dy = (y[i] > y[j]) - (y[i] < y[j])
+            if dx == 0:
+                ties_x += 1
+            if dy == 0:
+                ties_y += 1
+            if dx and dy:
+                if dx == dy:
+                    concordant += 1
+                else:
+                    discordant += 1
+    n0 = n * (n - 1) // 2
+    # the integer product converts to float rounded once, as the TS double product rounds
+    denom = math.sqrt((n0 - ties_x) * (n0 - ties_y)) if n0 else 0.0
+    return (concordant - discordant) / denom if denom > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -1014,3 +1167,7 @@ def trend(series: Sequence[float]) -> Trend:
     m = len(slopes)
     sen = slopes[(m - 1) // 2] if m % 2 == 1 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
     return Trend(n=n, s=s, var_s=var_s, z=z, p=_erfc(abs(z) * _SQRT1_2), tau=s / ((n * (n - 1)) / 2), sen_slope=sen)
+
+
+# Internal elementary functions, exported for the accuracy tests only (as stats.ts's `elementary`).
+elementary = {"exp": _exp, "log": _log, "atan": _atan, "erfc": _erfc}

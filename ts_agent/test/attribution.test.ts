@@ -1,7 +1,19 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ATTRIBUTION_TABLE, attribute, curveFeatures, describeFeatures, type DownstreamSignal, type StepMetrics } from "../src/agent/report/attribution.js";
+import {
+  ATTRIBUTION_TABLE,
+  CLIPPED_HIGH,
+  FRAC_ZERO_STD_HIGH,
+  KL_SPIKE_FACTOR,
+  KL_SPIKE_MIN,
+  attribute,
+  curveFeatures,
+  describeFeatures,
+  type DownstreamSignal,
+  type StepMetrics,
+} from "../src/agent/report/attribution.js";
+import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/tasks.js";
 
 const N = 60;
@@ -126,5 +138,19 @@ describe("the attribution table, row by row", () => {
     const s = steps({ reward: (i) => i, kl: () => 0.01, frac_reward_zero_std: () => 0.5 }, 1, 4);
     assert.equal(curveFeatures(s).reward!.shape, "too short");
     assert.deepEqual(fired(s), []);
+  });
+});
+
+describe("thresholds shared with the sidecar's live warnings", () => {
+  test("come from CURVE_THRESHOLDS, with today's values", () => {
+    assert.equal(KL_SPIKE_FACTOR, CURVE_THRESHOLDS.kl_spike_factor);
+    assert.equal(KL_SPIKE_MIN, CURVE_THRESHOLDS.kl_spike_min);
+    assert.equal(FRAC_ZERO_STD_HIGH, CURVE_THRESHOLDS.zero_std_warn);
+    assert.equal(CLIPPED_HIGH, CURVE_THRESHOLDS.clipped_ratio_warn);
+    assert.deepEqual(
+      { ...CURVE_THRESHOLDS },
+      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_every: 10 },
+    );
+    assert.ok(Object.isFrozen(CURVE_THRESHOLDS));
   });
 });

@@ -6,7 +6,8 @@ import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { FUNCTIONS, compareValues, decode, runCase, type VectorFile } from "../src/parity/harness.js";
-import { buildVectorFiles, formatVectorFile } from "../src/parity/vectors.js";
+import { CURVE_THRESHOLDS_JSON, buildVectorFiles, formatVectorFile } from "../src/parity/vectors.js";
+import { CURVE_THRESHOLDS, formatCurveThresholds } from "../src/agent/report/thresholds.js";
 
 const VECTORS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "tests", "vectors");
 const files = readdirSync(VECTORS)
@@ -48,6 +49,13 @@ test("checked-in vectors match the generator (run `make parity` after changing g
     const onDisk = readFileSync(join(VECTORS, `${file.function}.json`), "utf8");
     assert.equal(onDisk, formatVectorFile(file), `${file.function}.json is stale`);
   }
+});
+
+test("the checked-in curve_thresholds.json is what thresholds.ts produces (run `make parity` after changing it)", () => {
+  const onDisk = readFileSync(CURVE_THRESHOLDS_JSON, "utf8");
+  assert.equal(onDisk, formatCurveThresholds(), "py_trainer/py_trainer/curve_thresholds.json is stale");
+  assert.deepEqual(JSON.parse(onDisk), { ...CURVE_THRESHOLDS });
+  assert.deepEqual(Object.keys(JSON.parse(onDisk)), Object.keys(CURVE_THRESHOLDS).sort());
 });
 
 test("the comparator catches a changed value, a changed error kind and a NaN", () => {

@@ -7,16 +7,21 @@ import fc from "fast-check";
 import {
   Rng,
   StatsInputError,
+  bootstrapMeanCI,
   cohenKappa,
   elementary,
   fleissKappa,
+  kendallTauB,
   mcnemarExactP,
   mean,
   minimumDetectableEffect,
+  nanMean,
+  nanSampleSd,
   normalCdf,
   normalQuantile,
   pairedBootstrapCI,
   pairedComparison,
+  relativeChangeCI,
   requiredNForDelta,
   sampleSd,
   standardError,
@@ -117,6 +122,86 @@ describe("descriptive and proportions", () => {
         assert.ok(narrow.upper - narrow.lower <= w.upper - w.lower);
       }),
     );
+  });
+});
+
+describe("missing values and held-out bootstraps", () => {
+  const missing = fc.constantFrom(NaN, null, Infinity, -Infinity);
+  const withMissing = fc.array(fc.oneof({ arbitrary: fc.double({ min: -1e3, max: 1e3, noNaN: true }), weight: 4 }, { arbitrary: missing, weight: 1 }), {
+    maxLength: 30,
+  });
+  const finiteOf = (v: ReadonlyArray<number | null>) => v.filter((x): x is number => x !== null && Number.isFinite(x));
+
+  test("nanMean / nanSampleSd equal mean / sampleSd of the finite values, NaN when too few", () => {
+    fc.assert(
+      fc.property(withMissing, (v) => {
+        const f = finiteOf(v);
+        if (f.length === 0) assert.ok(Number.isNaN(nanMean(v)));
+        else assert.equal(nanMean(v), mean(f));
+        if (f.length < 2) assert.ok(Number.isNaN(nanSampleSd(v)));
+        else assert.equal(nanSampleSd(v), sampleSd(f));
+      }),
+    );
+  });
+
+  test("bootstrapMeanCI: seeded, within the range of the data, ignores missing values", () => {
+    fc.assert(
+      fc.property(withMissing, fc.integer({ min: 0, max: 2 ** 32 - 1 }), (v, seed) => {
+        const f = finiteOf(v);
+        const ci = bootstrapMeanCI(v, { seed, resamples: 100 });
+        assert.deepEqual(bootstrapMeanCI(f, { seed, resamples: 100 }), ci);
+        if (f.length < 2) {
+          assert.ok(Number.isNaN(ci.lower) && Number.isNaN(ci.upper));
+          return;
+        }
+        const slack = 1e-12 * Math.max(1, ...f.map(Math.abs)); // (x + x + x) / 3 may round past x
+        assert.ok(Math.min(...f) - slack <= ci.lower && ci.lower <= ci.upper && ci.upper <= Math.max(...f) + slack);
+        const narrow = bootstrapMeanCI(f, { seed, resamples: 100, confidence: 0.5 });
+        assert.ok(ci.lower <= narrow.lower && narrow.upper <= ci.upper);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  test("relativeChangeCI: end = (1 + r) start gives r exactly-ish with a tight CI; missing pairs are dropped", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0.05, max: 1, noNaN: true }), { minLength: 1, maxLength: 20 }),
+        fc.double({ min: -0.9, max: 2, noNaN: true }),
+        fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+        (start, r, seed) => {
+          const end = start.map((x) => (1 + r) * x);
+          const rc = relativeChangeCI(start, end, { seed, resamples: 50 });
+          assert.ok(Math.abs(rc.estimate - r) <= 1e-12 * (1 + Math.abs(r)));
+          assert.ok(Math.abs(rc.lower - r) <= 1e-12 * (1 + Math.abs(r)) && Math.abs(rc.upper - r) <= 1e-12 * (1 + Math.abs(r)));
+          const padded = relativeChangeCI([...start, NaN, 0.5], [...end, 0.5, null], { seed, resamples: 50 });
+          assert.deepEqual(padded, rc);
+        },
+      ),
+      { numRuns: 60 },
+    );
+    assert.deepEqual(relativeChangeCI([0, 0], [1, 1], { seed: 0 }), { estimate: NaN, lower: NaN, upper: NaN });
+    assert.deepEqual(relativeChangeCI([], [], { seed: 0 }), { estimate: NaN, lower: NaN, upper: NaN });
+  });
+
+  test("kendallTauB: 1 for the same order, -1 reversed, symmetric, in [-1, 1], NaN for a constant sample", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 5 }), fc.double({ min: -1, max: 1, noNaN: true })), { maxLength: 25 }), (pairs) => {
+        const x = pairs.map((p) => p[0]);
+        const y = pairs.map((p) => p[1]);
+        const t = kendallTauB(x, y);
+        if (Number.isNaN(t)) assert.ok(new Set(x).size < 2 || new Set(y.map((v) => (v === 0 ? 0 : v))).size < 2);
+        else {
+          assert.ok(t >= -1 - 1e-15 && t <= 1 + 1e-15);
+          assert.equal(kendallTauB(y, x), t);
+          assert.ok(kendallTauB(x, y.map((v) => -v)) === -t); // === : 0 and -0 are one value here
+        }
+      }),
+    );
+    assert.equal(kendallTauB([0, 1, 2, 3], [0, 1, 2, 3]), 1);
+    assert.equal(kendallTauB([0, 1, 2, 3], [3, 2, 1, 0]), -1);
+    assert.equal(kendallTauB([0, 1, 2, 3], [1, 0, 2, 3]), 4 / 6);
+    assert.ok(Number.isNaN(kendallTauB([1], [2])));
   });
 });
 
@@ -276,6 +361,12 @@ describe("errors", () => {
     assert.equal(kindOf(() => wilsonInterval(1.5, 3)), "not_integer");
     assert.equal(kindOf(() => cohenKappa([1, "a"], [1, "a"])), "label_type");
     assert.equal(kindOf(() => cohenKappa([1], [1], { weights: "cubic" as "linear" })), "bad_option");
+    assert.equal(kindOf(() => nanMean([1, "2" as unknown as number])), "nan");
+    assert.equal(kindOf(() => bootstrapMeanCI([0.2], { seed: -1 })), "out_of_range");
+    assert.equal(kindOf(() => bootstrapMeanCI([0.2, 0.3], { seed: 0, resamples: 0 })), "out_of_range");
+    assert.equal(kindOf(() => relativeChangeCI([1, 0], [1], { seed: 0 })), "length_mismatch");
+    assert.equal(kindOf(() => kendallTauB([1, 2], [1])), "length_mismatch");
+    assert.equal(kindOf(() => kendallTauB([1, NaN], [1, 2])), "nan");
     fc.assert(
       fc.property(xs, fc.nat(), fc.constantFrom(NaN, Infinity), (v, at, bad) => {
         const w = [...v];

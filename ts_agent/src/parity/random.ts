@@ -96,6 +96,20 @@ const sample = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =
       return xs;
     });
 
+/** Arrays of `elem` with about one missing value (NaN, null, +-Infinity) in nine; now and then
+ *  a value that is neither a number nor missing (an error case). */
+const missing = fc.constantFrom<unknown>(NaN, null, Infinity, -Infinity);
+const notANumber = fc.constantFrom<unknown>("0.5", true);
+const withMissing = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
+  fc.array(fc.oneof({ arbitrary: elem, weight: 8 }, { arbitrary: missing, weight: 1 }), { minLength: min, maxLength: max, size: "medium" });
+const withBad = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
+  fc.tuple(withMissing(Math.max(1, min), Math.max(1, max), elem), notANumber, fc.nat()).map(([xs, bad, at]) => {
+    xs[at % xs.length] = bad;
+    return xs;
+  });
+const withMissingOrBad = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
+  mostly(withMissing(min, max, elem), withBad(min, max, elem));
+
 function pair(maxN: number): fc.Arbitrary<[unknown[], unknown[]]> {
   const binary = fc.integer({ min: 0, max: maxN }).chain((n) =>
     fc.tuple(fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n }), fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n })),
@@ -189,6 +203,8 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
   mean: mostly(sample(1, 30), sample(0, 0)).map((xs) => ({ args: [xs] })),
   sampleSd: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
   standardError: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
+  nanMean: withMissingOrBad(0, 30).map((xs) => ({ args: [xs] })),
+  nanSampleSd: withMissingOrBad(0, 30).map((xs) => ({ args: [xs] })),
   wilsonInterval: fc
     .integer({ min: 0, max: 5000 })
     .chain((n) =>
@@ -211,6 +227,33 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
   pairedBootstrapCI: fc
     .record({ ab: pair(25), resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)), seed, confidence })
     .map(({ ab, ...o }) => ({ args: [ab[0], ab[1]], options: optionsOf(o) })),
+  bootstrapMeanCI: fc
+    .record({
+      values: withMissingOrBad(0, 25, fc.oneof(score, value)),
+      resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)),
+      seed,
+      confidence,
+    })
+    .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
+  relativeChangeCI: fc
+    .record({
+      n: fc.oneof(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 25 })),
+      // 0/1 starts of a few pairs often have a zero mean, or zero-mean resamples
+      start: fc.constantFrom<fc.Arbitrary<unknown>>(fc.constantFrom(0, 1), score, value),
+      extra: mostly(fc.constant(0), fc.constant(1)),
+      bad: mostly(fc.constant(false), fc.constant(true)),
+      resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)),
+      seed,
+      confidence,
+    })
+    .chain(({ n, start, extra, bad, ...o }) =>
+      fc
+        .tuple(
+          (bad ? withBad : withMissing)(n, n, start),
+          withMissing(n + extra, n + extra, fc.oneof(score, value)),
+        )
+        .map(([a, b]) => ({ args: [a, b], options: optionsOf(o) })),
+    ),
   requiredNForDelta: fc
     .record({
       delta: mostly(fc.oneof(finite(0.001, 1), finite(-1, -0.001), fc.constantFrom(0.05, -0.05, 0.2)), fc.constantFrom<unknown>(0, -0, NaN, Infinity, 1e-300)),
@@ -248,6 +291,13 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
         return { args: [r1, r2], options: optionsOf({ weights, categories: cats }) };
       });
     }),
+  kendallTauB: fc
+    .record({ n: fc.integer({ min: 0, max: 30 }), extra: mostly(fc.constant(0), fc.constant(1)) })
+    .chain(({ n, extra }) => {
+      const elem = fc.oneof(fc.integer({ min: 0, max: 4 }), value, score); // small integers make ties
+      return fc.tuple(sample(n, n, elem), sample(n + extra, n + extra, elem));
+    })
+    .map(([x, y]) => ({ args: [x, y] })),
   fleissKappa: fc
     .record({
       subjects: mostly(fc.integer({ min: 1, max: 12 }), fc.constant(0)),

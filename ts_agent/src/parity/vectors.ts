@@ -3,14 +3,23 @@
  * source of truth). Inputs are chosen by hand: the documented edge cases of every function,
  * including its error kinds. Expected values are whatever the TS code returns now.
  *
+ * It also writes the curve thresholds (agent/report/thresholds.ts) to
+ * py_trainer/py_trainer/curve_thresholds.json, the vector the Python sidecar loads at run time
+ * (`--thresholds PATH` writes it elsewhere).
+ *
  *   cd ts_agent && node_modules/.bin/tsx src/parity/vectors.ts --out ../tests/vectors
  *
- * `make parity` (scripts/parity.sh) regenerates them this way before checking the Python ports.
+ * `make parity` (scripts/parity.sh) regenerates the vectors this way before checking the Python
+ * ports, and writes the thresholds to a temp file that must equal the checked-in JSON.
  */
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { formatCurveThresholds } from "../agent/report/thresholds.js";
 import { FUNCTIONS, makeCase, makeFile, type VectorCase, type VectorFile } from "./harness.js";
+
+/** The checked-in JSON copy of CURVE_THRESHOLDS that py_trainer/curve_thresholds.py reads. */
+export const CURVE_THRESHOLDS_JSON = fileURLToPath(new URL("../../../py_trainer/py_trainer/curve_thresholds.json", import.meta.url));
 
 type Input = [name: string, args: unknown[], options?: Record<string, unknown>];
 
@@ -236,6 +245,25 @@ const INPUTS: Record<string, Input[]> = {
     ["one is too few", [[1]]],
     ["-Infinity", [[1, -Infinity]]],
   ],
+  nanMean: [
+    ["four", [[1, 2, 3, 4]]],
+    ["tenths", [[0.1, 0.2, 0.3]]],
+    ["NaN, null and infinities are skipped", [[1, NaN, null, 2, Infinity, -Infinity, 4]]],
+    ["-0", [[-0]]],
+    ["empty is NaN", [[]]],
+    ["all missing is NaN", [[NaN, null, Infinity]]],
+    ["string", [[1, "2"]]],
+    ["boolean", [[1, true]]],
+  ],
+  nanSampleSd: [
+    ["four", [[1, 2, 3, 4]]],
+    ["constant", [[5, 5, 5]]],
+    ["0/1", [BIN_A]],
+    ["missing values are skipped", [[1, NaN, 2, null, 3, Infinity, 4]]],
+    ["one finite value is NaN", [[1, NaN]]],
+    ["empty is NaN", [[]]],
+    ["string", [[1, 2, "3"]]],
+  ],
   wilsonInterval: [
     ["3 of 10", [3, 10]],
     ["0 of 10", [0, 10]],
@@ -292,6 +320,41 @@ const INPUTS: Record<string, Input[]> = {
     ["zero resamples", [CONT_A, CONT_B], { resamples: 0 }],
     ["length mismatch", [[1, 0, 1], [1, 0]]],
   ],
+  bootstrapMeanCI: [
+    ["0/1 scores, defaults, seed 0", [BIN_A], { seed: 0 }],
+    ["continuous, 500 resamples, seed 7", [CONT_A], { seed: 7, resamples: 500 }],
+    ["NaN, null and Infinity are skipped", [[0.2, NaN, 0.5, null, 0.9, 0.4, Infinity]], { seed: 3, resamples: 300 }],
+    ["90%, seed 4294967295", [CONT_B], { seed: 4294967295, resamples: 400, confidence: 0.9 }],
+    ["one resample", [CONT_A], { seed: 1, resamples: 1 }],
+    ["constant", [[0.5, 0.5, 0.5]], { seed: 2, resamples: 50 }],
+    ["two values", [[0, 1]], { seed: 5, resamples: 100 }],
+    ["one finite value is NaN", [[0.3, NaN]], { seed: 0 }],
+    ["empty is NaN", [[]], { seed: 0 }],
+    ["options are checked even when NaN", [[0.3]], { seed: -1 }],
+    ["seed too large", [CONT_A], { seed: 4294967296 }],
+    ["seed not an integer", [CONT_A], { seed: 0.5 }],
+    ["zero resamples", [CONT_A], { seed: 0, resamples: 0 }],
+    ["confidence 1", [CONT_A], { seed: 0, confidence: 1 }],
+    ["string value", [[0.1, "x"]], { seed: 0 }],
+  ],
+  relativeChangeCI: [
+    ["held-out reward rises, defaults", [CONT_A, CONT_B], { seed: 0 }],
+    ["0/1, 500 resamples", [BIN_A, BIN_B], { seed: 7, resamples: 500 }],
+    ["falls", [CONT_B, CONT_A], { seed: 1, resamples: 300 }],
+    ["negative start mean: divided by |start|", [[-0.2, -0.4, -0.1], [-0.1, -0.3, 0.1]], { seed: 2, resamples: 200 }],
+    ["pairs with a missing value are dropped", [[0.2, NaN, 0.4, 0.1, 0.3, 0.5], [0.3, 0.5, null, 0.2, Infinity, 0.6]], { seed: 3, resamples: 200 }],
+    ["resamples with start mean 0 are dropped", [[0, 0, 0, 0.5], [0.2, 0.1, 0.3, 0.6]], { seed: 4, resamples: 200 }],
+    ["every resample at start 0: NaN bounds", [[0, 1], [1, 1]], { seed: 0, resamples: 1 }],
+    ["90%", [CONT_A, CONT_B], { seed: 9, resamples: 400, confidence: 0.9 }],
+    ["one pair", [[0.2], [0.3]], { seed: 0, resamples: 10 }],
+    ["start mean 0 is NaN", [[0, 0, 0], [0.1, 0.2, 0.3]], { seed: 0 }],
+    ["no pairs is NaN", [[], []], { seed: 0 }],
+    ["no complete pair is NaN", [[NaN, 1], [1, null]], { seed: 0 }],
+    ["length mismatch", [[1, 0], [1]], { seed: 0 }],
+    ["seed negative", [CONT_A, CONT_B], { seed: -1 }],
+    ["zero resamples", [CONT_A, CONT_B], { seed: 0, resamples: 0 }],
+    ["string value", [[0.1, "x"], [0.2, 0.3]], { seed: 0 }],
+  ],
   requiredNForDelta: [
     ["5pp, sd 0.3", [0.05, 0.3]],
     ["negative delta", [-0.05, 0.3]],
@@ -334,6 +397,21 @@ const INPUTS: Record<string, Input[]> = {
     ["bad weights", [[1, 2], [1, 2]], { weights: "cubic" }],
     ["NaN label", [[1, NaN], [1, 2]]],
     ["boolean label", [[true, false], [true, true]]],
+  ],
+  kendallTauB: [
+    ["same order", [[0, 1, 2, 3], [0, 1, 2, 3]]],
+    ["reversed", [[0, 1, 2, 3], [3, 2, 1, 0]]],
+    ["one swap", [[0, 1, 2, 3], [1, 0, 2, 3]]],
+    ["ties in both", [[1, 2, 2, 3, 4, 4], [1, 3, 2, 2, 5, 4]]],
+    ["continuous", [CONT_A, CONT_B]],
+    ["ranks vs scores", [[1, 1, 2, 3], [0.2, 0.5, 0.5, 0.9]]],
+    ["-0 and 0 tie", [[-0, 0, 1], [1, 2, 3]]],
+    ["constant x is NaN", [[2, 2, 2], [1, 2, 3]]],
+    ["one pair is NaN", [[1], [2]]],
+    ["empty is NaN", [[], []]],
+    ["length mismatch", [[1, 2], [1]]],
+    ["NaN", [[1, NaN], [1, 2]]],
+    ["Infinity", [[1, 2], [Infinity, 2]]],
   ],
   fleissKappa: [
     ["Fleiss 1971 example", [FLEISS_TABLE]],
@@ -415,9 +493,22 @@ export function writeVectorFiles(dir: string): string[] {
   return [...names].sort();
 }
 
+/** Writes formatCurveThresholds() to `path` (atomically). */
+export function writeCurveThresholds(path: string = CURVE_THRESHOLDS_JSON): void {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(`${path}.tmp`, formatCurveThresholds());
+  renameSync(`${path}.tmp`, path);
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const i = process.argv.indexOf("--out");
-  const dir = resolve(i > 0 ? process.argv[i + 1] : "../tests/vectors");
+  const arg = (name: string): string | undefined => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const dir = resolve(arg("--out") ?? "../tests/vectors");
   const written = writeVectorFiles(dir);
   console.log(`wrote ${written.length} vector files to ${dir}`);
+  const thresholds = resolve(arg("--thresholds") ?? CURVE_THRESHOLDS_JSON);
+  writeCurveThresholds(thresholds);
+  console.log(`wrote the curve thresholds to ${thresholds}`);
 }

@@ -10,6 +10,10 @@
  * - Intervals are two-sided at `confidence` (default 0.95). Each function's docs name the method.
  * - Bad input throws StatsInputError with a stable `kind` (see StatsErrorKind); the Python port
  *   raises the same kinds in the same order of checks.
+ * - Missing values: most functions refuse NaN, null and Infinity. The nan* functions and the
+ *   held-out bootstraps (bootstrapMeanCI, relativeChangeCI) skip them instead ("missing" is null,
+ *   undefined, NaN or +-Infinity; any other non-number still throws "nan") and return NaN where
+ *   too few values are left, because a prompt with no scorable sample is a normal event there.
  *
  * Why results are bit-identical in both languages
  * - Only IEEE-754 +, -, *, / and sqrt are used, in the same order in both files: sums run left
@@ -510,6 +514,39 @@ export function standardError(xs: ReadonlyArray<number>): number {
   return sd / Math.sqrt(xs.length);
 }
 
+/**
+ * The finite values of xs in order; null, undefined, NaN and +-Infinity are missing and skipped
+ * (the module docs' "missing values"). Anything else that is not a number throws "nan".
+ */
+function finiteValues(name: string, xs: ReadonlyArray<number | null | undefined>): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < xs.length; i++) if (isPresent(`${name}[${i}]`, xs[i])) out.push(xs[i] as number);
+  return out;
+}
+
+/** true for a finite number, false for a missing value (see finiteValues); throws "nan" otherwise. */
+function isPresent(name: string, x: unknown): boolean {
+  if (x === null || x === undefined) return false;
+  if (typeof x !== "number") fail("nan", `${name} must be a number or missing, got ${String(x)}`);
+  return Number.isFinite(x);
+}
+
+/** Mean of the finite values of xs (missing values skipped, module docs); NaN when none is left. */
+export function nanMean(xs: ReadonlyArray<number | null | undefined>): number {
+  const v = finiteValues("xs", xs);
+  return v.length === 0 ? NaN : sumOf(v) / v.length;
+}
+
+/**
+ * Sample standard deviation (Bessel, n - 1; two-pass) of the finite values of xs (missing values
+ * skipped, module docs); NaN when fewer than 2 are left.
+ */
+export function nanSampleSd(xs: ReadonlyArray<number | null | undefined>): number {
+  const v = finiteValues("xs", xs);
+  if (v.length < 2) return NaN;
+  return Math.sqrt(sumSquaredDeviations(v, sumOf(v) / v.length) / (v.length - 1));
+}
+
 /** A proportion with its Wilson score interval. */
 export interface ProportionInterval extends Interval {
   /** successes / n */
@@ -718,6 +755,93 @@ export function pairedBootstrapCI(
   }
   const ci = percentileInterval(stats, confidence);
   return { estimate: sumOf(d) / n, lower: ci.lower, upper: ci.upper, resamples, seed, confidence };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Held-out measurements (missing values skipped, see the module docs)
+
+/**
+ * Percentile bootstrap CI of the mean of the finite values (missing values skipped): resample n
+ * indices with replacement (Rng seeded with `seed`, module docs) `resamples` times, take each
+ * resample's mean, apply the percentile rule in the module docs. NaN bounds when fewer than 2
+ * finite values are left (options are still checked). Defaults: 2000 resamples, 95%.
+ */
+export function bootstrapMeanCI(
+  values: ReadonlyArray<number | null | undefined>,
+  options: { seed: number; resamples?: number; confidence?: number },
+): Interval {
+  const x = finiteValues("values", values);
+  const resamples = checkInteger("resamples", options.resamples ?? 2000, 1);
+  const rng = new Rng(options.seed);
+  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
+  const n = x.length;
+  if (n < 2) return { lower: NaN, upper: NaN };
+  const means: number[] = [];
+  for (let r = 0; r < resamples; r++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s += x[rng.nextIndex(n)];
+    means.push(s / n);
+  }
+  return percentileInterval(means, confidence);
+}
+
+/** Result of relativeChangeCI: (mean(end) - mean(start)) / |mean(start)| and its bootstrap CI. */
+export interface RelativeChange extends Interval {
+  estimate: number;
+}
+
+/**
+ * Relative change (mean(end) - mean(start)) / |mean(start)| over the pairs (start[i], end[i])
+ * where both are finite (a pair with a missing value is dropped), as a fraction (0.2 = +20%),
+ * with a paired percentile bootstrap CI: resample n pair indices with replacement (Rng seeded
+ * with `seed`), `resamples` times, percentile rule in the module docs. All NaN when no pair is
+ * left or mean(start) = 0 (options are still checked). Defaults: 2000 resamples, 95%.
+ *
+ * Known limitation: a resample whose start mean is 0 has no relative change and is dropped, so
+ * the interval is conditional on a non-zero start mean and too narrow when the start is near 0
+ * (NaN bounds when every resample is dropped). Kept as the sidecar has always computed it.
+ */
+export function relativeChangeCI(
+  start: ReadonlyArray<number | null | undefined>,
+  end: ReadonlyArray<number | null | undefined>,
+  options: { seed: number; resamples?: number; confidence?: number },
+): RelativeChange {
+  if (start.length !== end.length) fail("length_mismatch", `start has ${start.length} values, end has ${end.length}`);
+  const okStart = start.map((x, i) => isPresent(`start[${i}]`, x));
+  const okEnd = end.map((x, i) => isPresent(`end[${i}]`, x));
+  const resamples = checkInteger("resamples", options.resamples ?? 2000, 1);
+  const rng = new Rng(options.seed);
+  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let i = 0; i < start.length; i++) {
+    if (okStart[i] && okEnd[i]) {
+      a.push(start[i] as number);
+      b.push(end[i] as number);
+    }
+  }
+  const n = a.length;
+  const undefinedResult = { estimate: NaN, lower: NaN, upper: NaN };
+  if (n === 0) return undefinedResult;
+  const meanStart = sumOf(a) / n;
+  if (meanStart === 0) return undefinedResult;
+  const estimate = (sumOf(b) / n - meanStart) / Math.abs(meanStart);
+  const relatives: number[] = [];
+  for (let r = 0; r < resamples; r++) {
+    let sa = 0;
+    let sb = 0;
+    for (let i = 0; i < n; i++) {
+      const j = rng.nextIndex(n);
+      sa += a[j];
+      sb += b[j];
+    }
+    const am = sa / n;
+    const bm = sb / n;
+    if (am !== 0) relatives.push((bm - am) / Math.abs(am));
+  }
+  if (relatives.length === 0) return { estimate, lower: NaN, upper: NaN };
+  const ci = percentileInterval(relatives, confidence);
+  return { estimate, lower: ci.lower, upper: ci.upper };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -930,6 +1054,38 @@ export function cohenKappa(
   const se0 = Math.sqrt(Math.max(0, (term0 - pe * pe) * fac));
   const z = se0 > 0 ? kappa / se0 : null;
   return { ...base, kappa, se, se0, z, p: z === null ? null : erfc(Math.abs(z) * SQRT1_2) };
+}
+
+/**
+ * Kendall's tau-b of two paired samples (ties adjusted), as scipy.stats.kendalltau (variant "b"):
+ * (C - D) / sqrt((n0 - n1)(n0 - n2)), n0 = n(n-1)/2 pairs, n1 / n2 the pairs tied in x / y.
+ * NaN when it is undefined: fewer than 2 pairs, or either sample constant. O(n^2).
+ */
+export function kendallTauB(x: ReadonlyArray<number>, y: ReadonlyArray<number>): number {
+  if (x.length !== y.length) fail("length_mismatch", `x has ${x.length} values, y has ${y.length}`);
+  for (let i = 0; i < x.length; i++) checkNumber(`x[${i}]`, x[i]);
+  for (let i = 0; i < y.length; i++) checkNumber(`y[${i}]`, y[i]);
+  const n = x.length;
+  let concordant = 0;
+  let discordant = 0;
+  let tiesX = 0;
+  let tiesY = 0;
+  for (let i = 0; i < n; i++) {
+    for (let j = i + 1; j < n; j++) {
+      const dx = x[i] > x[j] ? 1 : x[i] < x[j] ? -1 : 0;
+      const dy = y[i] > y[j] ? 1 : y[i] < y[j] ? -1 : 0;
+      if (dx === 0) tiesX++;
+      if (dy === 0) tiesY++;
+      if (dx !== 0 && dy !== 0) {
+        if (dx === dy) concordant++;
+        else discordant++;
+      }
+    }
+  }
+  const n0 = (n * (n - 1)) / 2;
+  // Each factor is an exact integer; the product rounds once, as Python's float(int) does.
+  const denom = n0 === 0 ? 0 : Math.sqrt((n0 - tiesX) * (n0 - tiesY));
+  return denom > 0 ? (concordant - discordant) / denom : NaN;
 }
 
 /** Result of fleissKappa. */

@@ -8,9 +8,10 @@
  * downstream comparison says whether a rise carried over. Every row is a conjunction of its
  * columns ("any" = no condition); the report lists every row that fired with the numbers that
  * made it fire. The thresholds are heuristics for reading curves, not tests; each is a named
- * constant with its reason.
+ * constant with its reason (those the sidecar's live warnings share live in thresholds.ts).
  */
 import { startVsEnd, trend, type Interval } from "../eval/stats.js";
+import { CURVE_THRESHOLDS } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------
 // Thresholds
@@ -38,16 +39,17 @@ export const OSCILLATION_MIN_RANGE = 0.15;
 export const KL_NEAR_ZERO = 1e-3;
 /** KL "high": the end-window mean KL is above this (policy far from the reference for beta ~0.04). */
 export const KL_HIGH = 0.1;
+// The next four are shared with the sidecar's live warnings, so they come from thresholds.ts.
 /** A KL "spike": a step whose KL is over this multiple of the run's median KL... */
-export const KL_SPIKE_FACTOR = 5;
+export const KL_SPIKE_FACTOR = CURVE_THRESHOLDS.kl_spike_factor;
 /** ...and above this absolute floor (so noise around ~0 is not a spike). */
-export const KL_SPIKE_MIN = 0.05;
+export const KL_SPIKE_MIN = CURVE_THRESHOLDS.kl_spike_min;
 /** frac_reward_zero_std "~1": at least this run mean (almost every group has no reward variance). */
-export const FRAC_ZERO_STD_HIGH = 0.9;
+export const FRAC_ZERO_STD_HIGH = CURVE_THRESHOLDS.zero_std_warn;
 /** frac_reward_zero_std "low": at most this run mean. */
 export const FRAC_ZERO_STD_LOW = 0.5;
 /** completions/clipped_ratio "~1": end-window mean at least this (almost every completion truncated). */
-export const CLIPPED_HIGH = 0.9;
+export const CLIPPED_HIGH = CURVE_THRESHOLDS.clipped_ratio_warn;
 
 // ---------------------------------------------------------------------------------------------
 // Features
