@@ -47,7 +47,7 @@ def naive(model_dir: str, adapter: Path, rows: list[dict], max_new_tokens: int) 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from py_trainer.reward_plugins import build_scorer
+    from py_trainer.rewards import build_scorer
 
     score = build_scorer({"name": "exact_match"})
     t0 = time.perf_counter()

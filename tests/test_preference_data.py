@@ -18,19 +18,10 @@ from hypothesis import strategies as st
 
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference_data import (
-    GroupFormatError,
-    annotator_agreement,
-    check_annotator_batch,
-    check_group,
-    clean_groups,
-    insert_gold_groups,
-    kendall_tau_b,
-    load_ranked_groups,
-    normalise_text,
-    rank_count_table,
-    ranking_pairs,
-)
+from py_trainer.annotation import annotator_agreement, check_annotator_batch, insert_gold_groups, rank_count_table
+from py_trainer.data import load_ranked_groups
+from py_trainer.preference_data import GroupFormatError, check_group, clean_groups, normalise_text, ranking_pairs
+from py_trainer.stats import kendall_tau_b
 
 REPO = Path(__file__).resolve().parents[1]
 MESSY = REPO / "tests" / "data" / "messy_groups.jsonl"

@@ -16,16 +16,10 @@ from google.protobuf import json_format
 
 from py_trainer.errors import InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference import (
-    pairwise_agreement,
-    pick_metrics,
-    run_preference_training,
-    sample_groups_stream,
-    sample_groups_to_jsonl,
-    validate_sample_request,
-)
 from py_trainer.preference_data import check_group
-from py_trainer.train_config import validate_train_request
+from py_trainer.sampling import sample_groups_stream, sample_groups_to_jsonl, validate_sample_request
+from py_trainer.train_preference import pairwise_agreement, pick_metrics
+from py_trainer.worker import train_run, validate_train_request
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
@@ -151,7 +145,7 @@ def test_trains_from_ranked_groups_and_heldout_accuracy_rises(tmp_path, tiny_mod
     run_dir = write_run(tmp_path, "pref-1", req)
     events: list[pb.RunEvent] = []
     t0 = time.perf_counter()
-    state = run_preference_training(run_dir, tmp_path, events.append, lambda: False)
+    state = train_run(run_dir, tmp_path, events.append, lambda: False)
     seconds = time.perf_counter() - t0
     assert state == pb.RUN_STATE_SUCCEEDED
 
@@ -206,7 +200,7 @@ def test_cancel_keeps_a_checkpoint_and_the_adapter(tmp_path, tiny_model_home, mo
         return calls["n"] > 1
 
     events: list[pb.RunEvent] = []
-    assert run_preference_training(run_dir, tmp_path, events.append, should_stop) == pb.RUN_STATE_CANCELLED
+    assert train_run(run_dir, tmp_path, events.append, should_stop) == pb.RUN_STATE_CANCELLED
     result = events[-1].result
     assert result.steps_completed == 1
     assert not result.HasField("preference_metrics") and result.HasField("start_reward")
@@ -314,7 +308,7 @@ def test_pref_train_pairs_are_exactly_what_trl_keeps(tmp_path, tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
-    from py_trainer.preference import _fit_pairs, expand_pairs
+    from py_trainer.train_preference import expand_pairs, fit_pairs
     from py_trainer.preference_data import group_from_json
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -322,7 +316,7 @@ def test_pref_train_pairs_are_exactly_what_trl_keeps(tmp_path, tiny_model_dir):
     pairs = expand_pairs(groups)
     lengths = sorted(len(tok(g.prompt)["input_ids"]) for g in groups)
     max_length = lengths[len(lengths) // 2]  # about half the prompts fill it
-    kept, dropped, truncated = _fit_pairs(pairs, tok, max_length)
+    kept, dropped, truncated = fit_pairs(pairs, tok, max_length)
     assert 0 < dropped < len(pairs) and 0 < truncated <= len(kept)
 
     cfg = DPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, max_length=max_length,

@@ -1,10 +1,13 @@
-"""`py-trainer`: serve | train | evaluate | init-model | data.
+"""`py-trainer`: serve | train | evaluate | defaults | init-model | data.
 
     py-trainer serve --host 127.0.0.1 --port 50151      # the gRPC sidecar
     py-trainer train --config run.yaml                   # one run, no server, same run folder
+    py-trainer evaluate --config eval.yaml [--out F]     # base vs adapters on tasks, no server
+    py-trainer defaults                                  # every knob: default, range, help
     py-trainer init-model                                # build/cache the embedded default model
     py-trainer data clean IN OUT                         # validate + clean ranked-group JSONL
     py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
+    py-trainer data check-annotators --gold G B1 [B2..]  # gold checks + agreement of annotators
 """
 
 from __future__ import annotations
@@ -49,6 +52,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return train_from_config(args.config, args.runs_root, args.data_root, run_id=args.run_id)
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from py_trainer.standalone import evaluate_from_config
+
+    return evaluate_from_config(args.config, args.out, args.runs_root, args.data_root)
+
+
+def _cmd_defaults(args: argparse.Namespace) -> int:
+    from py_trainer.config import describe_defaults
+
+    print(describe_defaults())
+    return 0
+
+
 def _cmd_init_model(args: argparse.Namespace) -> int:
     from py_trainer import tiny_model
 
@@ -72,7 +88,7 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
 
     from py_trainer.errors import RequestError
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-    from py_trainer.preference import sample_groups_to_jsonl
+    from py_trainer.sampling import sample_groups_to_jsonl
 
     try:
         req = json_format.ParseDict(yaml.safe_load(args.request.read_text()), pb.SampleGroupsRequest())
@@ -85,6 +101,49 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {n} groups (empty preferences, ready to rank) to {args.output}")
     return 0
+
+
+def _cmd_data_check_annotators(args: argparse.Namespace) -> int:
+    """Each batch file is one annotator's ranked groups (named by its file stem)."""
+    from py_trainer.annotation import annotator_agreement, check_annotator_batch
+    from py_trainer.data import load_ranked_groups
+    from py_trainer.errors import RequestError
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+    def groups(path: Path, field: str, need_ranks: bool = True):
+        path = path.resolve()
+        return load_ranked_groups(pb.Dataset(jsonl_path=path.name), path.parent, field, need_ranks=need_ranks)
+
+    try:
+        gold = groups(args.gold, "--gold") if args.gold else []
+        batches = {p.stem: groups(p, str(p), need_ranks=False) for p in args.batches}
+    except RequestError as err:
+        print(f"py-trainer data check-annotators: {err}", file=sys.stderr)
+        return 2
+    if len(batches) != len(args.batches):
+        print("py-trainer data check-annotators: two batch files share a name", file=sys.stderr)
+        return 2
+    ok = True
+    for name, batch in batches.items():
+        if gold:
+            report = check_annotator_batch(batch, gold)
+            ok &= report.accepted
+            print(f"{name}: " + "\n".join(report.lines()))
+    if len(batches) >= 2:
+        try:
+            agree = annotator_agreement(batches)
+        except ValueError as err:
+            print(f"agreement: {err}")
+        else:
+            kappa = "undefined" if agree.fleiss_kappa is None or agree.fleiss_kappa != agree.fleiss_kappa \
+                else f"{agree.fleiss_kappa:.3f}"
+            print(f"agreement across {agree.raters} annotators on {agree.subjects} (group, response) pairs: "
+                  f"Fleiss' kappa {kappa} (observed {agree.observed_agreement:.3f}, "
+                  f"chance {agree.expected_agreement:.3f})")
+    elif not gold:
+        print("py-trainer data check-annotators: give --gold and/or at least two batches", file=sys.stderr)
+        return 2
+    return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_roots(p)
     p.set_defaults(func=_cmd_train)
 
+    p = sub.add_parser("evaluate", help="evaluate base vs adapters from an EvaluateRequest file, no server")
+    p.add_argument("--config", type=Path, required=True, help="EvaluateRequest as YAML or JSON (proto field names)")
+    p.add_argument("--out", type=Path, help="write the EvaluateResult as JSON here")
+    _add_roots(p)
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("defaults", help="print every request knob with its default, range and help")
+    p.set_defaults(func=_cmd_defaults)
+
     p = sub.add_parser("init-model", help="build (or find cached) the embedded default model; prints its path")
     p.add_argument("--out", type=Path, help="build into this folder instead of the cache")
     p.add_argument("--seed", type=int, default=0)
@@ -130,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("output", type=Path, help="ranked-group JSONL to write (atomically)")
     c.add_argument("--data-root", type=Path, default=Path("."), help="adapter paths are relative to this folder")
     c.set_defaults(func=_cmd_data_sample)
+    c = dsub.add_parser("check-annotators", help="check annotator batches against gold groups and each other")
+    c.add_argument("batches", type=Path, nargs="+", help="one ranked-group JSONL file per annotator")
+    c.add_argument("--gold", type=Path, help="expert-ranked gold groups (ranked-group JSONL)")
+    c.set_defaults(func=_cmd_data_check_annotators)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""The reward-vs-step curve of a run: ``reward-vs-step.csv`` and ``reward-vs-step.png``.
+"""The curves of a run: the per-step CSV of either mode, and GRPO's ``reward-vs-step.png``.
 
 The plot shows the per-step training reward (TRL's batch mean ``reward``), a smoothed line
 (trailing moving average, window 5), the step-0 held-out reward as a horizontal baseline, the
@@ -14,11 +14,15 @@ import io
 import math
 from pathlib import Path
 
-from py_trainer.runs import write_atomic
+from py_trainer.atomic import write_atomic
 
-CSV_COLUMNS = ("step", "reward", "reward_smoothed", "reward_std", "kl", "frac_reward_zero_std",
-               "completions/clipped_ratio", "completions/mean_length", "loss", "grad_norm",
-               "learning_rate", "entropy")
+GRPO_CSV_COLUMNS = ("step", "reward", "reward_smoothed", "reward_std", "kl", "frac_reward_zero_std",
+                    "completions/clipped_ratio", "completions/mean_length", "loss", "grad_norm",
+                    "learning_rate", "entropy")
+PREFERENCE_CSV_COLUMNS = ("step", "loss", "rewards/accuracies", "rewards/margins", "rewards/chosen",
+                          "rewards/rejected", "logps/chosen", "logps/rejected", "heldout/pairwise_accuracy",
+                          "heldout/group_win_rate", "heldout/win_margin", "heldout/preference_consistency",
+                          "learning_rate", "grad_norm")
 SMOOTH_WINDOW = 5
 
 
@@ -31,15 +35,16 @@ def smooth(values: list[float], window: int = SMOOTH_WINDOW) -> list[float]:
     return out
 
 
-def write_csv(path: Path, steps: list[dict]) -> None:
-    rewards = [s.get("reward", math.nan) for s in steps]
-    smoothed = smooth(rewards)
+def write_steps_csv(path: Path, steps: list[dict], columns: tuple[str, ...]) -> None:
+    """One row per logged step, the given metric columns (empty = not logged); a
+    ``reward_smoothed`` column is the trailing mean of ``reward`` (window `SMOOTH_WINDOW`)."""
+    smoothed = smooth([s.get("reward", math.nan) for s in steps]) if "reward_smoothed" in columns else None
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for s, sm in zip(steps, smoothed):
-        row = dict(s, reward_smoothed=sm)
-        w.writerow([_fmt(row.get(c, math.nan)) for c in CSV_COLUMNS])
+    w.writerow(columns)
+    for i, s in enumerate(steps):
+        row = dict(s, reward_smoothed=smoothed[i]) if smoothed is not None else s
+        w.writerow([_fmt(row.get(c, math.nan)) for c in columns])
     write_atomic(path, buf.getvalue())
 
 

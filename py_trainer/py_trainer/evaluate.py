@@ -3,7 +3,7 @@
 The base model is loaded once with `from_pretrained`; adapters are attached with PEFT
 (`PeftModel.from_pretrained` for the first, `load_adapter` for the rest) and switched with
 `set_adapter`; the base variant runs under `disable_adapter()`. Generation is batched with left
-padding (`generation.generate_completions`), K samples per task. Every completion gets every
+padding (`models.generate_completions`), K samples per task. Every completion gets every
 grader's score (NaN = unscorable), so the TS harness can re-grade and pair them task by task.
 
 Evaluation runs in a thread of the sidecar process (generation releases the GIL); progress is
@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check_knobs, check_runtime, fill_defaults
+from py_trainer.data import task_rows
+from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.paths import resolve_under
-
-DEFAULT_GRADERS = ({"name": "exact_match"},)
-EVAL_DEFAULTS = {"samples_per_task": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 32, "seed": 0,
-                 "batch_size": 64}
+from py_trainer.models import attach_adapters, generate_completions, load_model, resolve_adapter
+from py_trainer.rewards import build_scorer, check_reward_specs
 
 
 @dataclass
@@ -40,52 +39,26 @@ class EvalPlan:
 
 
 def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
-    """Validate a request (errors name the field) and resolve model, adapters, tasks and graders."""
-    from py_trainer.reward_plugins import build_scorer
-    from py_trainer.grpo import RewardInputError
-    from py_trainer.train_config import _check_base_model, _split_reward_error, _validate_runtime, \
-        reward_spec_dict, task_rows
+    """Validate a request (errors name the field) and resolve model, adapters, tasks and graders.
 
+    `registry` needs ``data_root`` and ``get(run_id)`` (a record with ``state`` and ``folder``)."""
     out = pb.EvaluateRequest()
     out.CopyFrom(req)
     data_root = Path(registry.data_root)
-    for name, value in EVAL_DEFAULTS.items():
-        if not out.HasField(name):
-            setattr(out, name, value)
-    if not 1 <= out.samples_per_task <= 64:
-        raise InvalidArgument("samples_per_task", f"must be in [1, 64], got {out.samples_per_task}")
-    if not (math.isfinite(out.temperature) and 0 <= out.temperature <= 10):
-        raise InvalidArgument("temperature", f"must be in [0, 10] (0 = greedy), got {out.temperature}")
+    fill_defaults(out, EVALUATE)
+    check_knobs(out, EVALUATE, "")
     if out.temperature == 0 and out.samples_per_task > 1:
         raise InvalidArgument("samples_per_task", "greedy decoding (temperature 0) gives identical samples; use 1")
-    if not 0 < out.top_p <= 1:
-        raise InvalidArgument("top_p", f"must be in (0, 1], got {out.top_p}")
-    if not 1 <= out.max_new_tokens <= 32_768:
-        raise InvalidArgument("max_new_tokens", f"must be in [1, 32768], got {out.max_new_tokens}")
-    if not 1 <= out.batch_size <= 4096:
-        raise InvalidArgument("batch_size", f"must be in [1, 4096], got {out.batch_size}")
-    _validate_runtime(out.runtime)
+    check_runtime(out.runtime)
     if out.base_model:
-        _check_base_model(out.base_model, data_root, "base_model")
+        check_base_model(out.base_model, data_root, "base_model")
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     rows = task_rows(out.tasks, data_root, "tasks", need_answers=True)
     if not out.graders:
         for g in DEFAULT_GRADERS:
             out.graders.add(name=g["name"])
-    graders = []
-    seen: set[str] = set()
-    for i, spec in enumerate(out.graders):
-        if spec.name in seen:
-            raise InvalidArgument(f"graders[{i}].name", f"{spec.name!r} listed twice")
-        seen.add(spec.name)
-        d = reward_spec_dict(spec)
-        try:
-            build_scorer(d)
-        except RewardInputError as err:
-            sub, msg = _split_reward_error(err)
-            raise InvalidArgument(f"graders[{i}].{sub}", msg) from None
-        graders.append(d)
+    graders = check_reward_specs(out.graders, "graders", check_weight=False)
     adapters: list[tuple[str, Path]] = []
     names = {"base"}
     for i, ref in enumerate(out.adapters):
@@ -95,25 +68,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
         if ref.name in names:
             raise InvalidArgument(f"{field}.name", f"{ref.name!r} is used twice (or is the reserved 'base')")
         names.add(ref.name)
-        src = ref.WhichOneof("source")
-        if src == "run_id":
-            try:
-                rec = registry.get(ref.run_id)
-            except (NotFound, InvalidArgument) as err:
-                raise type(err)(f"{field}.run_id", err.message) from None
-            if rec.state != pb.RUN_STATE_SUCCEEDED:
-                raise FailedPrecondition(f"{field}.run_id", f"run {ref.run_id!r} is {pb.RunState.Name(rec.state)}, "
-                                                            "not SUCCEEDED")
-            path = rec.folder / "adapter"
-            if not (path / "adapter_config.json").is_file():
-                raise NotFound(f"{field}.run_id", f"run {ref.run_id!r} has no adapter/")
-        elif src == "path":
-            path = resolve_under(data_root, ref.path, f"{field}.path")
-            if not (path / "adapter_config.json").is_file():
-                raise NotFound(f"{field}.path", f"{ref.path!r} has no adapter_config.json (not a PEFT adapter folder)")
-        else:
-            raise InvalidArgument(field, "needs `run_id` or `path`")
-        adapters.append((ref.name, path))
+        adapters.append((ref.name, resolve_adapter(ref, field, data_root, registry.get)))
     if out.skip_base and not adapters:
         raise InvalidArgument("skip_base", "skips the base model but no adapters are given")
     return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out)
@@ -122,26 +77,10 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
 def run_evaluation(plan: EvalPlan, data_root: Path,
                    progress: Callable[[pb.EvaluateProgress], None] = lambda p: None) -> pb.EvaluateResult:
     """Generate and grade every variant on one model load."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from py_trainer.generation import generate_completions, pick_device, pick_dtype
-    from py_trainer.reward_plugins import build_scorer
-    from py_trainer.worker import resolve_model_path
-
     t0 = time.time()
     req = plan.request
-    device = pick_device(req.runtime.device)
-    dtype = pick_dtype(req.runtime.precision, device)
-    path = resolve_model_path(plan.base_model, Path(data_root))
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
-    if plan.adapters:
-        from peft import PeftModel
-
-        first_name, first_path = plan.adapters[0]
-        model = PeftModel.from_pretrained(model, str(first_path), adapter_name=first_name).to(device)
-        for name, apath in plan.adapters[1:]:
-            model.load_adapter(str(apath), adapter_name=name)
+    model, tokenizer, path, _, _ = load_model(plan.base_model, Path(data_root), req.runtime)
+    model = attach_adapters(model, plan.adapters)
     model.eval()
     scorers = {g["name"]: build_scorer(g) for g in plan.graders}
     prompts = [r.prompt for r in plan.rows]

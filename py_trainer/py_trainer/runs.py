@@ -15,7 +15,7 @@ sends its events over a Unix socket; a crash or OOM there fails the run, never t
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
 import logging
 import os
 import shutil
@@ -31,92 +31,23 @@ from typing import AsyncIterator
 
 from google.protobuf import json_format
 
-from py_trainer.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
+from py_trainer.atomic import write_atomic
+from py_trainer.events import EventLog, event_from_json
+from py_trainer.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.paths import validate_run_id
+from py_trainer.paths import resolve_under, validate_run_id
 
 log = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
-EVENTS_FILE = "events.jsonl"
 REQUEST_FILE = "request.json"
 # After a cancel, how long a worker gets to finish its step and save before it is killed.
 CANCEL_GRACE_S = 120.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Atomic files and the events log
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write `path` so readers see either the old file or the whole new one (temp, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def event_to_json(event: pb.RunEvent) -> str:
-    return json_format.MessageToJson(event, indent=None, preserving_proto_field_name=True)
-
-
-def event_from_json(line: str) -> pb.RunEvent:
-    return json_format.Parse(line, pb.RunEvent())
-
-
-class EventLog:
-    """Append-only ``events.jsonl`` of one run, with gap-free 1-based seq numbers."""
-
-    def __init__(self, folder: Path, run_id: str):
-        self.path = folder / EVENTS_FILE
-        self.run_id = run_id
-        self.events: list[pb.RunEvent] = []
-        if self.path.exists():
-            self._load()
-
-    def _load(self) -> None:
-        raw = self.path.read_bytes()
-        good_end = raw.rfind(b"\n") + 1
-        if good_end < len(raw):
-            log.warning("%s: dropping a half-written last line (%d bytes)", self.path, len(raw) - good_end)
-            with open(self.path, "r+b") as f:
-                f.truncate(good_end)
-                f.flush()
-                os.fsync(f.fileno())
-        for lineno, line in enumerate(raw[:good_end].decode().splitlines(), start=1):
-            if line.strip():
-                ev = event_from_json(line)
-                if ev.seq != len(self.events) + 1:
-                    raise ValueError(f"{self.path}:{lineno}: seq {ev.seq}, expected {len(self.events) + 1}")
-                self.events.append(ev)
-
-    @property
-    def last_seq(self) -> int:
-        return len(self.events)
-
-    def append(self, **kind) -> pb.RunEvent:
-        """Stamp seq/time/run_id on one event kind (e.g. ``train_step=...``), persist it, return it."""
-        ev = pb.RunEvent(seq=self.last_seq + 1, run_id=self.run_id, **kind)
-        ev.time.GetCurrentTime()
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(event_to_json(ev) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        self.events.append(ev)
-        return ev
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+MIN_CHUNK = 256 * 1024
+MAX_CHUNK = 1024 * 1024
+DEFAULT_CHUNK = 512 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,8 +140,7 @@ class RunRegistry:
 
     def _load_run(self, folder: Path) -> None:
         run_id = folder.name
-        request = json_format.Parse((folder / REQUEST_FILE).read_text(), pb.TrainRequest())
-        rec = RunRecord(run_id=run_id, folder=folder, request=request, log=EventLog(folder, run_id))
+        rec = RunRecord(run_id=run_id, folder=folder, request=load_request(folder), log=EventLog(folder, run_id))
         for ev in rec.log.events:
             rec.apply(ev)
         self.runs[run_id] = rec
@@ -284,17 +214,10 @@ class RunRegistry:
             raise FailedPrecondition("", "the sidecar is shutting down")
         if len(self.queue) >= self.max_queue:
             raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
-        run_id = request.run_id or new_run_id()
-        validate_run_id(run_id)
-        folder = self.runs_root / run_id
-        if run_id in self.runs or folder.exists():
-            raise AlreadyExists("run_id", f"a run {run_id!r} already exists")
-        request = pb.TrainRequest.FromString(request.SerializeToString())
-        request.run_id = run_id
-        # Build the folder under a temp name and rename it in, so a half-created run never shows.
-        tmp = Path(tempfile.mkdtemp(dir=self.runs_root, prefix=f".{run_id}."))
-        write_atomic(tmp / REQUEST_FILE, json_format.MessageToJson(request, preserving_proto_field_name=True))
-        os.replace(tmp, folder)
+        if request.run_id in self.runs:
+            raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists")
+        folder, request = create_run_folder(self.runs_root, request)
+        run_id = request.run_id
         rec = RunRecord(run_id=run_id, folder=folder, request=request, log=EventLog(folder, run_id))
         self.runs[run_id] = rec
         self._transition(rec, pb.RUN_STATE_QUEUED)
@@ -322,9 +245,28 @@ class RunRegistry:
         if rec.process and rec.process.returncode is None:
             rec.process.kill()
 
+    def list_page(self, state: int, page_size: int, page_token: str) -> tuple[list[pb.Run], str]:
+        """One page of runs, newest first, and the next page's token ('' at the end)."""
+        size = page_size or DEFAULT_PAGE_SIZE
+        if size > MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"{size} exceeds the maximum of {MAX_PAGE_SIZE}")
+        try:
+            start = int(page_token or "0")
+        except ValueError:
+            raise InvalidArgument("page_token", f"{page_token!r} is not a token from ListRuns") from None
+        runs = self.list(state)
+        if start < 0 or start > len(runs):
+            raise InvalidArgument("page_token", f"{page_token!r} is out of range")
+        nxt = str(start + size) if start + size < len(runs) else ""
+        return runs[start:start + size], nxt
+
     async def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[pb.RunEvent]:
-        """Yield events with seq > after_seq from the log, then live ones until the run ends."""
+        """Yield events with seq > after_seq from the log, then live ones until the run ends.
+
+        An after_seq past the end of a finished run is INVALID_ARGUMENT (nothing will ever come)."""
         rec = self.get(run_id)
+        if after_seq > rec.log.last_seq and rec.state in TERMINAL_STATES:
+            raise InvalidArgument("after_seq", f"{after_seq} is past the run's last seq {rec.log.last_seq}")
         i = after_seq
         while True:
             while i < rec.log.last_seq:
@@ -429,6 +371,102 @@ class RunRegistry:
             self._transition(rec, pb.RUN_STATE_FAILED, f"worker {why}; worker.log ends: {tail}")
 
 
+def create_run_folder(runs_root: Path, request: pb.TrainRequest) -> tuple[Path, pb.TrainRequest]:
+    """Create ``<runs_root>/<run_id>/request.json`` atomically (built under a temp name, renamed in,
+    so a half-created run never shows); an empty run_id gets a fresh one. Returns (folder, request
+    with its run_id)."""
+    request = pb.TrainRequest.FromString(request.SerializeToString())
+    request.run_id = request.run_id or new_run_id()
+    validate_run_id(request.run_id)
+    runs_root = Path(runs_root)
+    runs_root.mkdir(parents=True, exist_ok=True)
+    folder = runs_root / request.run_id
+    if folder.exists():
+        raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists")
+    tmp = Path(tempfile.mkdtemp(dir=runs_root, prefix=f".{request.run_id}."))
+    try:
+        write_atomic(tmp / REQUEST_FILE, json_format.MessageToJson(request, preserving_proto_field_name=True))
+        os.rename(tmp, folder)  # refuses to replace a folder another creator made meanwhile
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if folder.exists():
+            raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists") from None
+        raise
+    return folder, request
+
+
+def load_request(folder: Path) -> pb.TrainRequest:
+    """The effective request of the run in `folder`."""
+    return json_format.Parse((Path(folder) / REQUEST_FILE).read_text(), pb.TrainRequest())
+
+
+@dataclass
+class StoredRun:
+    """A run as read from disk, without a registry (for `py-trainer evaluate`)."""
+
+    run_id: str
+    folder: Path
+    state: int
+
+
+def find_stored_run(runs_root: Path, run_id: str) -> StoredRun:
+    """Read one run's state from its events log; NOT_FOUND when there is no such run folder."""
+    validate_run_id(run_id)
+    folder = Path(runs_root) / run_id
+    if not (folder / REQUEST_FILE).is_file():
+        raise NotFound("run_id", f"no run {run_id!r} in {runs_root}")
+    rec = RunRecord(run_id=run_id, folder=folder, request=load_request(folder), log=EventLog(folder, run_id))
+    for ev in rec.log.events:
+        rec.apply(ev)
+    return StoredRun(run_id=run_id, folder=folder, state=rec.state)
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifacts
+
+
+def artifact_chunks(folder: Path, rel: str, offset: int, chunk_size: int):
+    """Yield DownloadArtifactResponse chunks of one file in a run folder, read from disk piece by
+    piece (bounded memory); the last chunk carries the sha256 of the whole file."""
+    path = resolve_under(folder, rel, "path")
+    if not path.is_file():
+        raise InvalidArgument("path", f"{rel!r} is not a file")
+    chunk = max(MIN_CHUNK, min(MAX_CHUNK, chunk_size or DEFAULT_CHUNK))
+    with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        if offset > total:
+            raise InvalidArgument("offset", f"{offset} is past the end of the file ({total} bytes)")
+        digest = hashlib.sha256()
+        while piece := f.read(MAX_CHUNK):
+            digest.update(piece)
+        f.seek(offset)
+        off = offset
+        while True:
+            piece = f.read(chunk)
+            last = off + len(piece) >= total
+            yield pb.DownloadArtifactResponse(offset=off, data=piece, total_size=total, last=last,
+                                              sha256=digest.hexdigest() if last else "")
+            off += len(piece)
+            if last:
+                return
+
+
+def file_artifacts(folder: Path, rels: list[str]) -> list[pb.Artifact]:
+    """Artifact entries (path, size, sha256) for the files and folders `rels` of a run folder."""
+    arts = []
+    for rel in rels:
+        p = Path(folder) / rel
+        if p.is_dir():
+            arts.extend(file_artifacts(folder, sorted(str(q.relative_to(folder)) for q in p.rglob("*") if q.is_file())))
+        elif p.is_file():
+            digest = hashlib.sha256()
+            with open(p, "rb") as f:
+                while piece := f.read(MAX_CHUNK):
+                    digest.update(piece)
+            arts.append(pb.Artifact(path=rel, size_bytes=p.stat().st_size, sha256=digest.hexdigest()))
+    return arts
+
+
 def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
 
@@ -454,5 +492,3 @@ def tail_text(path: Path, n: int = 600) -> str:
     return " | ".join(l for l in data.decode(errors="replace").splitlines()[-6:] if l.strip())
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")

@@ -1,7 +1,8 @@
 """The gRPC sidecar: a thin grpc.aio servicer that translates between the wire and `runs.py`.
 
-Nothing here knows about TRL: requests are validated by `train_config.py`, runs live in
-`runs.py`, training in `worker.py`, evaluation in `evaluate.py`. Errors raised there as
+Nothing here knows about TRL: requests are validated by the training modes (`worker.py`
+dispatches), runs, pagination and artifact chunks live in `runs.py`, evaluation in
+`evaluate.py`, group sampling in `sampling.py`. Errors raised there as
 `RequestError` become the matching gRPC status with a message that names the field.
 
 Standard tooling works against it: grpc.health.v1 health checking (service "" and the
@@ -17,7 +18,6 @@ the server refuses to start.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import ipaddress
 import logging
@@ -30,18 +30,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from py_trainer.errors import InvalidArgument, RequestError
+from py_trainer.errors import RequestError
+from py_trainer.evaluate import evaluate_stream
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from py_trainer.paths import resolve_under
-from py_trainer.runs import RunRegistry
+from py_trainer.runs import RunRegistry, artifact_chunks
+from py_trainer.sampling import sample_groups_stream
+from py_trainer.worker import validate_train_request
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TrainerService"].full_name
-MIN_CHUNK = 256 * 1024
-MAX_CHUNK = 1024 * 1024
-DEFAULT_CHUNK = 512 * 1024
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: RequestError):
@@ -83,8 +82,6 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
-        from py_trainer.train_config import validate_train_request
-
         effective = validate_train_request(request, self.registry.data_root)
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
@@ -93,10 +90,6 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def WatchRun(self, request: pb.WatchRunRequest, context) -> AsyncIterator[pb.WatchRunResponse]:
-        rec = self.registry.get(request.run_id)
-        if request.after_seq > rec.log.last_seq and rec.state in (pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED,
-                                                                  pb.RUN_STATE_CANCELLED):
-            raise InvalidArgument("after_seq", f"{request.after_seq} is past the run's last seq {rec.log.last_seq}")
         async for ev in self.registry.watch(request.run_id, request.after_seq):
             yield pb.WatchRunResponse(event=ev)
 
@@ -106,19 +99,8 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard
     async def ListRuns(self, request: pb.ListRunsRequest, context) -> pb.ListRunsResponse:
-        size = request.page_size or 50
-        if size > 500:
-            raise InvalidArgument("page_size", f"{size} exceeds the maximum of 500")
-        try:
-            start = int(request.page_token or "0")
-        except ValueError:
-            raise InvalidArgument("page_token", f"{request.page_token!r} is not a token from ListRuns") from None
-        runs = self.registry.list(request.state)
-        if start < 0 or start > len(runs):
-            raise InvalidArgument("page_token", f"{request.page_token!r} is out of range")
-        page = runs[start:start + size]
-        nxt = str(start + size) if start + size < len(runs) else ""
-        return pb.ListRunsResponse(runs=page, next_page_token=nxt)
+        runs, nxt = self.registry.list_page(request.state, request.page_size, request.page_token)
+        return pb.ListRunsResponse(runs=runs, next_page_token=nxt)
 
     @_guard
     async def CancelRun(self, request: pb.CancelRunRequest, context) -> pb.CancelRunResponse:
@@ -128,37 +110,18 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard_stream
     async def DownloadArtifact(self, request: pb.DownloadArtifactRequest, context):
         rec = self.registry.get(request.run_id)
-        path = resolve_under(rec.folder, request.path, "path")
-        if not path.is_file():
-            raise InvalidArgument("path", f"{request.path!r} is not a file")
-        chunk = request.chunk_size or DEFAULT_CHUNK
-        chunk = max(MIN_CHUNK, min(MAX_CHUNK, chunk))
-        data = await asyncio.to_thread(path.read_bytes)
-        total = len(data)
-        if request.offset > total:
-            raise InvalidArgument("offset", f"{request.offset} is past the end of the file ({total} bytes)")
-        digest = hashlib.sha256(data).hexdigest()
-        off = request.offset
-        while True:
-            piece = data[off:off + chunk]
-            last = off + len(piece) >= total
-            yield pb.DownloadArtifactResponse(offset=off, data=piece, total_size=total, last=last,
-                                              sha256=digest if last else "")
-            off += len(piece)
-            if last:
-                return
+        chunks = artifact_chunks(rec.folder, request.path, request.offset, request.chunk_size)
+        done = object()
+        while (chunk := await asyncio.to_thread(next, chunks, done)) is not done:
+            yield chunk
 
     @_guard_stream
     async def Evaluate(self, request: pb.EvaluateRequest, context):
-        from py_trainer.evaluate import evaluate_stream
-
         async for resp in evaluate_stream(request, self.registry):
             yield resp
 
     @_guard_stream
     async def SampleGroups(self, request: pb.SampleGroupsRequest, context):
-        from py_trainer.preference import sample_groups_stream
-
         async for resp in sample_groups_stream(request, self.registry):
             yield resp
 

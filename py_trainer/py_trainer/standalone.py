@@ -1,44 +1,54 @@
-"""`py-trainer train --config run.yaml`: one run with no server, the same run folder as a served one.
+"""`py-trainer train --config run.yaml` and `py-trainer evaluate --config eval.yaml`: one job with
+no server, the same run folder (and the same validation) as the served RPCs.
 
-The YAML/JSON file holds a TrainRequest in proto field names (``grpo: {max_steps: 40}``). It is
-validated exactly as the Train RPC validates it, then trained in this process; events are
-appended to ``events.jsonl`` and echoed as one line per step on stdout.
+A config file holds the request in proto field names (``grpo: {max_steps: 40}``) as YAML or JSON.
+A train request is validated exactly as the Train RPC validates it, its run folder is created
+atomically through `runs.create_run_folder`, then it trains in this process; events are appended
+to ``events.jsonl`` and echoed as one line per step on stdout.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
 
 from google.protobuf import json_format
 
-from py_trainer.errors import RequestError
+from py_trainer.errors import InvalidArgument, RequestError
+from py_trainer.evaluate import plan_evaluation, run_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.paths import validate_run_id
-from py_trainer.runs import REQUEST_FILE, EventLog, new_run_id, write_atomic
+from py_trainer.runs import EventLog, create_run_folder, find_stored_run
+from py_trainer.worker import RunStopped, failure_reason, train_run, validate_train_request
+
+
+def load_request_file(path: Path, message):
+    """A request message from YAML or JSON (proto field names); errors name the file."""
+    import yaml
+
+    try:
+        obj = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        raise InvalidArgument("config", f"{path}: not valid YAML/JSON: {err}") from None
+    if not isinstance(obj, dict):
+        raise InvalidArgument("config", f"{path}: expected a mapping at the top level")
+    try:
+        return json_format.ParseDict(obj, message)
+    except json_format.ParseError as err:
+        raise InvalidArgument("config", f"{path}: {err}") from None
 
 
 def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "") -> int:
-    from py_trainer.train_config import load_request_file, validate_train_request
-    from py_trainer.worker import RunStopped, failure_reason, train_run
-
     try:
-        req = load_request_file(config)
+        req = load_request_file(config, pb.TrainRequest())
         if run_id:
             req.run_id = run_id
         eff = validate_train_request(req, data_root)
-        eff.run_id = eff.run_id or new_run_id()
-        validate_run_id(eff.run_id)
+        folder, eff = create_run_folder(runs_root, eff)
     except RequestError as err:
         print(f"py-trainer train: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
-    folder = Path(runs_root) / eff.run_id
-    if folder.exists():
-        print(f"py-trainer train: run_id: a run {eff.run_id!r} already exists in {runs_root}", file=sys.stderr)
-        return 2
-    folder.mkdir(parents=True)
-    write_atomic(folder / REQUEST_FILE, json_format.MessageToJson(eff, preserving_proto_field_name=True))
     log = EventLog(folder, eff.run_id)
 
     def emit(ev: pb.RunEvent) -> None:
@@ -65,3 +75,42 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
     print(f"{eff.run_id}: {pb.RunState.Name(state)} {reason}".rstrip())
     print(f"run folder: {folder}")
     return 0 if state == pb.RUN_STATE_SUCCEEDED else 1
+
+
+class _StoredRuns:
+    """What `evaluate.plan_evaluation` needs of a registry, read from a runs root on disk."""
+
+    def __init__(self, runs_root: Path, data_root: Path):
+        self.runs_root, self.data_root = Path(runs_root), Path(data_root)
+
+    def get(self, run_id: str):
+        return find_stored_run(self.runs_root, run_id)
+
+
+def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, data_root: Path) -> int:
+    """Evaluate an EvaluateRequest file; print each variant's mean scores; write the result as
+    proto JSON to `output` (atomically) when given."""
+    from py_trainer.atomic import write_atomic
+
+    try:
+        req = load_request_file(config, pb.EvaluateRequest())
+        plan = plan_evaluation(req, _StoredRuns(runs_root, data_root))
+    except RequestError as err:
+        print(f"py-trainer evaluate: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    last = {"variant": "", "shown": -1}
+
+    def progress(p: pb.EvaluateProgress) -> None:
+        if p.variant != last["variant"] or p.tasks_done == p.tasks_total or p.tasks_done - last["shown"] >= 64:
+            last.update(variant=p.variant, shown=p.tasks_done)
+            print(f"{p.variant}: {p.tasks_done}/{p.tasks_total} tasks", flush=True)
+
+    result = run_evaluation(plan, Path(data_root), progress)
+    for v in result.variants:
+        scores = "  ".join(f"{name} {v.mean_scores[name]:.3f}" for name in sorted(v.mean_scores))
+        print(f"{v.name}: {scores} on {len(v.tasks)} tasks")
+    if output is not None:
+        write_atomic(Path(output), json.dumps(json_format.MessageToDict(result, preserving_proto_field_name=True),
+                                              indent=1) + "\n")
+        print(f"result: {output}")
+    return 0

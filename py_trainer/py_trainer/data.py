@@ -1,0 +1,162 @@
+"""Request data: JSONL files with line-numbered errors, task rows, ranked groups, and the splits.
+
+Every mistake raises `InvalidArgument` naming the request field, and for a file the line:
+``dataset.jsonl_path: tasks.jsonl line 3: not valid JSON (Expecting value)``. A dataset is either
+inline rows/groups or a JSONL file under the data root (`paths.resolve_under`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from py_trainer.config import MAX_ROWS
+from py_trainer.errors import InvalidArgument
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.paths import resolve_under
+from py_trainer.preference_data import PROTO_RANKS_KEY, GroupFormatError, check_group, group_from_json, proto_group_json
+
+# ---------------------------------------------------------------------------------------------
+# JSONL and task rows
+
+
+def read_jsonl(path: Path, field: str) -> list[dict]:
+    """Parse a JSONL file; a bad line raises InvalidArgument naming the field and the line number."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InvalidArgument(field, f"{path.name} line {lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise InvalidArgument(field, f"{path.name} line {lineno}: expected a JSON object")
+            obj["_line"] = lineno
+            rows.append(obj)
+            if len(rows) > MAX_ROWS:
+                raise InvalidArgument(field, f"{path.name} has more than {MAX_ROWS} rows")
+    return rows
+
+
+def task_rows(ds: pb.Dataset, data_root: Path, field: str, *, need_answers: bool) -> list[pb.TaskRow]:
+    """The verifiable task rows a Dataset names, validated (ids unique, prompts non-empty)."""
+    src = ds.WhichOneof("source")
+    if src is None:
+        raise InvalidArgument(field, "needs `inline` rows or a `jsonl_path`")
+    rows: list[pb.TaskRow] = []
+    if src == "inline":
+        if ds.split:
+            raise InvalidArgument(f"{field}.split", "only applies to jsonl_path datasets")
+        for i, r in enumerate(ds.inline.rows):
+            where = f"{field}.inline.rows[{i}]"
+            check_row(r.prompt, list(r.answers), where, need_answers, line=None)
+            rows.append(pb.TaskRow(id=r.id or f"row-{i}", prompt=r.prompt, answers=r.answers))
+    else:
+        path = resolve_under(data_root, ds.jsonl_path, f"{field}.jsonl_path")
+        if not path.is_file():
+            raise InvalidArgument(f"{field}.jsonl_path", f"{ds.jsonl_path!r} is not a file")
+        for obj in read_jsonl(path, f"{field}.jsonl_path"):
+            if ds.split and obj.get("split") != ds.split:
+                continue
+            line = obj["_line"]
+            answers = obj.get("answers", obj.get("answer", []))
+            if isinstance(answers, str):
+                answers = [answers]
+            prompt = obj.get("prompt")
+            if not isinstance(prompt, str) or not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+                raise InvalidArgument(f"{field}.jsonl_path",
+                                      f"{path.name} line {line}: needs string `prompt` and `answers` (list of strings)")
+            check_row(prompt, answers, f"{field}.jsonl_path", need_answers, line=(path.name, line))
+            rows.append(pb.TaskRow(id=str(obj.get("id", f"line-{line}")), prompt=prompt, answers=answers))
+    if ds.limit:
+        rows = rows[: ds.limit]
+    if not rows:
+        raise InvalidArgument(field, "has no rows" + (f" in split {ds.split!r}" if ds.split else ""))
+    seen: set[str] = set()
+    for r in rows:
+        if r.id in seen:
+            raise InvalidArgument(field, f"duplicate row id {r.id!r}")
+        seen.add(r.id)
+    return rows
+
+
+def check_row(prompt: str, answers: list[str], where: str, need_answers: bool, line) -> None:
+    at = f"{line[0]} line {line[1]}: " if line else ""
+    if not prompt.strip():
+        raise InvalidArgument(where if line else f"{where}.prompt", f"{at}prompt is empty")
+    if need_answers and not any(a.strip() for a in answers):
+        raise InvalidArgument(where if line else f"{where}.answers", f"{at}needs at least one non-empty answer")
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranked groups
+
+
+def load_ranked_groups(ds: pb.Dataset, data_root: Path, field: str, *, need_ranks: bool = True) -> list[pb.RankedGroup]:
+    """The ranked groups a Dataset names, validated; errors name the field (and file line).
+
+    Inline groups: ``dataset.inline.groups[3].ranks: ...``; a JSONL file:
+    ``dataset.jsonl_path: groups.jsonl line 4: preferences: [0, 0, 1] is not a permutation ...``.
+    `split` keeps lines whose "split" equals it; `limit` keeps the first N after that.
+    """
+    src = ds.WhichOneof("source")
+    if src is None:
+        raise InvalidArgument(field, "needs `inline` groups or a `jsonl_path`")
+    groups: list[pb.RankedGroup] = []
+    if src == "inline":
+        if ds.split:
+            raise InvalidArgument(f"{field}.split", "only applies to jsonl_path datasets")
+        if ds.inline.rows:
+            raise InvalidArgument(f"{field}.inline.rows", "ranked-preference data goes in `groups`, not `rows`")
+        for i, g in enumerate(ds.inline.groups):
+            try:
+                check_group(proto_group_json(g), need_ranks=need_ranks)
+            except GroupFormatError as err:
+                key = PROTO_RANKS_KEY.sub("ranks", err.key)
+                raise InvalidArgument(f"{field}.inline.groups[{i}]" + (f".{key}" if key else ""), err.message) from None
+            groups.append(g)
+    else:
+        jfield = f"{field}.jsonl_path"
+        path = resolve_under(data_root, ds.jsonl_path, jfield)
+        if not path.is_file():
+            raise InvalidArgument(jfield, f"{ds.jsonl_path!r} is not a file")
+        for obj in read_jsonl(path, jfield):
+            line = obj.pop("_line")
+            if ds.split and obj.get("split") != ds.split:
+                continue
+            try:
+                check_group(obj, need_ranks=need_ranks)
+            except GroupFormatError as err:
+                raise InvalidArgument(jfield, f"{path.name} line {line}: {err}") from None
+            groups.append(group_from_json(obj))
+    if ds.limit:
+        groups = groups[: ds.limit]
+    if not groups:
+        raise InvalidArgument(field, "has no groups" + (f" in split {ds.split!r}" if ds.split else ""))
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits
+
+
+def split_rows(req: pb.TrainRequest, data_root: Path) -> tuple[list[pb.TaskRow], list[pb.TaskRow]]:
+    """(train rows, held-out rows) of a validated GRPO request: held_out.dataset's first
+    num_prompts rows, or else the last num_prompts rows of the dataset (not trained on)."""
+    rows = task_rows(req.dataset, data_root, "dataset", need_answers=True)
+    n = req.held_out.num_prompts
+    if req.held_out.HasField("dataset"):
+        held = task_rows(req.held_out.dataset, data_root, "held_out.dataset", need_answers=True)[:n]
+        return rows, held
+    return rows[:-n], rows[-n:]
+
+
+def split_groups(req: pb.TrainRequest, data_root: Path) -> tuple[list[pb.RankedGroup], list[pb.RankedGroup]]:
+    """(training groups, held-out groups) of a validated ranked-preference request."""
+    groups = load_ranked_groups(req.dataset, data_root, "dataset", need_ranks=True)
+    n = req.preference.num_held_out_groups
+    if req.preference.HasField("held_out"):
+        return groups, load_ranked_groups(req.preference.held_out, data_root, "preference.held_out")[:n]
+    return groups[:-n], groups[-n:]

@@ -1,0 +1,257 @@
+"""GRPO on verifiable rewards: TRL's GRPOTrainer + PEFT LoRA, rewards from `grpo.py`.
+
+TRL does the optimisation; what this mode adds around it:
+- request validation with every default filled (`validate_grpo_request`, from `config.py`'s tables);
+- one TRL reward function per RewardSpec, named after it (TRL logs ``rewards/<name>/mean``) and
+  weighted by TRL's `reward_weights` (its nansum equals `grpo.compose_rewards`); a raising reward
+  fails the run naming the reward and the sample, it is never turned into 0;
+- step-0 and end reward measured on the same fixed held-out prompts, K samples each, with the same
+  sampling seed (not read off two noisy training batches);
+- warnings for curves to look at (`CurveWatch`; thresholds in `curve_thresholds.json`, shared
+  with the report's attribution in TS).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Callable
+
+from py_trainer import stats
+from py_trainer.atomic import write_jsonl_atomic
+from py_trainer.config import DEFAULT_REWARDS, GRPO, HELD_OUT, check_knobs, check_lora, check_schedule, fill_defaults
+from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN,
+                                         ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
+from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
+from py_trainer.data import split_rows, task_rows
+from py_trainer.errors import InvalidArgument
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models import generate_completions
+from py_trainer.rewards import (RewardFunctionError, build_scorer, check_reward_specs, composed_guarded_scorer,
+                                guarded_scorer, reward_spec_dict)
+from py_trainer.training import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, numeric_metrics
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# Request validation
+
+
+def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
+    """Fill every GRPO default into `out` in place, or raise naming the field."""
+    if not out.rewards:
+        for spec in DEFAULT_REWARDS:
+            out.rewards.add(name=spec["name"], weight=spec["weight"])
+    check_reward_specs(out.rewards, "rewards", check_weight=True)
+    g = out.grpo
+    check_schedule(g)
+    fill_defaults(g, GRPO)
+    check_knobs(g, GRPO, "grpo.")
+    if (g.per_device_train_batch_size * g.gradient_accumulation_steps) % g.num_generations:
+        raise InvalidArgument(
+            "grpo.per_device_train_batch_size",
+            f"per_device_train_batch_size * gradient_accumulation_steps = "
+            f"{g.per_device_train_batch_size * g.gradient_accumulation_steps} must be divisible by "
+            f"num_generations = {g.num_generations} (each prompt's group must be complete)")
+    check_lora(out.lora)
+    rows = task_rows(out.dataset, data_root, "dataset", need_answers=True)
+    ho = out.held_out
+    fill_defaults(ho, HELD_OUT)
+    check_knobs(ho, HELD_OUT, "held_out.")
+    if ho.HasField("dataset"):
+        held = task_rows(ho.dataset, data_root, "held_out.dataset", need_answers=True)
+        if len(held) < ho.num_prompts:
+            raise InvalidArgument("held_out.num_prompts",
+                                  f"{ho.num_prompts} requested but held_out.dataset has {len(held)} rows")
+        train_n = len(rows)
+    else:
+        train_n = len(rows) - ho.num_prompts
+        if train_n < 1:
+            raise InvalidArgument("held_out.num_prompts",
+                                  f"{ho.num_prompts} held-out prompts leave no training rows (dataset has {len(rows)})")
+    prompts_per_step = g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
+    if train_n < prompts_per_step:
+        raise InvalidArgument("dataset", f"{train_n} training rows, but one step needs {prompts_per_step} prompts")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards as TRL reward functions
+
+
+def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
+    """One TRL reward function per spec, named after it (TRL logs ``rewards/<name>/mean``).
+
+    TRL calls ``f(prompts=..., completions=..., completion_ids=..., answers=..., ...)`` with the
+    dataset's columns; each completion is scored by the `grpo.py` port.
+    """
+    funcs = []
+    for spec in specs:
+        scorer = guarded_scorer(spec["name"], build_scorer(spec))
+
+        def reward(prompts, completions, answers, _scorer=scorer, **_):
+            out = []
+            for i, (c, a) in enumerate(zip(completions, answers)):
+                try:
+                    out.append(_scorer(c, list(a)))
+                except RewardFunctionError as err:
+                    raise RewardFunctionError(f"{err} (training batch sample {i})") from err
+            return out
+
+        reward.__name__ = spec["name"]
+        funcs.append(reward)
+    return funcs
+
+
+def held_out_scores(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int, g: pb.GrpoConfig,
+                    step: int, seed: int) -> list[float]:
+    """Mean composed reward per held-out prompt, K samples each, sampling as in training."""
+    comps = generate_completions(model, tokenizer, [r.prompt for r in rows], k=k, temperature=g.temperature,
+                                 top_p=g.top_p, max_new_tokens=g.max_completion_length, seed=seed,
+                                 max_prompt_length=g.max_prompt_length)
+    per_prompt = []
+    for row, cs in zip(rows, comps):
+        scores = []
+        for j, c in enumerate(cs):
+            try:
+                scores.append(scorer(c, list(row.answers)))
+            except RewardFunctionError as err:
+                raise RewardFunctionError(f"{err} (held-out task {row.id}, sample {j}, step {step})") from err
+        per_prompt.append(stats.nan_mean([math.nan if s is None else s for s in scores]))
+    return per_prompt
+
+
+# ---------------------------------------------------------------------------------------------
+# Warnings from the curve
+
+
+class CurveWatch:
+    """Turns logged metrics into RunWarning events, each code at most once per run phase."""
+
+    def __init__(self, emit: Emit):
+        self.emit = emit
+        self.zero_std_run = 0
+        self.kls: list[float] = []
+        self.fired: set[str] = set()
+        self.last_spike_step = -KL_SPIKE_EVERY
+
+    def _warn(self, code: str, step: int, message: str) -> None:
+        if code in self.fired:
+            return
+        self.fired.add(code)
+        self.emit(pb.RunEvent(warning=pb.RunWarning(code=code, step=step, message=message)))
+
+    def observe(self, step: int, m: dict[str, float]) -> None:
+        clipped = m.get("completions/clipped_ratio")
+        if clipped is not None and clipped >= CLIPPED_RATIO_WARN:
+            self._warn("clipped_ratio_high", step,
+                       f"completions/clipped_ratio = {clipped:.2f}: completions are truncated at max_completion_length; "
+                       "rewards and lengths are unreliable (raise max_completion_length or check EOS)")
+        zs = m.get("frac_reward_zero_std")
+        self.zero_std_run = self.zero_std_run + 1 if zs is not None and zs >= ZERO_STD_WARN else 0
+        if self.zero_std_run >= ZERO_STD_WARN_STEPS:
+            self._warn("zero_std_plateau", step,
+                       f"frac_reward_zero_std >= {ZERO_STD_WARN} for {self.zero_std_run} steps: most groups get identical "
+                       "rewards, so advantages are 0 and nothing is learned (raise num_generations, add partial credit, "
+                       "or use easier prompts)")
+        kl = m.get("kl")
+        if kl is not None and math.isfinite(kl):
+            if len(self.kls) >= 3:
+                med = sorted(self.kls)[len(self.kls) // 2]
+                if (kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(med, 1e-6)
+                        and step - self.last_spike_step >= KL_SPIKE_EVERY):
+                    self.fired.discard("kl_spike")  # spikes may repeat: report at most one per window
+                    self.last_spike_step = step
+                    self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(med, 1e-6):.1f}x the running median "
+                               f"{med:.4g}: the policy jumped (lower learning_rate or epsilon, raise beta)")
+            self.kls.append(kl)
+
+
+# ---------------------------------------------------------------------------------------------
+# The mode
+
+
+class GrpoMode:
+    """TRAIN_MODE_GRPO plugged into `training.run_training`."""
+
+    artifacts = ["adapter", "grpo_train.jsonl", "reward-vs-step.csv", "reward-vs-step.png"]
+
+    def prepare(self, run: RunContext) -> None:
+        self.train_rows, self.held_rows = split_rows(run.req, run.data_root)
+        write_jsonl_atomic(run.run_dir / "grpo_train.jsonl",
+                           [{"id": r.id, "prompt": r.prompt, "answers": list(r.answers)} for r in self.train_rows],
+                           ensure_ascii=True)
+        self.specs = [reward_spec_dict(s) for s in run.req.rewards]
+        self.scorer = composed_guarded_scorer(self.specs)
+        self.eval_seed = run.req.grpo.seed + EVAL_SEED_OFFSET
+        self.watch = CurveWatch(run.emit)
+
+    def _measure(self, run: RunContext, model, step: int) -> tuple[int, list[float]]:
+        return step, held_out_scores(model, run.tokenizer, self.held_rows, self.scorer,
+                                     k=run.req.held_out.samples_per_prompt, g=run.req.grpo, step=step,
+                                     seed=self.eval_seed)
+
+    def measure_start(self, run: RunContext):
+        start = self._measure(run, run.model, 0)
+        log.info("step-0 held-out reward %.4f on %d prompts x %d", stats.nan_mean(start[1]), len(self.held_rows),
+                 run.req.held_out.samples_per_prompt)
+        return start
+
+    def measure_end(self, run: RunContext, step: int):
+        end = self._measure(run, run.trainer.model, step)
+        log.info("end held-out reward %.4f", stats.nan_mean(end[1]))
+        return end
+
+    def held_out(self, run: RunContext, m) -> pb.HeldOutReward:
+        step, per_prompt = m
+        return held_out_reward_proto(step, per_prompt, seed=self.eval_seed, unit="prompts", metric="",
+                                     samples_per_prompt=run.req.held_out.samples_per_prompt)
+
+    def on_log(self, run: RunContext, state, logs: dict) -> None:
+        if "reward" not in logs:  # skip the end-of-train summary log
+            return
+        metrics = numeric_metrics(logs, keep_nan=("kl",))
+        run.emit_step(state.global_step, state.max_steps, metrics)
+        self.watch.observe(state.global_step, metrics)
+
+    def build_trainer(self, run: RunContext, args: dict, callback):
+        from datasets import Dataset
+        from peft import LoraConfig
+        from transformers import PrinterCallback
+        from trl import GRPOConfig, GRPOTrainer
+
+        g, lora = run.req.grpo, run.req.lora
+        cfg = GRPOConfig(
+            **args,
+            num_generations=g.num_generations,
+            beta=g.beta,
+            epsilon=g.epsilon,
+            epsilon_high=g.epsilon_high,
+            loss_type=g.loss_type,
+            scale_rewards=g.scale_rewards,
+            max_completion_length=g.max_completion_length,
+            temperature=g.temperature,
+            top_p=g.top_p,
+            mask_truncated_completions=g.mask_truncated_completions,
+            reward_weights=[s["weight"] for s in self.specs],
+            gradient_checkpointing=run.req.runtime.gradient_checkpointing,
+        )
+        trainer = GRPOTrainer(
+            model=run.model,
+            reward_funcs=trl_reward_funcs(self.specs),
+            args=cfg,
+            train_dataset=Dataset.from_list([{"prompt": r.prompt, "answers": list(r.answers)} for r in self.train_rows]),
+            processing_class=run.tokenizer,
+            peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                   target_modules=list(lora.target_modules) or "all-linear", task_type="CAUSAL_LM"),
+            callbacks=[callback],
+        )
+        trainer.remove_callback(PrinterCallback)  # events carry the metrics; keep worker.log readable
+        return trainer
+
+    def finish(self, run: RunContext, result: pb.RunResult, start, end) -> dict:
+        write_steps_csv(run.run_dir / "reward-vs-step.csv", run.steps, GRPO_CSV_COLUMNS)
+        write_plot(run.run_dir / "reward-vs-step.png", run.steps, start_reward=result.start_reward.mean,
+                   end_reward=result.end_reward.mean if end else None,
+                   title=f"{run.run_dir.name}: GRPO reward vs step ({run.req.base_model or 'embedded default model'})")
+        return dict(train_rows=len(self.train_rows), held_out_rows=len(self.held_rows), warnings=sorted(self.watch.fired))

@@ -1,0 +1,210 @@
+"""The run skeleton both training modes share (GRPO in `train_grpo.py`, ranked preference in
+`train_preference.py`), as TRL shares one Trainer base between GRPOTrainer and DPOTrainer.
+
+One run, in order (every file atomically, in the run folder):
+1. read the effective request (``request.json``), seed everything, load the base model with
+   `from_pretrained` (the embedded default model when base_model is empty);
+2. `mode.prepare`: split the data and write exactly what will be trained on;
+3. `mode.measure_start`: the step-0 held-out measurement, on the base model;
+4. train with the mode's TRL trainer; our one `TrainerCallback` stops after the current step when
+   cancelled (saving a checkpoint), reports each checkpoint, and hands each log to the mode;
+5. save the adapter, `mode.measure_end` on the same held-out set with the same sampling seed,
+   the relative change with its paired bootstrap CI (`stats.relative_change_ci`), the mode's
+   curves, ``summary.json``, and the result event with every artifact's size and sha256.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from google.protobuf import json_format
+
+from py_trainer import stats
+from py_trainer.atomic import write_json_atomic
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models import count_params, load_model, save_adapter_atomic
+from py_trainer.runs import file_artifacts, load_request
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[pb.RunEvent], None]
+BOOTSTRAP_RESAMPLES = 2000
+EVAL_SEED_OFFSET = 7919  # held-out sampling seed = grpo.seed + this, the same at step 0 and at the end
+
+
+class RunStopped(Exception):
+    """Cancelled before training started."""
+
+
+@dataclass
+class RunContext:
+    """What one run's mode sees: the request, the loaded model, and where events go."""
+
+    run_dir: Path
+    data_root: Path
+    req: pb.TrainRequest
+    emit: Emit
+    should_stop: Callable[[], bool]
+    model: Any
+    tokenizer: Any
+    model_path: str
+    device: Any
+    dtype: Any
+    steps: list[dict] = field(default_factory=list)
+    """One dict per logged step (metric keys verbatim, plus ``step``), for the curves."""
+    trainer: Any = None
+
+    def emit_step(self, step: int, max_steps: int, metrics: dict[str, float]) -> None:
+        self.steps.append(dict(metrics, step=step))
+        self.emit(pb.RunEvent(train_step=pb.TrainStep(step=step, max_steps=max_steps, metrics=metrics)))
+
+    def warn(self, code: str, step: int, message: str) -> None:
+        self.emit(pb.RunEvent(warning=pb.RunWarning(code=code, step=step, message=message)))
+
+
+class TrainingMode(Protocol):
+    """One training objective plugged into `run_training`."""
+
+    artifacts: list[str]
+
+    def prepare(self, run: RunContext) -> None: ...
+
+    def measure_start(self, run: RunContext) -> Any: ...
+
+    def on_log(self, run: RunContext, state, logs: dict) -> None: ...
+
+    def build_trainer(self, run: RunContext, args: dict, callback) -> Any: ...
+
+    def measure_end(self, run: RunContext, step: int) -> Any: ...
+
+    def held_out(self, run: RunContext, measurement) -> pb.HeldOutReward: ...
+
+    def finish(self, run: RunContext, result: pb.RunResult, start, end) -> dict: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Pieces both modes use
+
+
+def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig) -> dict:
+    """TrainingArguments every mode shares: device/precision, schedule, seeds, logging, checkpoints."""
+    import torch
+
+    return dict(
+        output_dir=str(run_dir / "checkpoints"),
+        use_cpu=device.type == "cpu",
+        bf16=dtype == torch.bfloat16,
+        fp16=dtype == torch.float16,
+        learning_rate=g.learning_rate,
+        max_steps=g.max_steps,
+        per_device_train_batch_size=g.per_device_train_batch_size,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        warmup_steps=g.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of max_steps
+        seed=g.seed,
+        data_seed=g.seed,
+        logging_steps=g.logging_steps,
+        save_strategy="steps",
+        save_steps=g.save_steps,
+        save_total_limit=2,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None]):
+    """The TrainerCallback every training mode uses: stop after the current step when cancelled
+    (saving a checkpoint), report each saved checkpoint, and hand each log dict to `on_log(state, logs)`."""
+    from transformers import TrainerCallback
+
+    class RunEventCallback(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if should_stop():
+                control.should_training_stop = True
+                control.should_save = True
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs:
+                on_log(state, logs)
+
+        def on_save(self, args, state, control, **kw):
+            emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
+                step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
+
+    return RunEventCallback()
+
+
+def numeric_metrics(logs: dict, keep_nan: tuple[str, ...] = ()) -> dict[str, float]:
+    """The numeric entries of a TRL log dict; non-finite values dropped except for `keep_nan` keys."""
+    import math
+
+    out = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {k: v for k, v in out.items() if math.isfinite(v) or k in keep_nan}
+
+
+def held_out_reward_proto(step: int, per_unit: list[float], *, seed: int, unit: str, metric: str,
+                          samples_per_prompt: int) -> pb.HeldOutReward:
+    """A held-out measurement as the contract's HeldOutReward: the mean over units (prompts or
+    groups) with a percentile bootstrap CI over units (`stats.bootstrap_mean_ci`)."""
+    ci = stats.bootstrap_mean_ci(per_unit, seed=seed % 2**32, resamples=BOOTSTRAP_RESAMPLES)
+    method = f"percentile bootstrap over {unit} ({BOOTSTRAP_RESAMPLES} resamples)" + (f"; metric: {metric}" if metric else "")
+    return pb.HeldOutReward(step=step, mean=stats.nan_mean(per_unit), ci_low=ci.lower, ci_high=ci.upper,
+                            ci_method=method, num_prompts=len(per_unit), samples_per_prompt=samples_per_prompt,
+                            per_prompt=per_unit)
+
+
+# ---------------------------------------------------------------------------------------------
+# The skeleton
+
+
+def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool],
+                 mode: TrainingMode) -> int:
+    """Train one run with `mode`; emit its events; return the proposed terminal RunState
+    (SUCCEEDED, or CANCELLED when should_stop() turned true). Raises on failure."""
+    from transformers import set_seed
+
+    t0 = time.time()
+    run_dir, data_root = Path(run_dir), Path(data_root)
+    req = load_request(run_dir)
+    set_seed(req.grpo.seed)
+    model, tokenizer, model_path, device, dtype = load_model(req.base_model, data_root, req.runtime)
+    run = RunContext(run_dir=run_dir, data_root=data_root, req=req, emit=emit, should_stop=should_stop,
+                     model=model, tokenizer=tokenizer, model_path=model_path, device=device, dtype=dtype)
+    total_params = count_params(model)
+    mode.prepare(run)
+    if should_stop():
+        raise RunStopped()
+    start = mode.measure_start(run)
+
+    callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs))
+    run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo), callback)
+    trainable = count_params(run.trainer.model, trainable_only=True)
+    run.trainer.train()
+    stopped = should_stop()
+    done_steps = run.trainer.state.global_step
+
+    save_adapter_atomic(run.trainer.model, run_dir / "adapter")
+    result = pb.RunResult(start_reward=mode.held_out(run, start), steps_completed=done_steps,
+                          total_params=total_params, trainable_params=trainable)
+    end = None
+    if not stopped:
+        end = mode.measure_end(run, done_steps)
+        result.end_reward.CopyFrom(mode.held_out(run, end))
+        rc = stats.relative_change_ci(list(result.start_reward.per_prompt), list(result.end_reward.per_prompt),
+                                      seed=req.grpo.seed, resamples=BOOTSTRAP_RESAMPLES)
+        result.relative_change, result.relative_change_ci_low, result.relative_change_ci_high = \
+            rc.estimate, rc.lower, rc.upper
+    extras = mode.finish(run, result, start, end)
+    result.train_seconds = time.time() - t0
+    state = pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
+    summary = json_format.MessageToDict(result, preserving_proto_field_name=True)
+    summary.update(run_id=run_dir.name, state=pb.RunState.Name(state).removeprefix("RUN_STATE_"),
+                   base_model=model_path, **extras)
+    write_json_atomic(run_dir / "summary.json", summary)
+    result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + ["summary.json"]))
+    emit(pb.RunEvent(result=result))
+    return state
