@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 # One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
 export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
-.PHONY: setup proto lint typecheck test test-ts test-py parity demo serve bench clean
+.PHONY: setup proto lint arch typecheck test test-ts test-py parity demo serve bench clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto
 
@@ -43,6 +43,11 @@ proto: .stamps/venv .stamps/npm
 lint: setup
 	$(BUF) lint
 
+# Layers and circles: import-linter for Python (py_trainer/pyproject.toml), dependency-cruiser for TS.
+arch: setup
+	cd py_trainer && ../.venv/bin/lint-imports
+	cd ts_agent && npm run --silent arch
+
 typecheck: setup
 	cd ts_agent && node_modules/.bin/tsc -p .
 
@@ -52,7 +57,7 @@ test-ts: setup
 test-py: setup
 	$(PYTEST) -q tests
 
-test: lint typecheck test-ts test-py
+test: lint arch typecheck test-ts test-py
 
 parity: setup
 	scripts/parity.sh

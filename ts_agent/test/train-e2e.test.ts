@@ -21,7 +21,7 @@ import { promisify } from "node:util";
 import { create } from "@bufbuild/protobuf";
 
 import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { trainViaSidecar } from "../src/agent/train/train-command.js";
+import { trainViaSidecar } from "../src/agent/train/run.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
 import { PYTHON, REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 

@@ -6,7 +6,7 @@
  */
 import { parseArgs } from "node:util";
 
-import { followRun, loadTrainRequest } from "../agent/train/train-command.js";
+import { followRun, loadTrainRequest } from "../agent/train/run.js";
 import { RunState, SidecarClient } from "../sidecar/client.js";
 
 const { values } = parseArgs({ options: { address: { type: "string" }, config: { type: "string" } } });

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, type ParamValue } from "../train/grpo.js";
+import { fsyncDirectory, writeFileAtomic } from "../workspace.js";
 import {
   PRIMARY_GRADER,
   checkSettings,
@@ -32,7 +33,6 @@ import {
   type TaskSet,
   type TaskSetRef,
 } from "./harness.js";
-import { writeFileAtomic } from "./tasks.js";
 
 export const BASELINE_FILE = "baseline.json";
 
@@ -107,6 +107,7 @@ export function writeBaseline(evalsDir: string, baseline: Baseline, force: boole
   writeFileAtomic(tmp, data);
   try {
     linkSync(tmp, path);
+    fsyncDirectory(evalsDir); // make the new link durable, like writeFileAtomic's rename
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "EEXIST") throw new BaselineExistsError(path);
     throw err;

@@ -24,8 +24,8 @@
  *   completions (whether the grade depends on whose label it is).
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { relative } from "node:path";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 
 import { toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 
@@ -37,7 +37,7 @@ import {
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, type RewardSpec } from "../train/grpo.js";
-import { REPO_ROOT } from "../train/train-command.js";
+import { displayPath, runDir, writeFileAtomic } from "../workspace.js";
 import {
   cohenKappa,
   minimumDetectableEffect,
@@ -110,11 +110,6 @@ export interface TaskSet {
   rows: TaskRow[];
   /** optional human annotations: task id -> the typology a human assigned */
   humanLabels: Map<string, string>;
-}
-
-export function displayPath(path: string): string {
-  const rel = relative(REPO_ROOT, path);
-  return rel && !rel.startsWith("..") && !rel.startsWith("/") ? rel : path;
 }
 
 /** Load the task file, take one split (and at most `limit` rows), hash the file, read human labels. */
@@ -608,6 +603,15 @@ export function buildEvalRecord(
     humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
     result: toJson(EvaluateResultSchema, result),
   };
+}
+
+/** Write runs/<run_id>/eval.json atomically; returns its path. */
+export function writeEvalRecord(evalsDir: string, record: EvalRecord): string {
+  const dir = runDir(evalsDir, record.runId);
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, EVAL_FILE);
+  writeFileAtomic(path, JSON.stringify(record, null, 2) + "\n");
+  return path;
 }
 
 /** Evaluate base and the run's adapter on the task set, re-grade, and build the record. */

@@ -19,9 +19,11 @@
  *   a completion starts cleanly with "<answer>". The Python side reads prompts from the file and
  *   never rebuilds them, but PROMPT_INSTRUCTION is exported for any code that needs the format.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
 
 // ---------------------------------------------------------------------------------------------
 // Labels
@@ -131,9 +133,7 @@ export const MAX_WORDS = 90;
 export const TASKS_RELATIVE_PATH = "agent-evals/tasks/aml_typology.jsonl";
 
 export function defaultTasksPath(): string {
-  // this file: <root>/ts_agent/src/agent/eval/tasks.ts
-  const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
-  return resolve(root, TASKS_RELATIVE_PATH);
+  return resolve(REPO_ROOT, TASKS_RELATIVE_PATH);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -151,7 +151,8 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
-class Rng {
+/** The generator's draws (ints, picks, samples, shuffles) over one mulberry32 stream. */
+class TaskRng {
   constructor(private readonly next: () => number) {}
   float(): number {
     return this.next();
@@ -268,21 +269,21 @@ function money(n: number): string {
 }
 
 /** Amount in [lo, hi] rounded to `step`, formatted as "$12,300". */
-function amount(r: Rng, lo: number, hi: number, step: number): string {
+function amount(r: TaskRng, lo: number, hi: number, step: number): string {
   return money(Math.round(r.int(lo, hi) / step) * step);
 }
 
-function person(r: Rng): Person {
+function person(r: TaskRng): Person {
   const female = r.float() < 0.5;
   const first = r.pick(female ? FEMALE_NAMES : MALE_NAMES);
   return { name: `${first} ${r.pick(LAST_NAMES)}`, ...(female ? SHE : HE) };
 }
 
-function company(r: Rng): string {
+function company(r: TaskRng): string {
   return `${r.pick(COMPANY_HEADS)} ${r.pick(COMPANY_TAILS)} ${r.pick(COMPANY_FORMS)}`;
 }
 
-function drawSlots(r: Rng): Slots {
+function drawSlots(r: TaskRng): Slots {
   const p = person(r);
   let p2 = person(r);
   while (p2.name === p.name) p2 = person(r);
@@ -318,7 +319,7 @@ const an = (word: string) => (/^[aeiou]/i.test(word) ? `an ${word}` : `a ${word}
 // ---------------------------------------------------------------------------------------------
 // Narrative templates: the core sentences of each case, carrying the key indicator.
 
-type Template = (s: Slots, r: Rng) => string;
+type Template = (s: Slots, r: TaskRng) => string;
 
 const TEMPLATES: Record<string, Template[]> = {
   structuring: [
@@ -449,7 +450,7 @@ function wordCount(text: string): number {
  * Distractors are drawn without replacement; one that would push the narrative past MAX_WORDS is
  * skipped, and more than the drawn 1-2 are added only while the narrative is under MIN_WORDS.
  */
-function composeNarrative(core: string, s: Slots, r: Rng): string {
+function composeNarrative(core: string, s: Slots, r: TaskRng): string {
   const want = r.int(1, 2);
   const pool = r.shuffle(DISTRACTORS);
   const before: string[] = [];
@@ -485,7 +486,7 @@ export function generateAmlTasks(options: GenerateOptions = {}): TaskRow[] {
   const testFraction = options.testFraction ?? DEFAULT_TEST_FRACTION;
   if (!Number.isInteger(perTypology) || perTypology < 1) throw new Error(`perTypology must be a positive integer, got ${perTypology}`);
   if (!(testFraction >= 0 && testFraction <= 1)) throw new Error(`testFraction must be in [0, 1], got ${testFraction}`);
-  const r = new Rng(mulberry32(seed));
+  const r = new TaskRng(mulberry32(seed));
   const seen = new Set<string>();
   const draft: Omit<TaskRow, "id">[] = [];
   for (const t of TYPOLOGIES) {
@@ -592,19 +593,6 @@ export function loadTasks(path: string): TaskRow[] {
 
 // ---------------------------------------------------------------------------------------------
 // Entry point
-
-/** Write to a temp file next to `path`, fsync, rename: readers never see a partial file. */
-export function writeFileAtomic(path: string, data: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, "w");
-  try {
-    writeSync(fd, data);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-}
 
 const USAGE = `usage: tasks.ts (--write | --check) [--out PATH]
   --write      generate the task set with the default seed and write it atomically

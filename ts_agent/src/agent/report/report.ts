@@ -27,7 +27,7 @@ import {
   type Comparison,
   type EvalRecord,
 } from "../eval/harness.js";
-import { writeFileAtomic } from "../eval/tasks.js";
+import { writeFileAtomic } from "../workspace.js";
 import { attribute, curveFeatures, describeFeatures, type CurveFeatures, type RowResult, type StepMetrics } from "./attribution.js";
 import {
   DOWNSTREAM_MIN_DELTA_PP,

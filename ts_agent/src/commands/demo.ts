@@ -16,15 +16,17 @@ import { parseArgs } from "node:util";
 
 import { create } from "@bufbuild/protobuf";
 
+import { baselinePath, readBaseline, setBaseline } from "../agent/eval/baseline.js";
+import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
+import { loadTasks, splitTasks } from "../agent/eval/tasks.js";
+import { writeReport } from "../agent/report/report.js";
+import { loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
 import { TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
-import { baselinePath, readBaseline, setBaseline } from "./eval/baseline.js";
-import { describeBaseline } from "./eval/baseline-command.js";
-import { GLOBAL_FLAGS, evalRun, evalTargetFromFlags } from "./eval/eval-command.js";
-import { loadTaskSet, progressPrinter } from "./eval/harness.js";
-import { loadTasks, splitTasks } from "./eval/tasks.js";
-import { writeReport } from "./report/report.js";
-import { loadTrainRequest, trainViaSidecar } from "./train/train-command.js";
+import { RunState } from "../sidecar/client.js";
+import { describeBaseline } from "./baseline.js";
+import { evalRun } from "./eval.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
+import { milestoneLine } from "./report.js";
 
 const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
   --config FILE     a TrainRequest in proto JSON instead of the default request
@@ -53,10 +55,10 @@ function elapsed(t0: number): string {
   return `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 }
 
-export async function command(argv: string[], client: SidecarClient): Promise<number> {
+export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { config: { type: "string" }, "run-id": { type: "string" }, tasks: { type: "string" }, "evals-dir": { type: "string" }, ...GLOBAL_FLAGS },
+    options: { ...TRAIN_FLAGS, tasks: { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
     allowPositionals: true,
     strict: true,
   });
@@ -99,22 +101,13 @@ export async function command(argv: string[], client: SidecarClient): Promise<nu
     `[demo] training ${request.baseModel || "the embedded default model"} on ` +
       (source?.case === "inline" ? `${source.value.rows.length} inline train rows` : `dataset ${source?.case === "jsonlPath" ? source.value : "(from config)"}`),
   );
-  const tty = process.stdout.isTTY;
-  const out = await trainViaSidecar(client, request, {
-    evalsDir: target.evalsDir,
-    log: (line, final) => {
-      if (tty && !final) process.stdout.write(`\r${line.padEnd(78)}`);
-      else if (final) process.stdout.write(`${tty ? "\n" : ""}${line}\n`);
-    },
-  });
-  if (tty) process.stdout.write("\n");
-  console.log(`[demo] run ${out.runId}: ${runStateName(out.state)}${out.reason ? ` (${out.reason})` : ""} (${elapsed(t0)})`);
+  const progress = trainProgressPrinter({ stepsOffTty: false });
+  const out = await trainViaSidecar(client, request, { evalsDir: target.evalsDir, log: progress.log });
+  progress.end();
+  console.log(`[demo] ${outcomeLine(out)} (${elapsed(t0)})`);
   const r = out.result;
   if (r?.startReward && r.endReward) {
-    console.log(
-      `[demo] held-out reward ${r.startReward.mean.toFixed(3)} -> ${r.endReward.mean.toFixed(3)} ` +
-        `(${(r.relativeChange * 100).toFixed(1)}%, 95% CI ${(r.relativeChangeCiLow * 100).toFixed(1)}% to ${(r.relativeChangeCiHigh * 100).toFixed(1)}%)`,
-    );
+    console.log(`[demo] held-out reward ${r.startReward.mean.toFixed(3)} -> ${r.endReward.mean.toFixed(3)} (${relativeChangeText(r)})`);
   }
 
   // 4. eval (only a SUCCEEDED run has an adapter to evaluate)
@@ -131,7 +124,7 @@ export async function command(argv: string[], client: SidecarClient): Promise<nu
   // 6. where everything is
   const dir = out.localDir;
   console.log("");
-  console.log(`[demo] milestone: ${m.verdict}${m.gated ? " (GATED on baseline.json)" : ""}`);
+  console.log(`[demo] ${milestoneLine(m)}`);
   console.log(`       ${m.reason}`);
   console.log(`[demo] done in ${elapsed(t0)}. Files:`);
   const lines: Array<[string, string]> = [
@@ -146,4 +139,4 @@ export async function command(argv: string[], client: SidecarClient): Promise<nu
   ];
   for (const [what, path] of lines) console.log(`  ${what.padEnd(13)} ${path}`);
   return out.state === RunState.SUCCEEDED ? 0 : 1;
-}
+};

@@ -6,16 +6,16 @@
  */
 import { parseArgs } from "node:util";
 
-import type { SidecarClient } from "../../sidecar/client.js";
-import { BaselineExistsError, baselinePath, readBaseline, setBaseline, type Baseline } from "./baseline.js";
-import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags } from "./eval-command.js";
-import { loadTaskSet, progressPrinter } from "./harness.js";
+import { BaselineExistsError, baselinePath, readBaseline, setBaseline, type Baseline } from "../agent/eval/baseline.js";
+import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
+import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force] [options]
        agent baseline show [--evals-dir DIR]
   --force             replace an existing baseline.json
 ${EVAL_FLAGS_USAGE}`;
 
+/** One line: the baseline's model, task set, grader and accuracy. */
 export function describeBaseline(b: Baseline): string {
   const a = b.accuracy;
   return (
@@ -25,7 +25,7 @@ export function describeBaseline(b: Baseline): string {
   );
 }
 
-export async function command(argv: string[], client: SidecarClient): Promise<number> {
+export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
     options: { force: { type: "boolean" }, ...EVAL_FLAGS, ...GLOBAL_FLAGS },
@@ -66,4 +66,4 @@ export async function command(argv: string[], client: SidecarClient): Promise<nu
     }
     throw err;
   }
-}
+};

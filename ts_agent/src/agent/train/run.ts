@@ -1,14 +1,14 @@
 /**
- * `agent train --config FILE`: start a GRPO run on the sidecar, show live progress, then download
- * and verify every artifact into agent-evals/runs/<run_id>/.
+ * Training through the sidecar, as a library: start a run (or follow one), re-attach with
+ * WatchRun when the stream drops, download and verify every artifact into
+ * agent-evals/runs/<run_id>/, and the one live progress line `agent train` and `agent demo` print.
  *
- * FILE is a TrainRequest in proto JSON (field names as in the .proto or their camelCase JSON
- * names). A dropped stream does not stop the run: the command re-attaches with WatchRun from the
- * last seq it saw.
+ * A dropped stream does not stop the run on the sidecar: followRun re-attaches from the last seq
+ * it saw (Unavailable / Internal / Unknown only, with a growing pause, at most `maxReattach` times),
+ * so every event arrives once and in order.
  */
-import { readFile, writeFile, mkdir, rename } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 
 import { fromJson, toJsonString, type JsonValue } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
@@ -22,9 +22,10 @@ import {
   type TrainRequest,
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarClient, SidecarError, runStateName } from "../../sidecar/client.js";
+import { EVALS_DIR, runDir, writeFileAtomic } from "../workspace.js";
 
-export const REPO_ROOT = resolve(new URL("../../../..", import.meta.url).pathname);
-export const EVALS_DIR = join(REPO_ROOT, "agent-evals");
+// ---------------------------------------------------------------------------------------------
+// Progress
 
 /** Render one progress line: step, reward, KL, ETA. */
 export function progressLine(step: bigint, maxSteps: bigint, metrics: Record<string, number>, elapsedS: number): string {
@@ -37,6 +38,41 @@ export function progressLine(step: bigint, maxSteps: bigint, metrics: Record<str
   return `step ${s}/${total}  reward ${fmt(metrics["reward"], 3)}  kl ${fmt(metrics["kl"], 4)}  ETA ${mm}:${ss}`;
 }
 
+/** A terminal sink for trainViaSidecar's log lines. */
+export interface TrainProgressPrinter {
+  /** pass as trainViaSidecar's `log` */
+  log: (line: string, final?: boolean) => void;
+  /** end the live line once the run is over */
+  end: () => void;
+}
+
+/**
+ * The live training line on stdout. On a TTY the step line is rewritten in place and a final line
+ * (state change, warning) goes on its own line below it. Off a TTY every final line is printed,
+ * and the step lines too when `stepsOffTty` (train: yes; demo keeps its log to the milestones).
+ */
+export function trainProgressPrinter(opts: { stepsOffTty: boolean }): TrainProgressPrinter {
+  const tty = process.stdout.isTTY;
+  return {
+    log: (line, final) => {
+      if (tty && !final) process.stdout.write(`\r${line.padEnd(78)}`);
+      else if (final || opts.stepsOffTty) process.stdout.write(`${tty ? "\n" : ""}${line}\n`);
+    },
+    end: () => {
+      if (tty) process.stdout.write("\n");
+    },
+  };
+}
+
+/** "+12.3%, 95% CI 4.5% to 20.1%": the held-out reward's relative change, step 0 -> end. */
+export function relativeChangeText(r: RunResult): string {
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  return `${pct(r.relativeChange)}, 95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Following a run
+
 export interface TrainOutcome {
   runId: string;
   state: RunState;
@@ -44,6 +80,11 @@ export interface TrainOutcome {
   result?: RunResult;
   events: RunEvent[];
   localDir: string;
+}
+
+/** "run <id>: SUCCEEDED" or "run <id>: FAILED (reason)". */
+export function outcomeLine(out: Pick<TrainOutcome, "runId" | "state" | "reason">): string {
+  return `run ${out.runId}: ${runStateName(out.state)}${out.reason ? ` (${out.reason})` : ""}`;
 }
 
 /** Stream a run to its end, re-attaching with WatchRun if the stream drops. */
@@ -87,12 +128,6 @@ export async function downloadArtifacts(client: SidecarClient, runId: string, re
   }
 }
 
-async function writeJsonAtomic(path: string, text: string): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}`;
-  await writeFile(tmp, text);
-  await rename(tmp, path);
-}
-
 /** Train through the sidecar; returns the outcome with artifacts downloaded to agent-evals/runs/<id>/. */
 export async function trainViaSidecar(
   client: SidecarClient,
@@ -127,18 +162,16 @@ export async function trainViaSidecar(
     },
     { signal: opts.signal },
   );
-  const localDir = join(opts.evalsDir ?? EVALS_DIR, "runs", runId);
+  const localDir = runDir(opts.evalsDir ?? EVALS_DIR, runId);
   await mkdir(localDir, { recursive: true });
   if (result) await downloadArtifacts(client, runId, result, localDir);
   const run = await client.getRun(runId);
-  await writeJsonAtomic(join(localDir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }) + "\n");
-  await writeJsonAtomic(
-    join(localDir, "events.jsonl"),
-    events.map((e) => toJsonString(RunEventSchema, e)).join("\n") + "\n",
-  );
+  writeFileAtomic(join(localDir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }) + "\n");
+  writeFileAtomic(join(localDir, "events.jsonl"), events.map((e) => toJsonString(RunEventSchema, e)).join("\n") + "\n");
   return { runId, state, reason, result, events, localDir };
 }
 
+/** A TrainRequest from a proto-JSON file (field names as in the .proto or their camelCase JSON names). */
 export async function loadTrainRequest(path: string): Promise<TrainRequest> {
   const text = await readFile(path, "utf8");
   let json: JsonValue;
@@ -148,36 +181,4 @@ export async function loadTrainRequest(path: string): Promise<TrainRequest> {
     throw new Error(`${path}: not valid JSON: ${(err as Error).message}`);
   }
   return fromJson(TrainRequestSchema, json);
-}
-
-export async function command(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { config: { type: "string" }, "run-id": { type: "string" }, address: { type: "string" }, token: { type: "string" }, timeout: { type: "string" } },
-    strict: true,
-  });
-  if (!values.config) {
-    console.error("usage: agent train --config FILE [--run-id ID]");
-    return 2;
-  }
-  const request = await loadTrainRequest(values.config);
-  if (values["run-id"]) request.runId = values["run-id"];
-  const tty = process.stdout.isTTY;
-  const out = await trainViaSidecar(client, request, {
-    log: (line, final) => {
-      if (tty && !final) process.stdout.write(`\r${line.padEnd(78)}`);
-      else process.stdout.write(`${tty ? "\n" : ""}${line}\n`);
-    },
-  });
-  if (tty) process.stdout.write("\n");
-  const r = out.result;
-  if (r?.startReward && r.endReward) {
-    console.log(
-      `held-out reward: step 0 ${r.startReward.mean.toFixed(3)} -> step ${r.endReward.step} ${r.endReward.mean.toFixed(3)} ` +
-        `(${(r.relativeChange * 100).toFixed(1)}%, 95% CI ${(r.relativeChangeCiLow * 100).toFixed(1)}% to ${(r.relativeChangeCiHigh * 100).toFixed(1)}%)`,
-    );
-  }
-  console.log(`run ${out.runId}: ${runStateName(out.state)}${out.reason ? ` (${out.reason})` : ""}`);
-  if (r) console.log(`artifacts (sha256 verified): ${out.localDir}`);
-  return out.state === RunState.SUCCEEDED ? 0 : 1;
 }
