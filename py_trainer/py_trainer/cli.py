@@ -8,16 +8,39 @@
     py-trainer data clean IN OUT                         # validate + clean ranked-group JSONL
     py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
     py-trainer data check-annotators --gold G B1 [B2..]  # gold checks + agreement of annotators
+    py-trainer export --adapter DIR --out DIR [--merge]  # a PEFT folder, or a merged model
+
+A user mistake (a missing or malformed file, an unknown key or flag, a bad value) is one line on
+stderr naming the file and field, exit 2; a traceback means a bug.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import sys
 from pathlib import Path
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed as one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line ("py-trainer train: --config is required"), not usage + error."""
+
+    def error(self, message: str):
+        import re
+
+        if m := re.match(r"argument \w+: invalid choice: '(.*?)' \(choose from (.*)\)$", message):
+            choices = [c.strip(" '") for c in m.group(2).split(",")]
+            near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.5)
+            hint = f" (did you mean {near[0]}?)" if near else f"; commands: {', '.join(choices)}"
+            message = f"unknown command '{m.group(1)}'{hint}"
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _add_roots(p: argparse.ArgumentParser) -> None:
@@ -83,23 +106,40 @@ def _cmd_data_clean(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_sample(args: argparse.Namespace) -> int:
-    import yaml
-    from google.protobuf import json_format
+    import time
 
+    from py_trainer.atomic import write_jsonl_atomic
     from py_trainer.errors import RequestError
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-    from py_trainer.sampling import sample_groups_to_jsonl
+    from py_trainer.preference_data import group_to_json
+    from py_trainer.sampling import sample_groups, validate_sample_request
+
+    from py_trainer.standalone import ProgressLine, clock, load_request_file
 
     try:
-        req = json_format.ParseDict(yaml.safe_load(args.request.read_text()), pb.SampleGroupsRequest())
-        n = sample_groups_to_jsonl(req, args.output, args.data_root)
-    except (json_format.ParseError, yaml.YAMLError) as err:
-        print(f"py-trainer data sample: {args.request}: {err}", file=sys.stderr)
-        return 2
+        req = load_request_file(args.request, pb.SampleGroupsRequest())
+        req, adapter_dir = validate_sample_request(req, args.data_root)
     except RequestError as err:
-        print(f"py-trainer data sample: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"py-trainer data sample: {err.message if err.field == 'config' else err}", file=sys.stderr)
         return 2
-    print(f"wrote {n} groups (empty preferences, ready to rank) to {args.output}")
+    # sample_groups_to_jsonl's steps, with a progress line per group (a log file sees one every 10 s)
+    line, t0, groups = ProgressLine(every_steps=max(1, len(req.prompts) // 10)), time.monotonic(), []
+    for grp in sample_groups(req, args.data_root, adapter_dir):
+        groups.append(group_to_json(grp))
+        line.update(f"sampled {len(groups)}/{len(req.prompts)} prompts x {req.k} responses, "
+                    f"elapsed {clock(time.monotonic() - t0)}", force=len(groups) == len(req.prompts))
+    line.end()
+    write_jsonl_atomic(args.output, groups)
+    print(f"wrote {len(groups)} groups (empty preferences, ready to rank) to {args.output}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from py_trainer.standalone import export_adapter
+
+    what = export_adapter(args.adapter, args.out, merge=args.merge, base_model=args.base_model,
+                          data_root=args.data_root)
+    print(f"wrote {what} to {args.out}")
     return 0
 
 
@@ -147,10 +187,9 @@ def _cmd_data_check_annotators(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="py-trainer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="py-trainer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("serve", help="run the gRPC sidecar")
     p.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token or TLS")
@@ -184,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_init_model)
 
     p = sub.add_parser("data", help="ranked-group data tools")
-    dsub = p.add_subparsers(dest="data_command", required=True)
+    dsub = p.add_subparsers(dest="data_command", required=True, parser_class=Parser)
     c = dsub.add_parser("clean", help="validate and clean a ranked-group JSONL file (never edits IN)")
     c.add_argument("input", type=Path)
     c.add_argument("output", type=Path)
@@ -202,14 +241,63 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("batches", type=Path, nargs="+", help="one ranked-group JSONL file per annotator")
     c.add_argument("--gold", type=Path, help="expert-ranked gold groups (ranked-group JSONL)")
     c.set_defaults(func=_cmd_data_check_annotators)
+
+    p = sub.add_parser("export", help="write a run's adapter as a PEFT folder, or merged into its base model",
+                       description="examples:\n  py-trainer export --adapter runs/r1/adapter --out r1-adapter\n"
+                                   "  py-trainer export --adapter runs/r1/adapter --out r1-merged --merge",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--adapter", type=Path, required=True, help="a PEFT adapter folder (adapter_config.json + weights)")
+    p.add_argument("--out", type=Path, required=True, help="folder to create (must not exist or be empty)")
+    p.add_argument("--merge", action="store_true",
+                   help="fold the LoRA weights into the base (peft merge_and_unload) and save the full model "
+                        "and tokenizer: AutoModelForCausalLM.from_pretrained(OUT) loads it")
+    p.add_argument("--base-model", default=None,
+                   help="base model path or hub id ('' = the embedded default model; default: the adapter's "
+                        "base_model_name_or_path)")
+    p.add_argument("--data-root", type=Path, default=Path("."), help="a relative --base-model is under this folder")
+    p.set_defaults(func=_cmd_export)
     return parser
 
 
+def unknown_flags_error(parser: argparse.ArgumentParser, argv: list[str], extras: list[str] = ()) -> str:
+    """"py-trainer train: unknown flag --conifg (did you mean --config?)" for the first flag the
+    chosen sub-command does not take (or the first of `extras`); "" when every flag is known."""
+    chosen = parser
+    for word in argv:  # walk down the sub-command names the user gave
+        action = next((a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if action is not None and word in action.choices:
+            chosen = action.choices[word]
+    flags = [o for a in chosen._actions for o in a.option_strings]
+    unknown = [w for w in argv if w.startswith("--") and w.split("=", 1)[0] not in flags] or list(extras)
+    if not unknown:
+        return ""
+    word = unknown[0].split("=", 1)[0]
+    near = difflib.get_close_matches(word, [f for f in flags if f.startswith("--")], n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    kind = "flag" if word.startswith("-") else "argument"
+    return f"{chosen.prog}: unknown {kind} {word}{hint} (see {chosen.prog} --help)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from py_trainer.errors import RequestError
+
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    try:
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            raise UsageError(unknown_flags_error(parser, argv, extras))
+    except UsageError as err:  # a misspelt flag explains a "required" error better than the error does
+        print(unknown_flags_error(parser, argv) or err, file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except RequestError as err:  # a mistake in what the user gave us: one line, not a traceback
+        name = " ".join(w for w in (args.command, getattr(args, "data_command", None)) if w)
+        print(f"py-trainer {name}: {err.message if err.field in ('config', '') else err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

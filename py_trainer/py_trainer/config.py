@@ -176,7 +176,12 @@ RUNTIME: dict[str, Knob] = {
     "precision": Knob("", Choices(("fp32", "bf16", "fp16")), "empty = fp32 on CPU, bf16 on CUDA"),
     "num_processes": Knob(1, Range(1, 64), ">1 launches the worker through accelerate launch"),
     "gradient_checkpointing": Knob(False, None, "trade compute for memory (also disables the KV cache in generation)"),
+    "report_to": Knob(["tensorboard"], None, "transformers' report_to: tensorboard = event files in the run "
+                                             "folder's tensorboard/; none = only our events"),
 }
+# transformers' integration names (TrainingArguments.report_to); each but "none" needs its package
+REPORT_TO_CHOICES = ("none", "tensorboard", "wandb", "mlflow", "comet_ml", "clearml", "dvclive", "neptune",
+                     "trackio", "swanlab", "azure_ml", "codecarbon", "flyte", "dagshub")
 
 EVALUATE: dict[str, Knob] = {
     "samples_per_task": Knob(1, Range(1, 64), "samples per task (K)"),
@@ -287,8 +292,13 @@ def check_knobs(msg, table: Mapping[str, Knob], prefix: str, only: tuple[str, ..
 
 def check_runtime(rt) -> None:
     """Fill and check RuntimeSettings; CUDA asked for on a machine without it is FAILED_PRECONDITION."""
-    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "gradient_checkpointing"))
+    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "gradient_checkpointing", "report_to"))
     check_knobs(rt, RUNTIME, "runtime.")
+    for i, name in enumerate(rt.report_to):
+        if name not in REPORT_TO_CHOICES:
+            raise InvalidArgument(f"runtime.report_to[{i}]", f"must be one of {REPORT_TO_CHOICES}, got {name!r}")
+        if name == "none" and len(rt.report_to) > 1:
+            raise InvalidArgument(f"runtime.report_to[{i}]", '"none" cannot be combined with an integration')
     if rt.device == "cuda":
         import torch
 

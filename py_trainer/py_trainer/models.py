@@ -69,7 +69,8 @@ def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
 
 
 def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=None) -> Path:
-    """The PEFT folder an AdapterRef names: a SUCCEEDED run's adapter/ (`find_run(run_id)` returns
+    """The PEFT folder an AdapterRef names: a SUCCEEDED run's adapter/, or a CANCELLED run's kept
+    adapter/ (saved after its last completed step; `find_run(run_id)` returns
     a record with .state and .folder, raising NotFound/InvalidArgument) or a folder under the data
     root. Errors name `field` (``adapters[0].run_id: ...``)."""
     src = ref.WhichOneof("source")
@@ -80,10 +81,11 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
             rec = find_run(ref.run_id)
         except (NotFound, InvalidArgument) as err:
             raise type(err)(f"{field}.run_id", err.message) from None
-        if rec.state != pb.RUN_STATE_SUCCEEDED:
-            raise FailedPrecondition(f"{field}.run_id",
-                                     f"run {ref.run_id!r} is {pb.RunState.Name(rec.state)}, not SUCCEEDED")
         path = Path(rec.folder) / "adapter"
+        kept = rec.state == pb.RUN_STATE_CANCELLED and (path / "adapter_config.json").is_file()
+        if rec.state != pb.RUN_STATE_SUCCEEDED and not kept:
+            raise FailedPrecondition(f"{field}.run_id", f"run {ref.run_id!r} is {pb.RunState.Name(rec.state)}, "
+                                                        "not SUCCEEDED (nor CANCELLED with a kept adapter)")
         if not (path / "adapter_config.json").is_file():
             raise NotFound(f"{field}.run_id", f"run {ref.run_id!r} has no adapter/")
         return path

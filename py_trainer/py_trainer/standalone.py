@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -23,20 +24,180 @@ from py_trainer.runs import EventLog, create_run_folder, find_stored_run
 from py_trainer.worker import RunStopped, failure_reason, train_run, validate_train_request
 
 
+# ---------------------------------------------------------------------------------------------
+# Config files: every mistake is one line naming the file (and the line/column or the field)
+
+
+def _close(word: str, options) -> str:
+    """ " (did you mean X?)" for the nearest option, or ""."""
+    import difflib
+
+    near = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
+def unknown_keys(obj: dict, descriptor, prefix: str = "") -> list[str]:
+    """Every key of `obj` (recursively) that is no field of `descriptor`, as "a.b: unknown field
+    (did you mean c?)". The suggestion keeps the user's spelling: snake_case (the proto names) for
+    a snake_case key, the camelCase JSON name for a camelCase one."""
+    out = []
+    for key, value in obj.items():
+        fd = descriptor.fields_by_name.get(key) or next(
+            (f for f in descriptor.fields if f.json_name == key), None)
+        where = f"{prefix}{key}"
+        if fd is None:
+            camel = any(c.isupper() for c in str(key)) and "_" not in str(key)
+            names = [f.json_name if camel else f.name for f in descriptor.fields]
+            out.append(f"{where}: unknown field{_close(str(key), names)}")
+            continue
+        if fd.message_type is None or fd.message_type.full_name.startswith("google.protobuf."):
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, dict):
+                sub = f"{where}[{i}]." if isinstance(value, list) else f"{where}."
+                out.extend(unknown_keys(item, fd.message_type, sub))
+    return out
+
+
 def load_request_file(path: Path, message):
-    """A request message from YAML or JSON (proto field names); errors name the file."""
+    """A request message from YAML or JSON (proto field names, or their camelCase JSON names).
+
+    Raises InvalidArgument("config", ...) whose message is one line naming the file: a missing
+    file, a YAML/JSON syntax error with its line and column, an unknown key with the nearest
+    field in the user's spelling, a value of the wrong type.
+    """
     import yaml
 
+    path = Path(path)
     try:
-        obj = yaml.safe_load(Path(path).read_text())
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InvalidArgument("config", f"{path}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise InvalidArgument("config", f"{path}: cannot read: {err}") from None
+    try:
+        # JSON is YAML, but a lenient one (a trailing comma passes): a .json file is read as JSON
+        obj = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise InvalidArgument("config", f"{path}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise InvalidArgument("config", f"{where}: not valid YAML/JSON: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
-        raise InvalidArgument("config", f"{path}: not valid YAML/JSON: {err}") from None
+        raise InvalidArgument("config", f"{path}: not valid YAML/JSON: {' '.join(str(err).split())}") from None
     if not isinstance(obj, dict):
         raise InvalidArgument("config", f"{path}: expected a mapping at the top level")
+    unknown = unknown_keys(obj, message.DESCRIPTOR)
+    if unknown:
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise InvalidArgument("config", f"{path}: {unknown[0]}{more}")
     try:
         return json_format.ParseDict(obj, message)
     except json_format.ParseError as err:
-        raise InvalidArgument("config", f"{path}: {err}") from None
+        raise InvalidArgument("config", f"{path}: {parse_error_text(str(err))}") from None
+
+
+def parse_error_text(message: str) -> str:
+    """protobuf's "Failed to parse grpo field: Failed to parse max_steps field: invalid literal ..."
+    as "grpo.max_steps: invalid literal ...", on one line."""
+    import re
+
+    message = " ".join(message.split())
+    path = []
+    while m := re.match(r"Failed to parse (\w+) field: ", message):
+        path.append(m.group(1))
+        message = message[m.end():]
+    message = message.rstrip(".")
+    return f"{'.'.join(path)}: {message}" if path else message
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress a log file shows
+
+
+def clock(seconds: float) -> str:
+    """"m:ss" (or "h:mm:ss")."""
+    s = int(round(max(seconds, 0.0)))
+    h, m = divmod(s // 60, 60)
+    return f"{h}:{m:02d}:{s % 60:02d}" if h else f"{m}:{s % 60:02d}"
+
+
+class ProgressLine:
+    """A live line: rewritten in place on a TTY; off a TTY (a log file, CI) printed at most once
+    every `every_steps` updates or `every_s` seconds, and always for the last one (`force`)."""
+
+    def __init__(self, stream=None, *, every_steps: int = 10, every_s: float = 10.0):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.every_steps, self.every_s = max(1, every_steps), every_s
+        self.count, self.shown_at, self.live = 0, float("-inf"), False
+
+    def update(self, text: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        self.count += 1
+        if self.tty:
+            self.stream.write(f"\r{text:<78}")
+            self.live = True
+        elif force or self.count % self.every_steps == 0 or now - self.shown_at >= self.every_s:
+            self.stream.write(text + "\n")
+            self.shown_at = now
+        else:
+            return
+        self.stream.flush()
+
+    def say(self, text: str) -> None:
+        """A line of its own (a state change, a warning), below the live line."""
+        self.end()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.live = False
+
+
+# Which metrics the live line shows, per mode: GRPO's reward and KL; the ranked-preference mode's
+# held-out pairwise accuracy and DPO loss (it has no reward or kl).
+LINE_METRICS = {
+    pb.TRAIN_MODE_RANKED_PREFERENCE: (("heldout/pairwise_accuracy", 3), ("rewards/margins", 3), ("loss", 4)),
+}
+GRPO_LINE_METRICS = (("reward", 3), ("kl", 4))
+
+
+class TrainProgress:
+    """The training line: step, the mode's metrics, elapsed, and an ETA from training steps only
+    (the first train step is the anchor, so the step-0 held-out measurement never counts)."""
+
+    def __init__(self, mode: int, line: ProgressLine):
+        self.metrics = LINE_METRICS.get(mode, GRPO_LINE_METRICS)
+        self.line = line
+        self.t0 = time.monotonic()
+        self.anchor: tuple[int, float] | None = None
+
+    def text(self, step: int, max_steps: int, metrics, now: float) -> str:
+        if step > 0 and self.anchor is None:
+            self.anchor = (step, now)
+        eta = "-:--"
+        if self.anchor and step > self.anchor[0]:
+            per_step = (now - self.anchor[1]) / (step - self.anchor[0])
+            eta = clock(per_step * max(max_steps - step, 0))
+        elif step >= max_steps:
+            eta = clock(0)
+        shown = " ".join(f"{name} {metrics[name]:.{d}f}" if name in metrics else f"{name} -"
+                         for name, d in self.metrics)
+        return f"step {step}/{max_steps} {shown} elapsed {clock(now - self.t0)} ETA {eta}"
+
+    def step(self, step: int, max_steps: int, metrics) -> None:
+        self.line.update(self.text(step, max_steps, metrics, time.monotonic()), force=step >= max_steps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
 
 
 def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "") -> int:
@@ -47,19 +208,21 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         eff = validate_train_request(req, data_root)
         folder, eff = create_run_folder(runs_root, eff)
     except RequestError as err:
-        print(f"py-trainer train: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"py-trainer train: {err.message if err.field == 'config' else err}", file=sys.stderr)
         return 2
     log = EventLog(folder, eff.run_id)
+
+    line = ProgressLine(every_steps=max(1, eff.grpo.max_steps // 10))
+    progress = TrainProgress(eff.mode, line)
+    line.say(f"{eff.run_id}: training {eff.grpo.max_steps} steps ({pb.TrainMode.Name(eff.mode)}); run folder {folder}")
 
     def emit(ev: pb.RunEvent) -> None:
         kind = ev.WhichOneof("kind")
         log.append(**{kind: getattr(ev, kind)})
         if kind == "train_step":
-            m = ev.train_step.metrics
-            print(f"step {ev.train_step.step}/{ev.train_step.max_steps} reward {m.get('reward', float('nan')):.3f} "
-                  f"kl {m.get('kl', float('nan')):.4f}", flush=True)
+            progress.step(ev.train_step.step, ev.train_step.max_steps, ev.train_step.metrics)
         elif kind == "warning":
-            print(f"warning [{ev.warning.code}] {ev.warning.message}", flush=True)
+            line.say(f"warning [{ev.warning.code}] at step {ev.warning.step}: {ev.warning.message}")
 
     stop = {"flag": False}
     signal.signal(signal.SIGINT, lambda *_: stop.__setitem__("flag", True))
@@ -72,6 +235,7 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
     except Exception as exc:
         state, reason = pb.RUN_STATE_FAILED, failure_reason(exc)
     log.append(state_change=pb.StateChange(state=state, reason=reason))
+    line.end()
     print(f"{eff.run_id}: {pb.RunState.Name(state)} {reason}".rstrip())
     print(f"run folder: {folder}")
     return 0 if state == pb.RUN_STATE_SUCCEEDED else 1
@@ -96,16 +260,21 @@ def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, dat
         req = load_request_file(config, pb.EvaluateRequest())
         plan = plan_evaluation(req, _StoredRuns(runs_root, data_root))
     except RequestError as err:
-        print(f"py-trainer evaluate: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"py-trainer evaluate: {err.message if err.field == 'config' else err}", file=sys.stderr)
         return 2
-    last = {"variant": "", "shown": -1}
+    line = ProgressLine(every_steps=1_000_000)  # off a TTY: every 10 s, and each variant's end
+    t0 = time.monotonic()
+    last = {"variant": ""}
 
     def progress(p: pb.EvaluateProgress) -> None:
-        if p.variant != last["variant"] or p.tasks_done == p.tasks_total or p.tasks_done - last["shown"] >= 64:
-            last.update(variant=p.variant, shown=p.tasks_done)
-            print(f"{p.variant}: {p.tasks_done}/{p.tasks_total} tasks", flush=True)
+        if p.variant != last["variant"]:
+            last["variant"] = p.variant
+            line.say(f"evaluating {p.variant} on {p.tasks_total} tasks")
+        line.update(f"{p.variant}: {p.tasks_done}/{p.tasks_total} tasks, elapsed {clock(time.monotonic() - t0)}",
+                    force=p.tasks_done == p.tasks_total)
 
     result = run_evaluation(plan, Path(data_root), progress)
+    line.end()
     for v in result.variants:
         scores = "  ".join(f"{name} {v.mean_scores[name]:.3f}" for name in sorted(v.mean_scores))
         print(f"{v.name}: {scores} on {len(v.tasks)} tasks")
@@ -114,3 +283,50 @@ def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, dat
                                               indent=1) + "\n")
         print(f"result: {output}")
     return 0
+
+
+def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | None = None,
+                   data_root: Path = Path(".")) -> str:
+    """Write `adapter` (a PEFT folder) to `out` as a PEFT adapter folder, or with `merge` as a full
+    model (LoRA folded into the base by peft's merge_and_unload, plus the base's tokenizer) that
+    `AutoModelForCausalLM.from_pretrained(out)` loads. The base is `base_model` when given ("" =
+    the embedded default model), else the adapter's own base_model_name_or_path. `out` appears
+    whole or not at all (built in a temp folder next to it, then renamed). Returns what was written."""
+    import shutil
+    import tempfile
+
+    adapter, out = Path(adapter), Path(out)
+    cfg_path = adapter / "adapter_config.json"
+    if not cfg_path.is_file():
+        raise InvalidArgument("--adapter", f"{adapter}: no adapter_config.json (not a PEFT adapter folder)")
+    if out.exists() and any(out.iterdir()):
+        raise InvalidArgument("--out", f"{out}: exists and is not empty")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        if not merge:
+            for f in adapter.iterdir():
+                if f.is_file():
+                    shutil.copy2(f, tmp / f.name)
+            what = "PEFT adapter"
+        else:
+            from peft import PeftModel
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from py_trainer.models import resolve_model_path
+
+            if base_model is None:
+                base_model = json.loads(cfg_path.read_text()).get("base_model_name_or_path") or ""
+            base_path = resolve_model_path(base_model, data_root)
+            base = AutoModelForCausalLM.from_pretrained(base_path)
+            merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+            merged.save_pretrained(tmp)
+            AutoTokenizer.from_pretrained(base_path).save_pretrained(tmp)
+            what = f"merged model (base {base_model or 'the embedded default model'})"
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return what

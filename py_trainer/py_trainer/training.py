@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[pb.RunEvent], None]
 BOOTSTRAP_RESAMPLES = 2000
+TENSORBOARD_DIR = "tensorboard"  # transformers' TensorBoard event files, inside the run folder
 EVAL_SEED_OFFSET = 7919  # held-out sampling seed = grpo.seed + this, the same at step 0 and at the end
 
 
@@ -90,8 +91,9 @@ class TrainingMode(Protocol):
 # Pieces both modes use
 
 
-def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig) -> dict:
-    """TrainingArguments every mode shares: device/precision, schedule, seeds, logging, checkpoints."""
+def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig, report_to=()) -> dict:
+    """TrainingArguments every mode shares: device/precision, schedule, seeds, logging, checkpoints,
+    and where transformers reports its own logs (`runtime.report_to`; "none" = nowhere)."""
     import torch
 
     return dict(
@@ -110,7 +112,7 @@ def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig) -> dict:
         save_strategy="steps",
         save_steps=g.save_steps,
         save_total_limit=2,
-        report_to=[],
+        report_to=[r for r in report_to if r != "none"],
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
@@ -136,6 +138,19 @@ def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Call
                 step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
 
     return RunEventCallback()
+
+
+def route_trainer_logs(trainer, tensorboard_dir: Path) -> None:
+    """TensorBoard event files go to the run folder's tensorboard/ (not checkpoints/runs/<date>_<host>),
+    and transformers' PrinterCallback (raw log dicts on stdout, added when tqdm is off) is dropped:
+    our callback already turns every log into a train_step event and a progress line."""
+    from transformers.integrations import TensorBoardCallback
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    for cb in trainer.callback_handler.callbacks:
+        if isinstance(cb, TensorBoardCallback):
+            cb.logging_dir = str(tensorboard_dir)
 
 
 def numeric_metrics(logs: dict, keep_nan: tuple[str, ...] = ()) -> dict[str, float]:
@@ -181,7 +196,9 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     start = mode.measure_start(run)
 
     callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs))
-    run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo), callback)
+    run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to),
+                                     callback)
+    route_trainer_logs(run.trainer, run_dir / TENSORBOARD_DIR)
     trainable = count_params(run.trainer.model, trainable_only=True)
     run.trainer.train()
     stopped = should_stop()
@@ -205,6 +222,6 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     summary.update(run_id=run_dir.name, state=pb.RunState.Name(state).removeprefix("RUN_STATE_"),
                    base_model=model_path, **extras)
     write_json_atomic(run_dir / "summary.json", summary)
-    result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + ["summary.json"]))
+    result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + [TENSORBOARD_DIR, "summary.json"]))
     emit(pb.RunEvent(result=result))
     return state
