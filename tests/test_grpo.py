@@ -223,3 +223,12 @@ def test_default_specs():
     assert score("<answer>smurfing</answer>", ["structuring"]) == 0.2
     assert score("structuring", ["structuring"]) == 0.0
     assert score("<answer>x</answer>", []) == 0.2
+
+
+def test_one_character_class_table_for_both_graders_issue_10():
+    # CPython 3.11's unicodedata (Unicode 14) calls U+1FAE8 unassigned; the checked-in table (the
+    # same one grpo.ts reads) calls it a symbol, so the lenient grader agrees with the TS one.
+    from py_trainer.grpo import build_reward, normalize_answer
+
+    assert build_reward({"name": "exact_match_lenient"}).score("The answer is 42\U0001FAE8", ["42"]) == 1
+    assert normalize_answer("ΟΔΟΣ") == "οδοσ"

@@ -10,19 +10,22 @@ Conventions (as in grpo.ts)
 - group_relative_advantage reproduces TRL 1.16 GRPOTrainer's advantages (sum_then_normalize) in
   float64: group mean, sample std with Bessel's correction (TRL's nanstd), NaN rewards left out
   and given advantage 0. Plain loops, not numpy: the order of float operations matches the TS code.
-- Whitespace is [ \\t\\n\\r\\f\\v\\u00a0]; case folding is str.lower(); punctuation is any code
-  point of Unicode category P* or S*, replaced by a space.
+- Whitespace is [ \\t\\n\\r\\f\\v\\u00a0]; case folding and punctuation (Unicode P* and S*,
+  replaced by a space) come from the checked-in table char_classes.json that grpo.ts loads too,
+  never from this runtime's unicodedata / str.lower (CPython 3.11 has Unicode 14, Node 20 has 17).
 - Bad input raises RewardInputError with the same ``kind`` as the TS code, in the same order of checks.
 - Registry params use snake_case keys (as on the wire); function options are keyword arguments.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 import sys
-import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
@@ -169,8 +172,25 @@ def _valid_tag(tag) -> bool:
     return isinstance(tag, str) and _TAG_NAME.fullmatch(tag) is not None
 
 
+CHAR_CLASSES_PATH = Path(__file__).resolve().parent / "char_classes.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _char_classes() -> tuple[frozenset[int], dict[int, str]]:
+    """(punctuation_or_symbol code points, lowercase map) from char_classes.json, loaded once."""
+    raw = json.loads(CHAR_CLASSES_PATH.read_text(encoding="utf-8"))
+    punct = frozenset(cp for first, last in raw["punctuation_or_symbol"] for cp in range(first, last + 1))
+    return punct, {int(cp): low for cp, low in raw["lowercase"]}
+
+
+def _lower_case(s: str) -> str:
+    lower = _char_classes()[1]
+    return "".join(lower.get(ord(ch), ch) for ch in s)
+
+
 def _strip_punctuation(s: str) -> str:
-    return "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in s)
+    punct = _char_classes()[0]
+    return "".join(" " if ord(ch) in punct else ch for ch in s)
 
 
 def normalize_answer(text: str, *, case_sensitive: bool = False, ignore_punctuation: bool = False) -> str:
@@ -178,7 +198,7 @@ def normalize_answer(text: str, *, case_sensitive: bool = False, ignore_punctuat
     whitespace runs to one space, trimmed."""
     s = text
     if not case_sensitive:
-        s = s.lower()
+        s = _lower_case(s)
     if ignore_punctuation:
         s = _strip_punctuation(s)
     return _EDGE_WHITESPACE.sub("", _WHITESPACE_RUN.sub(" ", s))

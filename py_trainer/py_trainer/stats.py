@@ -39,6 +39,10 @@ __all__ = [
     "StartVsEnd",
     "Trend",
     "RelativeChange",
+    "PairedProportionInterval",
+    "OperatingCharacteristic",
+    "ClusteredMean",
+    "HamedRaoTrend",
     "Rng",
     "normal_cdf",
     "normal_quantile",
@@ -61,6 +65,12 @@ __all__ = [
     "fleiss_kappa",
     "start_vs_end",
     "trend",
+    "tango_score_interval",
+    "operating_characteristic",
+    "pass_at_k",
+    "holm_adjust",
+    "clustered_mean_se",
+    "hamed_rao_trend",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +141,25 @@ def _check_integer(name: str, x, minimum: int) -> int:
     if x < minimum:
         _fail("out_of_range", f"{name} must be >= {minimum}, got {x}")
     return int(x)
+
+
+def _js_max(x: float, y: float) -> float:
+    """Math.max(x, y): NaN if either is NaN, +0 over -0 (Python's max keeps the first of equals
+    and lets a NaN second argument through)."""
+    if math.isnan(x) or math.isnan(y):
+        return math.nan
+    if x == y:
+        return y if math.copysign(1.0, x) < 0 else x
+    return x if x > y else y
+
+
+def _js_min(x: float, y: float) -> float:
+    """Math.min(x, y): NaN if either is NaN, -0 under +0."""
+    if math.isnan(x) or math.isnan(y):
+        return math.nan
+    if x == y:
+        return x if math.copysign(1.0, x) < 0 else y
+    return x if x < y else y
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,7 +467,13 @@ def _percentile(sorted_xs: list[float], q: float) -> float:
     i = math.floor(h)
     if i >= len(sorted_xs) - 1:
         return sorted_xs[-1]
-    return sorted_xs[i] + (h - i) * (sorted_xs[i + 1] - sorted_xs[i])
+    lo, hi = sorted_xs[i], sorted_xs[i + 1]
+    if h == i or lo == hi:
+        return lo
+    # An interpolation that touches an infinity is that infinity (as stats.ts).
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        return lo if lo == -math.inf and (hi != math.inf or q < 0.5) else hi
+    return lo + (h - i) * (hi - lo)
 
 
 def _percentile_interval(stats: list[float], confidence: float) -> "Interval":
@@ -540,13 +575,16 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Prop
     if successes > n:
         _fail("out_of_range", f"successes ({successes}) must be <= n ({n})")
     confidence = _check_probability("confidence", confidence)
+    # doubles, as in TS: Python ints would be exact (4 * n * n) and overflow on float conversion
+    n = float(n)
+    successes = float(successes)
     z = _z_critical(1 - confidence)
     z2 = z * z
     p = successes / n
     denom = 1 + z2 / n
     center = (p + z2 / (2 * n)) / denom
     dist = (z * math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / denom
-    return ProportionInterval(estimate=p, lower=max(0.0, center - dist), upper=min(1.0, center + dist))
+    return ProportionInterval(estimate=p, lower=_js_max(0.0, center - dist), upper=_js_min(1.0, center + dist))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,6 +642,8 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], *, confidence: flo
     CIs, Pearson r, and for 0/1 scores the discordant counts and exact McNemar p. Needs n >= 2."""
     _check_pair(a, b, 2)
     confidence = _check_probability("confidence", confidence)
+    a = [float(x) for x in a]  # doubles, as in TS (int subtraction would be exact)
+    b = [float(x) for x in b]
     n = len(a)
     d = [b[i] - a[i] for i in range(n)]
     mean_a = _sum(a) / n
@@ -620,7 +660,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], *, confidence: flo
         saa += da * da
         sbb += db * db
         sab += da * db
-    correlation = None if saa == 0 or sbb == 0 else max(-1.0, min(1.0, sab / (math.sqrt(saa) * math.sqrt(sbb))))
+    correlation = None if saa == 0 or sbb == 0 else _js_max(-1.0, _js_min(1.0, sab / (math.sqrt(saa) * math.sqrt(sbb))))
     binary = True
     n10 = n01 = 0
     for i in range(n):
@@ -671,7 +711,7 @@ def paired_bootstrap_ci(
     rng = Rng(seed)
     confidence = _check_probability("confidence", confidence)
     n = len(a)
-    d = [b[i] - a[i] for i in range(n)]
+    d = [float(b[i]) - float(a[i]) for i in range(n)]
     stats = []
     for _ in range(resamples):
         s = 0.0
@@ -682,6 +722,68 @@ def paired_bootstrap_ci(
     return BootstrapInterval(
         estimate=_sum(d) / n, lower=ci.lower, upper=ci.upper, resamples=resamples, seed=int(seed), confidence=confidence
     )
+
+
+@dataclass(frozen=True)
+class PairedProportionInterval:
+    """Result of tango_score_interval: (c - b) / n and its score interval."""
+
+    estimate: float
+    lower: float
+    upper: float
+    n: int
+    confidence: float
+
+
+def tango_score_interval(b: int, c: int, n: int, *, confidence: float = 0.95) -> PairedProportionInterval:
+    """Tango's (1998) score interval for a paired difference of proportions, candidate - base:
+    b = base right & candidate wrong, c = base wrong & candidate right, n all pairs. Bounds by
+    bisection on [-1, 1] (method in stats.ts's tangoScoreInterval)."""
+    b = _check_integer("b", b, 0)
+    c = _check_integer("c", c, 0)
+    n = _check_integer("n", n, 1)
+    if b + c > n:
+        _fail("out_of_range", f"b + c ({b + c}) must be <= n ({n})")
+    confidence = _check_probability("confidence", confidence)
+    z = _z_critical(1 - confidence)
+    bf, cf, nf = float(b), float(c), float(n)
+
+    def score(delta: float) -> float:
+        w = cf * (1 + delta) + bf * (1 - delta) - 2 * nf * delta
+        disc = w * w + 8 * nf * bf * delta * (1 - delta)
+        q = (w + math.sqrt(disc if disc > 0 else 0.0)) / (4 * nf)
+        v = nf * (2 * q + delta * (1 - delta))
+        num = cf - bf - nf * delta
+        if not v > 0:
+            return math.inf if num > 0 else -math.inf if num < 0 else 0.0
+        return num / math.sqrt(v)
+
+    estimate = (cf - bf) / nf
+    lower = -1.0
+    if score(-1.0) > z:
+        lo, hi = -1.0, estimate
+        while True:
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if score(mid) > z:
+                lo = mid
+            else:
+                hi = mid
+        lower = hi
+    upper = 1.0
+    if score(1.0) < -z:
+        lo, hi = estimate, 1.0
+        while True:
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if score(mid) < -z:
+                hi = mid
+            else:
+                lo = mid
+        upper = lo
+    return PairedProportionInterval(estimate=estimate, lower=lower, upper=upper, n=n, confidence=confidence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -732,8 +834,8 @@ def relative_change_ci(
     are finite, with a paired percentile bootstrap CI (pair indices from Rng(seed); method in
     stats.ts's relativeChangeCI). All NaN when no pair is left or mean(start) == 0.
 
-    Known limitation: resamples whose start mean is 0 are dropped, so the interval is conditional
-    on a non-zero start mean and too narrow near 0 (NaN bounds when every resample is dropped).
+    A resample whose start mean is 0 is kept: its relative change is +inf (end mean > 0), -inf
+    (< 0) or 0 (both 0), so a bound that reaches it is reported as unbounded, not cut off.
     """
     if len(start) != len(end):
         _fail("length_mismatch", f"start has {len(start)} values, end has {len(end)}")
@@ -762,8 +864,8 @@ def relative_change_ci(
         bm = sb / n
         if am != 0:
             relatives.append((bm - am) / abs(am))
-    if not relatives:
-        return RelativeChange(estimate=estimate, lower=math.nan, upper=math.nan)
+        else:
+            relatives.append(math.inf if bm > 0 else -math.inf if bm < 0 else 0.0)
     ci = _percentile_interval(relatives, confidence)
     return RelativeChange(estimate=estimate, lower=ci.lower, upper=ci.upper)
 
@@ -804,6 +906,119 @@ def minimum_detectable_effect(n: int, sd_diff: float, *, alpha: float = 0.05, po
     n = _check_integer("n", n, 1)
     za, zb = _check_power_inputs(sd_diff, alpha, power)
     return ((za + zb) * sd_diff) / math.sqrt(n)
+
+
+@dataclass(frozen=True)
+class OperatingCharacteristic:
+    """Result of operating_characteristic: se, P(PASS gate), P(CONFIRMED gate)."""
+
+    se: float
+    p_pass: float
+    p_confirm: float
+
+
+def operating_characteristic(
+    true_delta: float, sd_diff: float, n: int, *, threshold: float, alpha: float = 0.05
+) -> OperatingCharacteristic:
+    """P(PASS) and P(CONFIRMED) of the milestone gates at a true mean difference, by the normal
+    approximation (method in stats.ts's operatingCharacteristic)."""
+    _check_number("trueDelta", true_delta)
+    _check_number("sdDiff", sd_diff)
+    if sd_diff < 0:
+        _fail("out_of_range", f"sdDiff must be >= 0, got {sd_diff}")
+    n = _check_integer("n", n, 1)
+    threshold = _check_number("threshold", threshold)
+    alpha = _check_probability("alpha", alpha)
+    z = _z_critical(alpha)
+    se = sd_diff / math.sqrt(n)
+    if se == 0:
+        return OperatingCharacteristic(
+            se=se, p_pass=1.0 if true_delta >= threshold and true_delta > 0 else 0.0, p_confirm=1.0 if true_delta >= threshold else 0.0
+        )
+    gate = threshold if threshold > z * se else z * se
+    return OperatingCharacteristic(
+        se=se, p_pass=normal_cdf((true_delta - gate) / se), p_confirm=normal_cdf((true_delta - threshold - z * se) / se)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Eval design: several samples per task, templates as clusters, many typologies
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - prod_{i=n-c+1}^{n} (1 - k / i); 1 when n - c < k."""
+    n = _check_integer("n", n, 1)
+    c = _check_integer("c", c, 0)
+    k = _check_integer("k", k, 1)
+    if c > n:
+        _fail("out_of_range", f"c ({c}) must be <= n ({n})")
+    if k > n:
+        _fail("out_of_range", f"k ({k}) must be <= n ({n})")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1 - float(k) / float(i)
+    return 1 - prod
+
+
+def holm_adjust(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values in input order (statsmodels multipletests "holm")."""
+    if len(pvalues) == 0:
+        _fail("empty", "pvalues is empty")
+    for i, p in enumerate(pvalues):
+        _check_number(f"pvalues[{i}]", p)
+        if p < 0 or p > 1:
+            _fail("out_of_range", f"pvalues[{i}] must be in [0, 1], got {p}")
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: (pvalues[i], i))
+    out = [0.0] * m
+    running = 0.0
+    for r, i in enumerate(order):
+        v = (m - r) * float(pvalues[i])
+        if v > running:
+            running = v
+        out[i] = running if running < 1 else 1.0
+    return out
+
+
+@dataclass(frozen=True)
+class ClusteredMean:
+    """Result of clustered_mean_se (CR1 cluster-robust SE of a mean, as stats.ts)."""
+
+    n: int
+    clusters: int
+    mean: float
+    se: float
+    iid_se: float
+    design_effect: float | None
+
+
+def clustered_mean_se(values: Sequence[float], clusters: Sequence[str]) -> ClusteredMean:
+    """Mean with a cluster-robust (CR1) SE, clusters summed in order of first appearance
+    (method in stats.ts's clusteredMeanSE). Needs n >= 2 and at least 2 clusters."""
+    _check_sample("values", values, 2)
+    if len(clusters) != len(values):
+        _fail("length_mismatch", f"values has {len(values)} entries, clusters has {len(clusters)}")
+    for i, c in enumerate(clusters):
+        if not isinstance(c, str):
+            _fail("label_type", f"clusters[{i}] must be a string, got {type(c).__name__}")
+    x = [float(v) for v in values]
+    n = len(x)
+    m = _sum(x) / n
+    sums: dict[str, float] = {}
+    for i in range(n):
+        sums[clusters[i]] = sums.get(clusters[i], 0.0) + (x[i] - m)
+    g = len(sums)
+    if g < 2:
+        _fail("too_few", f"needs at least 2 clusters, got {g}")
+    ss = 0.0
+    for u in sums.values():
+        ss += u * u
+    se = math.sqrt(((g / (g - 1)) * ss) / (float(n) * float(n)))
+    iid_se = math.sqrt(_sum_squared_deviations(x, m) / (n - 1)) / math.sqrt(n)
+    ratio = se / iid_se if iid_se > 0 else math.nan
+    return ClusteredMean(n=n, clusters=g, mean=m, se=se, iid_se=iid_se, design_effect=ratio * ratio if iid_se > 0 else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -938,8 +1153,8 @@ def cohen_kappa(r1: Sequence, r2: Sequence, *, weights: str = "none", categories
             term_0 += row_freq[i] * col_freq[j] * (u0 * u0)
     fac = 1 / ((1 - pe) * (1 - pe) * n)
     tc = kappa - pe * (1 - kappa)
-    se = math.sqrt(max(0.0, (term_a - tc * tc) * fac))
-    se0 = math.sqrt(max(0.0, (term_0 - pe * pe) * fac))
+    se = math.sqrt(_js_max(0.0, (term_a - tc * tc) * fac))
+    se0 = math.sqrt(_js_max(0.0, (term_0 - pe * pe) * fac))
     z = kappa / se0 if se0 > 0 else None
     p = None if z is None else _erfc(abs(z) * _SQRT1_2)
     return CohenKappa(**base, kappa=kappa, se=se, se0=se0, z=z, p=p)
@@ -1002,11 +1217,14 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> FleissKappa:
     for i, row in enumerate(table):
         for j in range(k):
             _check_integer(f"table[{i}][{j}]", row[j], 0)
-    raters = int(_sum(table[0]))
+    # doubles, as in TS: int products would be exact and overflow when turned into floats
+    table = [[float(x) for x in row] for row in table]
+    raters_f = _sum(table[0])
+    raters = int(raters_f)
     for i in range(1, len(table)):
-        if _sum(table[i]) != raters:
+        if _sum(table[i]) != raters_f:
             _fail("length_mismatch", f"subject {i} has {int(_sum(table[i]))} ratings, subject 0 has {raters}")
-    if raters < 2:
+    if raters_f < 2:
         _fail("too_few", f"needs at least 2 raters per subject, got {raters}")
     subjects = len(table)
     p_bar = 0.0
@@ -1014,14 +1232,14 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> FleissKappa:
         sq = 0.0
         for j in range(k):
             sq += table[i][j] * table[i][j]
-        p_bar += (sq - raters) / (raters * (raters - 1))
+        p_bar += (sq - raters_f) / (raters_f * (raters_f - 1))
     p_bar = p_bar / subjects
     pe = 0.0
     for j in range(k):
         cs = 0.0
         for i in range(subjects):
             cs += table[i][j]
-        pj = cs / (subjects * raters)
+        pj = cs / (subjects * raters_f)
         pe += pj * pj
     kappa = (p_bar - pe) / (1 - pe) if pe < 1 else None
     return FleissKappa(
@@ -1137,6 +1355,7 @@ class Trend:
 def trend(series: Sequence[float]) -> Trend:
     """Mann-Kendall trend test (normal approximation, tie-corrected variance) and Sen's slope; n >= 3."""
     _check_sample("series", series, 3)
+    series = [float(x) for x in series]  # doubles, as in TS (int subtraction would be exact)
     n = len(series)
     s = 0
     slopes = []
@@ -1167,6 +1386,78 @@ def trend(series: Sequence[float]) -> Trend:
     m = len(slopes)
     sen = slopes[(m - 1) // 2] if m % 2 == 1 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
     return Trend(n=n, s=s, var_s=var_s, z=z, p=_erfc(abs(z) * _SQRT1_2), tau=s / ((n * (n - 1)) / 2), sen_slope=sen)
+
+
+@dataclass(frozen=True)
+class HamedRaoTrend:
+    """Result of hamed_rao_trend: trend's fields with var(S), z and p corrected for autocorrelation."""
+
+    n: int
+    s: int
+    var_s: float
+    z: float
+    p: float
+    tau: float
+    sen_slope: float
+    var_s_uncorrected: float
+    correction: float
+    significant_lags: list[int]
+    alpha: float
+
+
+def _average_ranks(xs: Sequence[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=lambda i: (xs[i], i))
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i + 1
+        while j < len(order) and xs[order[j]] == xs[order[i]]:
+            j += 1
+        r = (i + j + 1) / 2
+        for k in range(i, j):
+            ranks[order[k]] = r
+        i = j
+    return ranks
+
+
+def hamed_rao_trend(series: Sequence[float], *, alpha: float = 0.05) -> HamedRaoTrend:
+    """Hamed & Rao (1998) modified Mann-Kendall test with every lag, as pymannkendall's
+    hamed_rao_modification_test (method in stats.ts's hamedRaoTrend)."""
+    base = trend(series)
+    alpha = _check_probability("alpha", alpha)
+    x = [float(v) for v in series]
+    n = len(x)
+    detrended = [x[i] - (i + 1) * base.sen_slope for i in range(n)]
+    ranks = _average_ranks(detrended)
+    rm = _sum(ranks) / n
+    y = [r - rm for r in ranks]
+    acov0 = 0.0
+    for v in y:
+        acov0 += v * v
+    acov0 = acov0 / n
+    bound = _z_critical(alpha) / math.sqrt(n)
+    sni = 0.0
+    lags: list[int] = []
+    if acov0 > 0:
+        for k in range(1, n):
+            ak = 0.0
+            for i in range(n - k):
+                ak += y[i] * y[i + k]
+            r = ak / n / acov0
+            if r > bound or r < -bound:
+                sni += float((n - k) * (n - k - 1) * (n - k - 2)) * r
+                lags.append(k)
+    correction = 1 + (2 / float(n * (n - 1) * (n - 2))) * sni
+    var_s = base.var_s * correction
+    z = 0.0
+    if var_s > 0 and base.s > 0:
+        z = (base.s - 1) / math.sqrt(var_s)
+    elif var_s > 0 and base.s < 0:
+        z = (base.s + 1) / math.sqrt(var_s)
+    return HamedRaoTrend(
+        n=n, s=base.s, var_s=var_s, z=z, p=_erfc(abs(z) * _SQRT1_2), tau=base.tau, sen_slope=base.sen_slope,
+        var_s_uncorrected=base.var_s, correction=correction, significant_lags=lags, alpha=alpha,
+    )
 
 
 # Internal elementary functions, exported for the accuracy tests only (as stats.ts's `elementary`).

@@ -277,3 +277,12 @@ describe("composeRewards and the registry", () => {
     assert.equal(score("<answer>x</answer>", []), 0.2); // exact_match unscorable, format still counts
   });
 });
+
+describe("one character-class table for both graders (issue 10)", () => {
+  test("a symbol newer than Python's Unicode 14 is punctuation here and there: the lenient grader scores 1", async () => {
+    const g = await import("../src/agent/train/grpo.js");
+    const lenient = g.buildReward({ name: "exact_match_lenient" });
+    assert.equal(lenient.score("The answer is 42\u{1FAE8}", ["42"]), 1);
+    assert.equal(g.normalizeAnswer("ΟΔΟΣ"), "οδοσ"); // context-free: no final-sigma rule
+  });
+});

@@ -173,6 +173,16 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   fleissKappa: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.fleissKappa(a[0]) },
   startVsEnd: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.startVsEnd(a[0], o as { window: number }) },
   trend: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.trend(a[0]) },
+  tangoScoreInterval: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.tangoScoreInterval(a[0], a[1], a[2], o) },
+  operatingCharacteristic: {
+    module: "stats",
+    tolerance: FLOAT_TOL,
+    call: (a, o) => stats.operatingCharacteristic(a[0], a[1], a[2], o as { threshold: number }),
+  },
+  passAtK: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.passAtK(a[0], a[1], a[2]) },
+  holmAdjust: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.holmAdjust(a[0]) },
+  clusteredMeanSE: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.clusteredMeanSE(a[0], a[1]) },
+  hamedRaoTrend: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.hamedRaoTrend(a[0], o) },
   // args: [seed, count, n] -> count nextUint32 draws, then count nextIndex(n) draws, from one stream
   Rng: {
     module: "stats",

@@ -8,9 +8,10 @@
  *
  * Inputs are mostly valid with a few percent of invalid ones (NaN, Infinity, wrong sizes, bad
  * options) so error kinds are cross-checked too. Text is built from a fixed alphabet of tags,
- * words, whitespace, punctuation and a few non-ASCII letters: the two runtimes' Unicode tables
- * may differ on characters newer than the older table, which is a documented limitation, not a
- * parity bug to chase at random. Sizes stay small so Python checks the lot in seconds.
+ * words, whitespace, punctuation and non-ASCII letters, including characters assigned after
+ * CPython 3.11's Unicode 14 (both graders read one checked-in table, char_classes.json). Numeric
+ * inputs include integers beyond 2^53 and magnitudes that overflow. Sizes stay small so Python
+ * checks the lot in seconds.
  */
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -33,6 +34,15 @@ const badNumber = fc.constantFrom<unknown>(NaN, Infinity, -Infinity, null);
 const finite = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true });
 const score = fc.oneof(fc.constantFrom(0, 1, 0.5, 0.25, -0), finite(0, 1));
 const value = fc.oneof(fc.constantFrom(0, 1, -1, 0.5, -0, 1e-300, 5e-324), finite(-1e3, 1e3), fc.integer({ min: -50, max: 50 }));
+/** Values outside our own generators' comfort zone: integers beyond 2^53 (Python reads them from
+ *  JSON as ints, whose exact arithmetic differs from doubles) and magnitudes whose squares or
+ *  products overflow (NaN and Infinity must come out the same in both languages). */
+const bigInteger = fc.oneof(
+  fc.constantFrom(2 ** 53 + 2, 2 ** 60, -(2 ** 61), 1e20, 792989053986676539392, 10247644939188637696),
+  fc.integer({ min: 1, max: 2 ** 20 }).map((k) => k * 2 ** 60),
+);
+const huge = fc.constantFrom(1e154, -1e154, 1e200, -1e200, 1.7976931348623157e308, -1.7976931348623157e308);
+const wild = fc.oneof({ arbitrary: value, weight: 6 }, { arbitrary: bigInteger, weight: 2 }, { arbitrary: huge, weight: 1 });
 const confidence = fc.option(fc.oneof(fc.constantFrom(0.95, 0.9, 0.99, 0.5), finite(0.01, 0.999)), { nil: undefined });
 const seed = fc.oneof({ arbitrary: fc.integer({ min: 0, max: 4294967295 }), weight: 40 }, { arbitrary: fc.constantFrom(-1, 4294967296, 0.5), weight: 1 });
 
@@ -47,6 +57,8 @@ const FRAGMENTS = [
   "structuring", "Structuring", "STRUCTURING", "cash", "smurfing", "layering", "trade-based", "trade_based",
   "money", "it is", "the", " ", "  ", "\n", "\t", "\u00a0", ".", ",", "!", "-", "_", ":", "(", ")", "'", "’",
   "“", "”", "£", "+", "É", "é", "ß", "İ", "Σ", "ς", "Straße", "x", "a b",
+  // assigned after Unicode 14 (CPython 3.11's tables) but in Node 20's: the checked-in table decides
+  "\u{1FAE8}", "\uA7CB", "\u1C89", "\u{16EA0}", "ΟΔΟΣ", "42",
 ];
 const text = fc.array(fc.constantFrom(...FRAGMENTS), { maxLength: 14 }).map((parts) => parts.join(""));
 const word = fc.constantFrom("structuring", "Structuring", "cash structuring", "smurfing", "trade-based", "trade based", "layering", "", " ", "x", "É", "it is");
@@ -118,7 +130,13 @@ function pair(maxN: number): fc.Arbitrary<[unknown[], unknown[]]> {
     fc.tuple(sample(n, n, score), sample(n, n, value)),
   );
   const mismatched = fc.tuple(sample(0, 5, score), sample(0, 5, score));
-  return fc.oneof({ arbitrary: binary, weight: 10 }, { arbitrary: continuous, weight: 10 }, { arbitrary: mismatched, weight: 1 });
+  const outside = fc.integer({ min: 0, max: Math.min(maxN, 8) }).chain((n) => fc.tuple(sample(n, n, wild), sample(n, n, wild)));
+  return fc.oneof(
+    { arbitrary: binary, weight: 10 },
+    { arbitrary: continuous, weight: 10 },
+    { arbitrary: mismatched, weight: 1 },
+    { arbitrary: outside, weight: 3 },
+  );
 }
 
 const probability = mostly(
@@ -206,11 +224,11 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
   nanMean: withMissingOrBad(0, 30).map((xs) => ({ args: [xs] })),
   nanSampleSd: withMissingOrBad(0, 30).map((xs) => ({ args: [xs] })),
   wilsonInterval: fc
-    .integer({ min: 0, max: 5000 })
+    .oneof({ arbitrary: fc.integer({ min: 0, max: 5000 }), weight: 10 }, { arbitrary: fc.constantFrom(2 ** 60, 1e154, 1e200, 1e300), weight: 1 })
     .chain((n) =>
       fc.record({
         n: mostly(fc.constant(n), fc.constantFrom<unknown>(-1, 2.5)),
-        successes: mostly(fc.integer({ min: 0, max: n }), fc.constantFrom<unknown>(n + 1, 0.5, -1)),
+        successes: mostly(n > 5000 ? fc.constantFrom(0, 1, n / 2, n) : fc.integer({ min: 0, max: n }), fc.constantFrom<unknown>(n * 2, 0.5, -1)),
         confidence,
       }),
     )
@@ -302,13 +320,17 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .record({
       subjects: mostly(fc.integer({ min: 1, max: 12 }), fc.constant(0)),
       k: fc.integer({ min: 1, max: 5 }),
-      raters: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)), noise: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) })
-    .chain(({ subjects, k, raters, noise }) =>
+      raters: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)),
+      noise: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)),
+      scale: fc.oneof({ arbitrary: fc.constant(1), weight: 8 }, { arbitrary: fc.constantFrom(2 ** 60, 1e160, 1e200), weight: 1 }),
+    })
+    .chain(({ subjects, k, raters, noise, scale }) =>
       fc.array(fc.array(fc.nat({ max: k - 1 }), { minLength: raters, maxLength: raters }), { minLength: subjects, maxLength: subjects }).map((votes) => {
         const table = votes.map((v) => {
           const row = new Array<number>(k).fill(0);
           for (const c of v) row[c] += 1;
-          return row;
+          return row.map((x) => x * scale); // huge scales: Python's int products overflowed
+
         });
         if (noise === 1 && table.length > 0) table[0][0] += 1; // different rater counts (or fine if one subject)
         if (noise === 2 && table.length > 0) table[table.length - 1] = table[table.length - 1].slice(1); // ragged
@@ -332,7 +354,51 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       });
     })
     .map(({ series, ...o }) => ({ args: [series], options: optionsOf(o) })),
-  trend: mostly(sample(3, 40, fc.oneof(fc.integer({ min: 0, max: 5 }), value, score)), sample(0, 2)).map((xs) => ({ args: [xs] })),
+  trend: mostly(
+    fc.oneof(sample(3, 40, fc.oneof(fc.integer({ min: 0, max: 5 }), value, score)), sample(3, 8, fc.oneof(bigInteger, fc.integer({ min: 0, max: 2 ** 20 })))),
+    sample(0, 2),
+  ).map((xs) => ({ args: [xs] })),
+  tangoScoreInterval: fc
+    .record({ n: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 3000 })), u: fc.double({ min: 0, max: 1, noNaN: true }), v: fc.double({ min: 0, max: 1, noNaN: true }), confidence, bad: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
+    .map(({ n, u, v, confidence, bad }) => {
+      const b = Math.floor(u * n);
+      const c = Math.floor(v * (n - b));
+      const args = bad === 1 ? [b, n - b + 1, n] : bad === 2 ? [b + 0.5, c, n] : [b, c, n];
+      return { args, options: optionsOf({ confidence }) };
+    }),
+  operatingCharacteristic: fc
+    .record({
+      trueDelta: mostly(fc.oneof(finite(-0.3, 0.5), fc.constantFrom(0.05, 0.2, 0)), fc.constantFrom<unknown>(NaN, Infinity)),
+      sdDiff: mostly(fc.oneof(finite(0, 1.5), fc.constant(0)), fc.constantFrom<unknown>(-0.1, NaN)),
+      n: mostly(fc.integer({ min: 1, max: 5000 }), fc.constantFrom<unknown>(0, 2.5)),
+      threshold: mostly(fc.constantFrom(0.05, 0.2, 0, -0.05), fc.constantFrom<unknown>(NaN)),
+      alpha,
+    })
+    .map(({ trueDelta, sdDiff, n, ...o }) => ({ args: [trueDelta, sdDiff, n], options: optionsOf(o) })),
+  passAtK: fc
+    .integer({ min: 1, max: 300 })
+    .chain((n) => fc.record({ n: fc.constant(n), c: fc.integer({ min: 0, max: n }), k: fc.integer({ min: 1, max: n }), bad: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) }))
+    .map(({ n, c, k, bad }) => ({ args: bad === 1 ? [n, n + 1, k] : bad === 2 ? [n, c, n + 1] : bad === 3 ? [n, c, 0] : [n, c, k] })),
+  holmAdjust: mostly(
+    fc.array(fc.oneof(finite(0, 1), fc.constantFrom(0, 1, 0.05, 0.01, 0.5)), { minLength: 1, maxLength: 12 }),
+    fc.constantFrom<unknown>([], [0.5, 1.5], [NaN], [-0.1]),
+  ).map((ps) => ({ args: [ps] })),
+  clusteredMeanSE: fc
+    .record({ n: fc.integer({ min: 0, max: 30 }), g: fc.integer({ min: 1, max: 6 }), noise: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
+    .chain(({ n, g, noise }) =>
+      fc.tuple(sample(n, n, fc.oneof(score, value, fc.constantFrom(-1, 0, 1))), fc.array(fc.integer({ min: 0, max: g - 1 }), { minLength: n, maxLength: n })).map(([xs, cs]) => {
+        const clusters: unknown[] = cs.map((c) => `template/${c}`);
+        if (noise === 1) clusters.push("extra");
+        if (noise === 2 && clusters.length > 0) clusters[0] = 3;
+        return { args: [xs, clusters] };
+      }),
+    ),
+  hamedRaoTrend: fc
+    .record({
+      xs: mostly(sample(3, 40, fc.oneof(fc.integer({ min: 0, max: 5 }), value, score)), sample(0, 2)),
+      alpha: fc.option(mostly(finite(0.01, 0.3), fc.constantFrom<unknown>(0, 1)), { nil: undefined }),
+    })
+    .map(({ xs, alpha }) => ({ args: [xs], options: optionsOf({ alpha }) })),
   Rng: fc
     .record({
       seed,

@@ -458,7 +458,12 @@ function percentile(sorted: ReadonlyArray<number>, q: number): number {
   const h = (sorted.length - 1) * q;
   const i = Math.floor(h);
   if (i >= sorted.length - 1) return sorted[sorted.length - 1];
-  return sorted[i] + (h - i) * (sorted[i + 1] - sorted[i]);
+  const lo = sorted[i];
+  const hi = sorted[i + 1];
+  if (h === i || lo === hi) return lo;
+  // An interpolation that touches an infinity is that infinity (the interval is unbounded there).
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return lo === -Infinity && (hi !== Infinity || q < 0.5) ? lo : hi;
+  return lo + (h - i) * (hi - lo);
 }
 
 function sortNumbers(xs: number[]): number[] {
@@ -757,6 +762,71 @@ export function pairedBootstrapCI(
   return { estimate: sumOf(d) / n, lower: ci.lower, upper: ci.upper, resamples, seed, confidence };
 }
 
+/** Result of tangoScoreInterval: the paired difference of proportions and its score interval. */
+export interface PairedProportionInterval extends Interval {
+  /** (c - b) / n: candidate accuracy minus base accuracy */
+  estimate: number;
+  n: number;
+  confidence: number;
+}
+
+/**
+ * Tango's (1998) score interval for the difference of two paired proportions, candidate minus
+ * base: delta = (c - b) / n with b = pairs base right & candidate wrong, c = base wrong &
+ * candidate right (McNemar's discordant counts, as pairedComparison's `discordant`), n all pairs.
+ * The interval is {delta : |Z(delta)| <= z_{1-alpha/2}} for the score statistic
+ * Z(delta) = (c - b - n delta) / sqrt(n (2 q + delta (1 - delta))), q the MLE of P(base right,
+ * candidate wrong) under delta: q = (W + sqrt(W^2 + 8 n b delta (1 - delta))) / (4 n) with
+ * W = c (1 + delta) + b (1 - delta) - 2 n delta. Z(0) is McNemar's (uncorrected) z, so the
+ * interval excludes 0 exactly when that score test rejects; it stays non-degenerate when b + c = 0.
+ * Z decreases in delta; each bound is found by bisection on [-1, 1] to adjacent doubles.
+ */
+export function tangoScoreInterval(b: number, c: number, n: number, options: { confidence?: number } = {}): PairedProportionInterval {
+  checkInteger("b", b, 0);
+  checkInteger("c", c, 0);
+  checkInteger("n", n, 1);
+  if (b + c > n) fail("out_of_range", `b + c (${b + c}) must be <= n (${n})`);
+  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
+  const z = zCritical(1 - confidence);
+  const score = (delta: number): number => {
+    const w = c * (1 + delta) + b * (1 - delta) - 2 * n * delta;
+    const disc = w * w + 8 * n * b * delta * (1 - delta);
+    const q = (w + Math.sqrt(disc > 0 ? disc : 0)) / (4 * n);
+    const v = n * (2 * q + delta * (1 - delta));
+    const num = c - b - n * delta;
+    if (!(v > 0)) return num > 0 ? Infinity : num < 0 ? -Infinity : 0;
+    return num / Math.sqrt(v);
+  };
+  const estimate = (c - b) / n;
+  // lower: the smallest delta with Z(delta) <= z
+  let lower = -1;
+  if (score(-1) > z) {
+    let lo = -1;
+    let hi = estimate;
+    for (;;) {
+      const mid = 0.5 * (lo + hi);
+      if (mid <= lo || mid >= hi) break;
+      if (score(mid) > z) lo = mid;
+      else hi = mid;
+    }
+    lower = hi;
+  }
+  // upper: the largest delta with Z(delta) >= -z
+  let upper = 1;
+  if (score(1) < -z) {
+    let lo = estimate;
+    let hi = 1;
+    for (;;) {
+      const mid = 0.5 * (lo + hi);
+      if (mid <= lo || mid >= hi) break;
+      if (score(mid) < -z) hi = mid;
+      else lo = mid;
+    }
+    upper = lo;
+  }
+  return { estimate, lower, upper, n, confidence };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Held-out measurements (missing values skipped, see the module docs)
 
@@ -797,9 +867,10 @@ export interface RelativeChange extends Interval {
  * with `seed`), `resamples` times, percentile rule in the module docs. All NaN when no pair is
  * left or mean(start) = 0 (options are still checked). Defaults: 2000 resamples, 95%.
  *
- * Known limitation: a resample whose start mean is 0 has no relative change and is dropped, so
- * the interval is conditional on a non-zero start mean and too narrow when the start is near 0
- * (NaN bounds when every resample is dropped). Kept as the sidecar has always computed it.
+ * A resample whose start mean is 0 is kept, not dropped: its relative change is +Infinity when
+ * its end mean is above 0, -Infinity below 0, and 0 when both are 0, so a bound that reaches such
+ * resamples is reported as unbounded (+-Infinity) instead of being cut off (percentile rule: an
+ * interpolation that touches an infinity is that infinity).
  */
 export function relativeChangeCI(
   start: ReadonlyArray<number | null | undefined>,
@@ -838,8 +909,8 @@ export function relativeChangeCI(
     const am = sa / n;
     const bm = sb / n;
     if (am !== 0) relatives.push((bm - am) / Math.abs(am));
+    else relatives.push(bm > 0 ? Infinity : bm < 0 ? -Infinity : 0);
   }
-  if (relatives.length === 0) return { estimate, lower: NaN, upper: NaN };
   const ci = percentileInterval(relatives, confidence);
   return { estimate, lower: ci.lower, upper: ci.upper };
 }
@@ -881,6 +952,128 @@ export function minimumDetectableEffect(n: number, sdDiff: number, options: { al
   checkInteger("n", n, 1);
   const [za, zb] = checkPowerInputs(sdDiff, options.alpha ?? 0.05, options.power ?? 0.8);
   return ((za + zb) * sdDiff) / Math.sqrt(n);
+}
+
+/** Result of operatingCharacteristic (probabilities in [0, 1]). */
+export interface OperatingCharacteristic {
+  /** sdDiff / sqrt(n) */
+  se: number;
+  /** P(estimate >= threshold and the CI's lower bound > 0): the PASS gate */
+  pPass: number;
+  /** P(the CI's lower bound >= threshold): the CONFIRMED gate */
+  pConfirm: number;
+}
+
+/**
+ * Operating characteristic of the milestone's gates for a mean paired difference, by the normal
+ * approximation: the estimate ~ N(trueDelta, se^2), se = sdDiff / sqrt(n), CI = estimate -/+
+ * z_{1-alpha/2} se. PASS needs estimate >= threshold and lower > 0, so
+ * pPass = Phi((trueDelta - max(threshold, z se)) / se); CONFIRMED needs lower >= threshold, so
+ * pConfirm = Phi((trueDelta - threshold - z se) / se). At trueDelta = threshold and a large n,
+ * pPass tends to 1/2: a point-estimate gate. With sdDiff = 0 both are 0 or 1. Default alpha 0.05.
+ */
+export function operatingCharacteristic(
+  trueDelta: number,
+  sdDiff: number,
+  n: number,
+  options: { threshold: number; alpha?: number },
+): OperatingCharacteristic {
+  checkNumber("trueDelta", trueDelta);
+  checkNumber("sdDiff", sdDiff);
+  if (sdDiff < 0) fail("out_of_range", `sdDiff must be >= 0, got ${sdDiff}`);
+  checkInteger("n", n, 1);
+  const threshold = checkNumber("threshold", options.threshold);
+  const alpha = checkProbability("alpha", options.alpha ?? 0.05);
+  const z = zCritical(alpha);
+  const se = sdDiff / Math.sqrt(n);
+  if (se === 0) {
+    return { se, pPass: trueDelta >= threshold && trueDelta > 0 ? 1 : 0, pConfirm: trueDelta >= threshold ? 1 : 0 };
+  }
+  const gate = threshold > z * se ? threshold : z * se;
+  return { se, pPass: normalCdf((trueDelta - gate) / se), pConfirm: normalCdf((trueDelta - threshold - z * se) / se) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Eval design: several samples per task, templates as clusters, many typologies
+
+/**
+ * Unbiased pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): the
+ * probability that at least one of k samples drawn without replacement from n samples, c of them
+ * correct, is correct: 1 - C(n-c, k) / C(n, k), computed as their stable product
+ * 1 - prod_{i=n-c+1}^{n} (1 - k / i); 1 when n - c < k. Needs 1 <= k <= n, 0 <= c <= n.
+ */
+export function passAtK(n: number, c: number, k: number): number {
+  checkInteger("n", n, 1);
+  checkInteger("c", c, 0);
+  checkInteger("k", k, 1);
+  if (c > n) fail("out_of_range", `c (${c}) must be <= n (${n})`);
+  if (k > n) fail("out_of_range", `k (${k}) must be <= n (${n})`);
+  if (n - c < k) return 1;
+  let prod = 1;
+  for (let i = n - c + 1; i <= n; i++) prod *= 1 - k / i;
+  return 1 - prod;
+}
+
+/**
+ * Holm's (1979) step-down adjusted p-values, in the input order: sort ascending, p_(i) times
+ * (m - i) for i = 0..m-1, running maximum, capped at 1 (statsmodels multipletests(method="holm")).
+ */
+export function holmAdjust(pvalues: ReadonlyArray<number>): number[] {
+  if (pvalues.length === 0) fail("empty", "pvalues is empty");
+  for (let i = 0; i < pvalues.length; i++) {
+    checkNumber(`pvalues[${i}]`, pvalues[i]);
+    if (pvalues[i] < 0 || pvalues[i] > 1) fail("out_of_range", `pvalues[${i}] must be in [0, 1], got ${pvalues[i]}`);
+  }
+  const m = pvalues.length;
+  const order = pvalues.map((_, i) => i).sort((x, y) => (pvalues[x] < pvalues[y] ? -1 : pvalues[x] > pvalues[y] ? 1 : x - y));
+  const out = new Array<number>(m);
+  let running = 0;
+  for (let r = 0; r < m; r++) {
+    const v = (m - r) * pvalues[order[r]];
+    if (v > running) running = v;
+    out[order[r]] = running < 1 ? running : 1;
+  }
+  return out;
+}
+
+/** Result of clusteredMeanSE. */
+export interface ClusteredMean {
+  n: number;
+  clusters: number;
+  mean: number;
+  /** cluster-robust SE of the mean (CR1, statsmodels' small-sample factor G / (G - 1)) */
+  se: number;
+  /** the usual sd / sqrt(n) */
+  iidSe: number;
+  /** (se / iidSe)^2; null when iidSe = 0 */
+  designEffect: number | null;
+}
+
+/**
+ * Mean of `values` with a cluster-robust SE, clusters given by `clusters[i]` (e.g. the narrative
+ * template of task i; Miller 2024, "Adding Error Bars to Evals", arXiv 2411.00640):
+ * se^2 = G / (G - 1) * sum_g (sum_{i in g} (x_i - mean))^2 / n^2, which is statsmodels'
+ * OLS(x, 1).fit(cov_type="cluster") SE. Cluster sums run in order of first appearance. Needs
+ * n >= 2 and at least 2 clusters.
+ */
+export function clusteredMeanSE(values: ReadonlyArray<number>, clusters: ReadonlyArray<string>): ClusteredMean {
+  checkSample("values", values, 2);
+  if (clusters.length !== values.length) fail("length_mismatch", `values has ${values.length} entries, clusters has ${clusters.length}`);
+  for (let i = 0; i < clusters.length; i++) {
+    if (typeof clusters[i] !== "string") fail("label_type", `clusters[${i}] must be a string, got ${typeof clusters[i]}`);
+  }
+  const n = values.length;
+  const m = sumOf(values) / n;
+  const sums = new Map<string, number>();
+  for (let i = 0; i < n; i++) sums.set(clusters[i], (sums.get(clusters[i]) ?? 0) + (values[i] - m));
+  const g = sums.size;
+  if (g < 2) fail("too_few", `needs at least 2 clusters, got ${g}`);
+  let ss = 0;
+  for (const u of sums.values()) ss += u * u;
+  const se = Math.sqrt(((g / (g - 1)) * ss) / (n * n));
+  const iidSe = Math.sqrt(sumSquaredDeviations(values, m) / (n - 1)) / Math.sqrt(n);
+  const ratio = se / iidSe;
+  return { n, clusters: g, mean: m, se, iidSe, designEffect: iidSe > 0 ? ratio * ratio : null };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1280,6 +1473,75 @@ export function trend(series: ReadonlyArray<number>): Trend {
   const m = slopes.length;
   const senSlope = m % 2 === 1 ? slopes[(m - 1) / 2] : (slopes[m / 2 - 1] + slopes[m / 2]) / 2;
   return { n, s, varS, z, p: erfc(Math.abs(z) * SQRT1_2), tau: s / ((n * (n - 1)) / 2), senSlope };
+}
+
+/** Result of hamedRaoTrend: trend's fields with var(S), z and p corrected for autocorrelation. */
+export interface HamedRaoTrend extends Trend {
+  /** var(S) before the correction (trend's varS) */
+  varSUncorrected: number;
+  /** the factor n / n*_s applied to var(S) */
+  correction: number;
+  /** lags whose rank autocorrelation was significant at `alpha` (and so entered the correction) */
+  significantLags: number[];
+  alpha: number;
+}
+
+/** Average ranks (1-based, ties share the mean of their positions), as scipy's rankdata. */
+function averageRanks(xs: ReadonlyArray<number>): number[] {
+  const order = xs.map((_, i) => i).sort((x, y) => (xs[x] < xs[y] ? -1 : xs[x] > xs[y] ? 1 : x - y));
+  const ranks = new Array<number>(xs.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i + 1;
+    while (j < order.length && xs[order[j]] === xs[order[i]]) j++;
+    const r = (i + j + 1) / 2;
+    for (let k = i; k < j; k++) ranks[order[k]] = r;
+    i = j;
+  }
+  return ranks;
+}
+
+/**
+ * Hamed & Rao's (1998) modified Mann-Kendall test, as pymannkendall's
+ * hamed_rao_modification_test with every lag: detrend by Sen's slope (x_i - (i + 1) slope), rank,
+ * take the rank autocorrelations r_k (lag-k autocovariance over n, divided by the lag-0 one), keep
+ * those with |r_k| > z_{1-alpha/2} / sqrt(n), and multiply var(S) by
+ * 1 + 2 / (n (n-1) (n-2)) * sum_k (n-k)(n-k-1)(n-k-2) r_k. Positive autocorrelation widens var(S),
+ * so a noisy but autocorrelated curve is not called a trend. When the corrected var(S) is not
+ * positive (strong negative autocorrelation) z is 0 and p is 1. Default alpha 0.05; n >= 3.
+ */
+export function hamedRaoTrend(series: ReadonlyArray<number>, options: { alpha?: number } = {}): HamedRaoTrend {
+  const base = trend(series);
+  const alpha = checkProbability("alpha", options.alpha ?? 0.05);
+  const n = series.length;
+  const detrended: number[] = [];
+  for (let i = 0; i < n; i++) detrended.push(series[i] - (i + 1) * base.senSlope);
+  const ranks = averageRanks(detrended);
+  const rm = sumOf(ranks) / n;
+  const y = ranks.map((r) => r - rm);
+  let acov0 = 0;
+  for (let i = 0; i < n; i++) acov0 += y[i] * y[i];
+  acov0 = acov0 / n;
+  const bound = zCritical(alpha) / Math.sqrt(n);
+  let sni = 0;
+  const significantLags: number[] = [];
+  if (acov0 > 0) {
+    for (let k = 1; k < n; k++) {
+      let ak = 0;
+      for (let i = 0; i + k < n; i++) ak += y[i] * y[i + k];
+      const r = ak / n / acov0;
+      if (r > bound || r < -bound) {
+        sni += (n - k) * (n - k - 1) * (n - k - 2) * r;
+        significantLags.push(k);
+      }
+    }
+  }
+  const correction = 1 + (2 / (n * (n - 1) * (n - 2))) * sni;
+  const varS = base.varS * correction;
+  let z = 0;
+  if (varS > 0 && base.s > 0) z = (base.s - 1) / Math.sqrt(varS);
+  else if (varS > 0 && base.s < 0) z = (base.s + 1) / Math.sqrt(varS);
+  return { ...base, varS, z, p: erfc(Math.abs(z) * SQRT1_2), varSUncorrected: base.varS, correction, significantLags, alpha };
 }
 
 /** Internal elementary functions, exported for the accuracy tests only. */

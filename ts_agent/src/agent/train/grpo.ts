@@ -10,10 +10,12 @@
  *   (multi_objective_aggregation="sum_then_normalize") in float64: group mean, sample std with
  *   Bessel's correction (TRL's nanstd), NaN rewards left out of both and given advantage 0.
  * - Text normalisation is explicit so both languages agree: whitespace is the set
- *   [ \t\n\r\f\v\u00a0]; case folding is Unicode lower-casing (toLowerCase / str.lower);
- *   punctuation is any code point of Unicode category P* or S* (\p{P}\p{S} / unicodedata),
- *   replaced by a space. The two runtimes can disagree only on characters assigned after the
- *   older one's Unicode version.
+ *   [ \t\n\r\f\v\u00a0]; case folding maps each code point through the checked-in table's
+ *   "lowercase" entries (context-free: no final-sigma rule); punctuation is any code point in the
+ *   table's "punctuation_or_symbol" ranges (Unicode categories P* and S*), replaced by a space.
+ *   The table is py_trainer/py_trainer/char_classes.json, written once by
+ *   src/parity/char_classes.ts and loaded by both languages, so neither runtime's own Unicode
+ *   version (Node 20: 17, CPython 3.11: 14) decides what a grader sees.
  * - Bad input throws RewardInputError with a stable `kind` (RewardErrorKind), the same kinds in
  *   the same order of checks as the Python port.
  *
@@ -28,6 +30,9 @@
  * - "format": formatReward; never null. Params: think ("optional" | "required" | "forbidden",
  *   "optional"), partial_credit (false), answer_tag ("answer"), think_tag ("think").
  */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -155,7 +160,43 @@ function nanMeanStd(r: ReadonlyArray<number>, start: number, end: number): [numb
 
 const WHITESPACE_RUN = /[ \t\n\r\f\v\u00a0]+/g;
 const EDGE_WHITESPACE = /^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$/g;
-const PUNCTUATION = /[\p{P}\p{S}]/gu;
+
+/** The checked-in character-class table (see the module docs). */
+export const CHAR_CLASSES_PATH = fileURLToPath(new URL("../../../../py_trainer/py_trainer/char_classes.json", import.meta.url));
+
+interface CharClasses {
+  punctuation: Set<number>;
+  lowercase: Map<number, string>;
+}
+let charClasses: CharClasses | null = null;
+
+/** Loaded on first use, so the generator can run before the file exists. */
+function loadCharClasses(): CharClasses {
+  if (charClasses === null) {
+    const raw = JSON.parse(readFileSync(CHAR_CLASSES_PATH, "utf8")) as {
+      punctuation_or_symbol: Array<[number, number]>;
+      lowercase: Array<[number, string]>;
+    };
+    const punctuation = new Set<number>();
+    for (const [first, last] of raw.punctuation_or_symbol) for (let cp = first; cp <= last; cp++) punctuation.add(cp);
+    charClasses = { punctuation, lowercase: new Map(raw.lowercase) };
+  }
+  return charClasses;
+}
+
+function lowerCase(s: string): string {
+  const { lowercase } = loadCharClasses();
+  let out = "";
+  for (const ch of s) out += lowercase.get(ch.codePointAt(0)!) ?? ch;
+  return out;
+}
+
+function punctuationToSpaces(s: string): string {
+  const { punctuation } = loadCharClasses();
+  let out = "";
+  for (const ch of s) out += punctuation.has(ch.codePointAt(0)!) ? " " : ch;
+  return out;
+}
 const TAG_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
 
 function isBlank(s: string): boolean {
@@ -168,8 +209,8 @@ function isBlank(s: string): boolean {
  */
 export function normalizeAnswer(text: string, options: { caseSensitive?: boolean; ignorePunctuation?: boolean } = {}): string {
   let s = text;
-  if (!(options.caseSensitive ?? false)) s = s.toLowerCase();
-  if (options.ignorePunctuation ?? false) s = s.replace(PUNCTUATION, " ");
+  if (!(options.caseSensitive ?? false)) s = lowerCase(s);
+  if (options.ignorePunctuation ?? false) s = punctuationToSpaces(s);
   return s.replace(WHITESPACE_RUN, " ").replace(EDGE_WHITESPACE, "");
 }
 
