@@ -62,6 +62,9 @@ describe("the attribution table, row by row", () => {
         "grader too strict, saturation",
         "policy drifting, reward hacking",
         "reward hacking or loose grader",
+        "underpowered: the test split is too small to tell",
+        "regression: the adapter is worse than the base on the test split",
+        "undetermined: the curve cannot carry a trend",
         "lr too high, clip too loose",
         "completions truncated",
       ],
@@ -74,7 +77,10 @@ describe("the attribution table, row by row", () => {
     assert.equal(f.fracZeroStd!.direction, "falling");
     assert.deepEqual(fired(healthy), ["rises steadily | moderate | falling"]);
     const row = attribute(f, NO_EVAL)[0];
-    assert.equal(row.evidence, "yes: curve rising; yes: kl 0.0231 (want 0.001 to 0.1); yes: frac_reward_zero_std falling");
+    assert.equal(
+      row.evidence,
+      "yes: curve rising; yes: kl 0.0231 (want 0.001 to 0.1); yes: frac_reward_zero_std falling; yes: 0 KL spike(s) (want 0); yes: no significant downstream regression",
+    );
     assert.match(describeFeatures(f)[0], /^reward: rising; start 0\.\d{3} -> end 0\.\d{3} \(change/);
   });
 
@@ -105,7 +111,7 @@ describe("the attribution table, row by row", () => {
     const notSig: DownstreamSignal = { heldOutRose: true, significant: false, text: "+1.0 pp (95% CI -3.0 to +5.0 pp), n=264" };
     assert.deepEqual(fired(healthy, notSig), ["rises steadily | moderate | falling", "rises, downstream delta not significant | any | any"]);
     const row = attribute(curveFeatures(healthy), notSig)[5];
-    assert.equal(row.evidence, "yes: curve rising, held-out reward CI above 0; yes: downstream +1.0 pp (95% CI -3.0 to +5.0 pp), n=264: CI includes 0");
+    assert.equal(row.evidence, "yes: curve rising, held-out reward CI above 0; yes: downstream +1.0 pp (95% CI -3.0 to +5.0 pp), n=264: CI includes 0; yes: power unknown");
     assert.deepEqual(fired(healthy, { ...notSig, significant: true }), ["rises steadily | moderate | falling"]);
   });
 
@@ -134,10 +140,22 @@ describe("the attribution table, row by row", () => {
     assert.match(describeFeatures(curveFeatures(s))[1], /kl: not logged \(TRL logs it only when beta > 0\)/);
   });
 
-  test("a run too short for a shape fires no curve row", () => {
+  test("a run too short for a shape is undetermined: only that row fires", () => {
     const s = steps({ reward: (i) => i, kl: () => 0.01, frac_reward_zero_std: () => 0.5 }, 1, 4);
-    assert.equal(curveFeatures(s).reward!.shape, "too short");
-    assert.deepEqual(fired(s), []);
+    assert.equal(curveFeatures(s).reward!.shape, "undetermined");
+    assert.deepEqual(fired(s), ["too short / too noisy to tell | any | any"]);
+  });
+
+  test("a long but noisy curve is undetermined (too noisy), not flat", () => {
+    const s = steps({ reward: (_i, e) => 0.3 + 0.15 * e, kl: () => 1e-4, frac_reward_zero_std: () => 0.2 });
+    const r = curveFeatures(s).reward!;
+    assert.equal(r.shape, "undetermined");
+    assert.match(r.undeterminedWhy, /too noisy/);
+  });
+
+  test("KL spikes rule out healthy", () => {
+    const spiky = healthy.map((x, i) => (i % 10 === 5 ? { step: x.step, metrics: { ...x.metrics, kl: 0.76 } } : x));
+    assert.ok(!fired(spiky).includes("rises steadily | moderate | falling"));
   });
 });
 

@@ -26,12 +26,28 @@ const downstream = (over: Partial<DownstreamEvidence> = {}): DownstreamEvidence 
   ...over,
 });
 
-test("clear pass: reward +50% with CI above 0, downstream +10 pp with CI above 0 on 264 tasks", () => {
+test("confirmed: both CIs' lower bounds clear the thresholds themselves (reward +30%, downstream +6 pp)", () => {
   const v = judgeMilestone({ reward: reward(), downstream: downstream(), baseline: { status: "match" } });
-  assert.equal(v.verdict, "PASS");
+  assert.equal(v.verdict, "CONFIRMED");
   assert.equal(v.gated, false);
+  assert.equal(v.reward.verdict, "CONFIRMED");
+  assert.equal(v.downstream.verdict, "CONFIRMED");
+  assert.match(v.reason, /\+10\.0 pp/);
+  assert.match(v.reason, /\+50\.0%/);
+});
+
+test("clear pass: the estimates clear the thresholds, the CIs exclude 0 but not the thresholds", () => {
+  const v = judgeMilestone({
+    reward: reward({ ciLow: 0.1 }),
+    downstream: downstream({ ciLow: 0.04, governingTest: "exact McNemar test", testP: 0.001, testRejects: true, pPassAtThreshold: 0.5 }),
+    baseline: { status: "match" },
+  });
+  assert.equal(v.verdict, "PASS");
   assert.equal(v.reward.verdict, "PASS");
   assert.equal(v.downstream.verdict, "PASS");
+  assert.match(v.downstream.reason, /point-estimate gate/);
+  assert.match(v.downstream.reason, /P\(PASS \| true delta = \+5 pp\) = 0\.50 at n=264/);
+  assert.match(v.downstream.reason, /exact McNemar test p=0\.0010/);
   assert.match(v.reason, /\+10\.0 pp/);
   assert.match(v.reason, /\+50\.0%/);
 });
@@ -89,7 +105,7 @@ test("a missing baseline gates the verdict even when both criteria pass", () => 
   assert.equal(v.verdict, "INCONCLUSIVE");
   assert.equal(v.gated, true);
   assert.match(v.reason, /^GATED on baseline\.json: .*missing/);
-  assert.equal(v.downstream.verdict, "PASS"); // what it would be, still shown
+  assert.equal(v.downstream.verdict, "CONFIRMED"); // what it would be, still shown
 });
 
 test("a mismatching baseline gates the verdict, with the reasons", () => {
@@ -104,4 +120,22 @@ test("no eval and no held-out result: INCONCLUSIVE with both reasons", () => {
   assert.equal(v.verdict, "INCONCLUSIVE");
   assert.match(v.reason, /no held-out start\/end reward/);
   assert.match(v.reason, /agent eval <run_id>/);
+});
+
+test("the governing test and the interval disagree near the boundary: INCONCLUSIVE naming both", () => {
+  // n=200, 8 vs 18 discordant: the McNemar p is 0.076, so a CI that happens to exclude 0 does not decide
+  const v = judgeMilestone({
+    reward: reward(),
+    downstream: downstream({ n: 200, delta: 0.05, ciLow: 0.001, ciHigh: 0.1, governingTest: "exact McNemar test", testP: 0.076, testRejects: false }),
+    baseline: { status: "match" },
+  });
+  assert.equal(v.downstream.verdict, "INCONCLUSIVE");
+  assert.match(v.downstream.reason, /exact McNemar test \(which governs\) does not reject/);
+});
+
+test("an unbounded reward CI is printed as unbounded and still judged", () => {
+  const v = judgeMilestone({ reward: reward({ startMean: 0.02, endMean: 0.2, relativeChange: 9, ciLow: 1.5, ciHigh: Infinity }), downstream: downstream(), baseline: { status: "match" } });
+  assert.equal(v.reward.verdict, "CONFIRMED");
+  assert.match(v.reward.reason, /\+unbounded/);
+  assert.match(v.reward.reason, /absolute \+0\.180/);
 });

@@ -105,16 +105,22 @@ describe("report.md", () => {
     assert.match(md, /the eval covers 12 test tasks; the milestone needs >= 200/);
   });
 
-  test("a clear improvement on 240 tasks with a matching baseline is a PASS, with every section present", () => {
+  test("a clear improvement on 240 tasks with a matching baseline is CONFIRMED, with every section present", () => {
     const { md, analysis } = setup(240, 0.3, 0.7, { baseline: true });
     assert.equal(analysis.baselineMatch.status, "match");
     assert.equal(analysis.comparison!.baseLabel, "baseline.json");
-    assert.equal(analysis.milestone.verdict, "PASS", analysis.milestone.reason);
-    assert.match(md, /\*\*Milestone: PASS\*\*/);
+    assert.equal(analysis.milestone.verdict, "CONFIRMED", analysis.milestone.reason);
+    assert.match(md, /\*\*Milestone: CONFIRMED\*\*/);
+    assert.match(md, /governing test: exact McNemar test/);
+    assert.match(md, /Tango score interval \(the decision interval\)/);
+    assert.match(md, /P\(PASS\) \/ P\(CONFIRMED\) if the true delta were \+5 pp, at n=240/);
+    assert.match(md, /PASS is a point-estimate gate/);
+    assert.match(md, /!\[P\(PASS\) vs true delta\]\(power-curve\.svg\)/);
+    assert.match(md, /Absolute change end - start: \*\*\+0\.150\*\*/);
     // the plot, held-out reward, base vs adapter, verdict, attribution, TCO, pending
     assert.match(md, /!\[mean reward per training step\]\(reward-vs-step\.png\)/);
     assert.match(md, /## Held-out reward: step 0 vs end[\s\S]*\| 0 \| 0\.300 \| 0\.250 to 0\.350 \|/);
-    assert.match(md, /Relative change \(end - start\) \/ \|start\|: \*\*\+50\.0%\*\*/);
+    assert.match(md, /relative change \(end - start\) \/ \|start\|: \*\*\+50\.0%\*\*/);
     assert.match(md, /## Base vs adapter on the test split[\s\S]*\*\*N = 240 tasks\*\*/);
     assert.match(md, /Re-grading: all 1440 sidecar scores/);
     assert.match(md, /paired percentile bootstrap over tasks, 10000 resamples, seed 0/);

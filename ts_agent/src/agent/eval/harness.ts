@@ -46,6 +46,7 @@ import {
   requiredNForDelta,
   standardError,
   studentTQuantile,
+  tangoScoreInterval,
   wilsonInterval,
   type BootstrapInterval,
   type PairedComparison,
@@ -339,8 +340,41 @@ export interface Comparison {
   /** pairs needed to detect the observed difference (alpha .05 two-sided, power .8); null + reason when undefined */
   requiredN: number | null;
   requiredNNote: string;
-  /** minimum detectable |difference| at this n (fraction); null when n < 2 */
+  /** minimum detectable |difference| at this n (fraction); null when n < 2 or the differences have no spread */
   mde: number | null;
+  /** the interval and test the milestone decides on; null when n < 2 */
+  decision: Decision | null;
+}
+
+/** The decision interval for the mean difference and the test that governs "excludes 0". */
+export interface Decision {
+  /** e.g. "Tango score interval" */
+  method: string;
+  /** e.g. "exact McNemar test" */
+  test: string;
+  lower: number;
+  upper: number;
+  /** the test's two-sided p; null when it is read off the interval (paired t) */
+  p: number | null;
+  /** the test rejects a difference of 0 at alpha .05 */
+  rejects: boolean;
+}
+
+/** Alpha of the governing test (two-sided), matching the 95% intervals. */
+export const DECISION_ALPHA = 0.05;
+
+/**
+ * 0/1 per-task scores: Tango's score interval (its Z(0) is McNemar's z) with the exact McNemar
+ * test governing whether the difference excludes 0, so a bootstrap seed can never flip it. Per-task
+ * means (K > 1 samples): the paired t interval and the t test (the interval excludes 0 exactly
+ * when the test rejects).
+ */
+export function decisionFor(p: PairedComparison): Decision {
+  if (p.binary && p.discordant && p.mcnemarP !== null) {
+    const t = tangoScoreInterval(p.discordant.b, p.discordant.c, p.n);
+    return { method: "Tango score interval", test: "exact McNemar test", lower: t.lower, upper: t.upper, p: p.mcnemarP, rejects: p.mcnemarP < DECISION_ALPHA };
+  }
+  return { method: "paired t interval", test: "paired t test", lower: p.ciT.lower, upper: p.ciT.upper, p: null, rejects: p.ciT.lower > 0 || p.ciT.upper < 0 };
 }
 
 /** Pair `candidate` with `base` by task id (candidate's order) and compute every statistic. */
@@ -375,6 +409,7 @@ export function compareScores(
     requiredN: null,
     requiredNNote: "",
     mde: null,
+    decision: null,
   };
   if (n < 2) {
     out.requiredNNote = `n=${n} pairs: too few for any interval`;
@@ -382,7 +417,8 @@ export function compareScores(
   }
   out.paired = pairedComparison(a, b);
   out.bootstrap = pairedBootstrapCI(a, b, { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED });
-  out.mde = minimumDetectableEffect(n, out.paired.sdDiff);
+  out.decision = decisionFor(out.paired);
+  out.mde = out.paired.sdDiff > 0 ? minimumDetectableEffect(n, out.paired.sdDiff) : null; // no spread: no MDE to speak of
   if (out.paired.meanDiff === 0) {
     out.requiredNNote = "observed difference is 0: no finite n detects it";
   } else if (out.paired.sdDiff === 0) {

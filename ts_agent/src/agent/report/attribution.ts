@@ -2,22 +2,36 @@
  * Attribution: DESIGN.md's "reading the curves" table as data, applied to one run.
  *
  * Features come from the run's TrainStep metrics (TRL's keys verbatim): the per-step `reward`
- * series gives the curve shape (stats.trend = Mann-Kendall + Sen's slope, stats.startVsEnd =
- * first vs last window with a moving-block bootstrap CI), `kl` its level and spikes,
+ * series gives the curve shape (stats.hamedRaoTrend = Mann-Kendall with the Hamed-Rao
+ * autocorrelation correction + Sen's slope, since per-step rewards are autocorrelated and the
+ * plain test calls 12-20% of trendless AR(1) curves a trend; stats.startVsEnd = first vs last
+ * window with a moving-block bootstrap CI), `kl` its level and spikes,
  * `frac_reward_zero_std` its level and direction, `completions/clipped_ratio` truncation; the
  * downstream comparison says whether a rise carried over. Every row is a conjunction of its
  * columns ("any" = no condition); the report lists every row that fired with the numbers that
  * made it fire. The thresholds are heuristics for reading curves, not tests; each is a named
  * constant with its reason (those the sidecar's live warnings share live in thresholds.ts).
+ *
+ * Before any curve row fires (DESIGN.md): a curve too short or too noisy to carry a trend is
+ * "undetermined" (its own row, nothing else about the curve fires); a downstream CI that includes
+ * 0 at n below the required n is "underpowered", not reward hacking; a significant downstream
+ * regression is its own row and rules out "healthy", as do KL spikes.
  */
-import { startVsEnd, trend, type Interval } from "../eval/stats.js";
+import { hamedRaoTrend, startVsEnd, type Interval } from "../eval/stats.js";
 import { CURVE_THRESHOLDS } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------
 // Thresholds
 
-/** Curves shorter than this many logged steps get no shape (Mann-Kendall and windows need room). */
-export const MIN_STEPS_FOR_SHAPE = 6;
+/** Curves shorter than this many logged steps are "undetermined": with fewer, the start/end
+ *  windows hold <= 3 steps and blocks of 2 leave the moving-block bootstrap 1-2 block starts, a
+ *  CI of (near) zero width that would make noise look like a shape. */
+export const MIN_STEPS_FOR_SHAPE = 20;
+/** The moving-block bootstrap needs at least this many distinct block starts per window. */
+export const MIN_BLOCK_STARTS = 3;
+/** "Flat": the change's CI lies within -/+ this (reward units); a CI wider than that which shows
+ *  neither a rise nor a fall is "undetermined" (too noisy), not flat. */
+export const FLAT_MAX_CHANGE = 0.05;
 /** Start/end windows are this share of the logged steps (at least 2 steps each). */
 export const WINDOW_SHARE = 0.2;
 /** "Rises": end-window mean exceeds the start window by at least this (reward units; rewards are
@@ -60,10 +74,12 @@ export interface StepMetrics {
   metrics: { readonly [key: string]: number };
 }
 
-export type CurveShape = "rising" | "flat" | "early plateau" | "collapses / oscillates" | "too short";
+export type CurveShape = "rising" | "flat" | "early plateau" | "collapses / oscillates" | "undetermined";
 
 export interface RewardCurve {
   shape: CurveShape;
+  /** why the shape is "undetermined" ("" otherwise) */
+  undeterminedWhy: string;
   n: number;
   window: number;
   startMean: number;
@@ -77,7 +93,7 @@ export interface RewardCurve {
   senSlope: number;
   /** share of the total change already reached by the window ending at the midpoint */
   midShare: number | null;
-  /** Mann-Kendall p of the second half (shown as evidence) */
+  /** Hamed-Rao modified Mann-Kendall p of the second half (shown as evidence) */
   secondHalfP: number | null;
   /** max rolling mean - start mean */
   peakGain: number;
@@ -94,7 +110,7 @@ export interface LevelStats {
   endMean: number;
   max: number;
   median: number;
-  /** Mann-Kendall over the series; null with fewer than 3 points */
+  /** Hamed-Rao modified Mann-Kendall over the series; null with fewer than 3 points */
   trendP: number | null;
   trendS: number | null;
 }
@@ -139,7 +155,7 @@ function windowFor(n: number): number {
 function levelStats(xs: number[], w: number): LevelStats | null {
   if (xs.length === 0) return null;
   const ww = Math.min(w, xs.length);
-  const tr = xs.length >= 3 ? trend(xs) : null;
+  const tr = xs.length >= 3 ? hamedRaoTrend(xs) : null;
   return {
     n: xs.length,
     mean: meanOf(xs),
@@ -164,16 +180,17 @@ export function rewardCurve(r: ReadonlyArray<number>): RewardCurve | null {
   if (n < 2) return null;
   const w = Math.min(windowFor(n), Math.floor(n / 2));
   const sve = startVsEnd(r, { window: w, seed: 0 });
-  const tr = n >= 3 ? trend(r) : { z: 0, p: 1, senSlope: 0 };
+  const tr = n >= 3 ? hamedRaoTrend(r) : { z: 0, p: 1, senSlope: 0 };
   const rm = rollingMeans(r, w);
   const peak = Math.max(...rm);
   const trough = Math.min(...rm);
   const mid = Math.floor(n / 2);
   const midMean = mid >= w ? meanOf(r.slice(mid - w, mid)) : NaN;
   const midShare = sve.change !== 0 && !Number.isNaN(midMean) ? (midMean - sve.startMean) / sve.change : null;
-  const secondHalfP = n - mid >= 3 ? trend(r.slice(mid)).p : null;
+  const secondHalfP = n - mid >= 3 ? hamedRaoTrend(r.slice(mid)).p : null;
   const curve: RewardCurve = {
-    shape: "too short",
+    shape: "undetermined",
+    undeterminedWhy: "",
     n,
     window: w,
     startMean: sve.startMean,
@@ -189,16 +206,31 @@ export function rewardCurve(r: ReadonlyArray<number>): RewardCurve | null {
     dropFromPeak: peak - sve.endMean,
     rollingRange: peak - trough,
   };
-  if (n < MIN_STEPS_FOR_SHAPE) return curve;
+  if (n < MIN_STEPS_FOR_SHAPE) {
+    curve.undeterminedWhy = `too short: ${n} logged step(s) < ${MIN_STEPS_FOR_SHAPE}`;
+    return curve;
+  }
+  const starts = w - sve.blockLength + 1;
+  if (starts < MIN_BLOCK_STARTS) {
+    curve.undeterminedWhy = `too short: windows of ${w} steps leave ${starts} block start(s) for the bootstrap`;
+    return curve;
+  }
   const rose = sve.changeCi.lower > 0 && sve.change >= RISE_MIN_CHANGE;
   const fell = sve.changeCi.upper < 0;
   const collapsed = fell || (curve.peakGain >= COLLAPSE_MIN_PEAK_GAIN && curve.dropFromPeak >= COLLAPSE_DROP_SHARE * curve.peakGain);
   const oscillates = !rose && tr.p >= TREND_ALPHA && curve.rollingRange >= OSCILLATION_MIN_RANGE;
   const plateau = rose && midShare !== null && midShare >= PLATEAU_MID_SHARE;
+  const flat = sve.changeCi.lower > -FLAT_MAX_CHANGE && sve.changeCi.upper < FLAT_MAX_CHANGE;
   if (collapsed || oscillates) curve.shape = "collapses / oscillates";
   else if (plateau) curve.shape = "early plateau";
   else if (rose) curve.shape = "rising";
-  else curve.shape = "flat";
+  else if (flat) curve.shape = "flat";
+  else {
+    curve.shape = "undetermined";
+    curve.undeterminedWhy =
+      `too noisy: the change's 95% CI ${sve.changeCi.lower.toFixed(3)} to ${sve.changeCi.upper.toFixed(3)} shows no rise ` +
+      `(>= ${RISE_MIN_CHANGE} above 0) and no fall, and is wider than flat (within -/+${FLAT_MAX_CHANGE})`;
+  }
   return curve;
 }
 
@@ -236,12 +268,30 @@ export function curveFeatures(steps: ReadonlyArray<StepMetrics>): CurveFeatures 
 
 /** Whether the reward rose on the held-out prompts and whether the downstream delta is significant. */
 export interface DownstreamSignal {
-  /** held-out relative-change CI lower bound > 0; null when the run has no result */
+  /** held-out relative-change CI lower bound > 0; null when the run has no result (or too few prompts) */
   heldOutRose: boolean | null;
-  /** downstream 95% CI excludes 0; null when there is no eval */
+  /** downstream decision (interval and governing test) excludes 0; null when there is no eval */
   significant: boolean | null;
   /** e.g. "+3.0 pp (95% CI -1.2 to +7.1 pp), n=264" */
   text: string;
+  /** paired tasks */
+  n?: number | null;
+  /** adapter - base (fraction) */
+  delta?: number | null;
+  ciLower?: number | null;
+  ciUpper?: number | null;
+  /** pairs needed for 80% power at the larger of |delta| and the milestone threshold; null when unknown */
+  requiredN?: number | null;
+}
+
+/** The eval is too small to tell: its CI includes 0 and n < the required n. */
+export function underpowered(d: DownstreamSignal): boolean {
+  return d.significant === false && d.n != null && d.requiredN != null && d.n < d.requiredN;
+}
+
+/** A significant downstream regression: the decision excludes 0 on the negative side. */
+export function regressed(d: DownstreamSignal): boolean {
+  return d.significant === true && d.ciUpper != null && d.ciUpper < 0;
 }
 
 export interface Check {
@@ -268,8 +318,8 @@ export function describeFeatures(f: CurveFeatures): string[] {
   const lines: string[] = [];
   lines.push(
     r
-      ? `reward: ${r.shape}; start ${f3(r.startMean)} -> end ${f3(r.endMean)} (change ${f3(r.change)}, 95% moving-block bootstrap CI ${f3(r.changeCi.lower)} to ${f3(r.changeCi.upper)}); ` +
-          `Mann-Kendall z=${r.trendZ.toFixed(2)}, p=${r.trendP.toPrecision(2)}, Sen slope ${r.senSlope.toExponential(2)}/step` +
+      ? `reward: ${r.shape}${r.undeterminedWhy ? ` (${r.undeterminedWhy})` : ""}; start ${f3(r.startMean)} -> end ${f3(r.endMean)} (change ${f3(r.change)}, 95% moving-block bootstrap CI ${f3(r.changeCi.lower)} to ${f3(r.changeCi.upper)}); ` +
+          `Hamed-Rao modified Mann-Kendall z=${r.trendZ.toFixed(2)}, p=${r.trendP.toPrecision(2)}, Sen slope ${r.senSlope.toExponential(2)}/step` +
           (r.midShare === null ? "" : `; ${(r.midShare * 100).toFixed(0)}% of the change reached by mid-run`) +
           (r.secondHalfP === null ? "" : `, second-half p=${r.secondHalfP.toPrecision(2)}`) +
           `; rolling-mean peak gain ${f3(r.peakGain)}, drop from peak ${f3(r.dropFromPeak)}, range ${f3(r.rollingRange)}; windows of ${r.window} of ${r.n} steps`
@@ -301,6 +351,13 @@ function all(...conditions: Condition[]): Check {
   return { fired: conditions.every(([ok]) => ok), evidence: conditions.map(([ok, s]) => `${ok ? "yes" : "no"}: ${s}`).join("; ") };
 }
 
+/** The reward rose: on the training curve, or on the held-out prompts. */
+const roseCondition = (f: CurveFeatures, d: DownstreamSignal): Condition => {
+  const curveRose = f.reward !== null && (f.reward.shape === "rising" || f.reward.shape === "early plateau");
+  const heldOut = d.heldOutRose === null ? "no held-out result" : `held-out reward CI ${d.heldOutRose ? "above 0" : "includes 0"}`;
+  return [curveRose || d.heldOutRose === true, `curve ${f.reward?.shape ?? "not logged"}, ${heldOut}`];
+};
+
 const shapeIs = (f: CurveFeatures, ...shapes: CurveShape[]): Condition => [
   f.reward !== null && shapes.includes(f.reward.shape),
   f.reward ? `curve ${f.reward.shape}` : "no reward logged",
@@ -321,11 +378,13 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     fracZeroStd: "falling",
     likelyCause: "healthy",
     nextChange: "more data / steps",
-    check: (f) =>
+    check: (f, d) =>
       all(
         shapeIs(f, "rising"),
         klIs(f, (kl) => kl >= KL_NEAR_ZERO && kl <= KL_HIGH, `${KL_NEAR_ZERO} to ${KL_HIGH}`),
         fracIs(f, (z) => z.direction === "falling", "frac_reward_zero_std #"),
+        f.kl ? [f.kl.spikes === 0, `${f.kl.spikes} KL spike(s) (want 0)`] : [false, "kl not logged"],
+        [!regressed(d), regressed(d) ? `downstream ${d.text}: a significant regression` : "no significant downstream regression"],
       ),
   },
   {
@@ -377,14 +436,49 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     fracZeroStd: "any",
     likelyCause: "reward hacking or loose grader",
     nextChange: "kappa check, tighten grader",
-    check: (f, d) => {
-      const curveRose = f.reward !== null && (f.reward.shape === "rising" || f.reward.shape === "early plateau");
-      const heldOut = d.heldOutRose === null ? "no held-out result" : `held-out reward CI ${d.heldOutRose ? "above 0" : "includes 0"}`;
-      return all(
-        [curveRose || d.heldOutRose === true, `curve ${f.reward?.shape ?? "not logged"}, ${heldOut}`],
+    check: (f, d) =>
+      all(
+        roseCondition(f, d),
         [d.significant === false, d.significant === null ? "no downstream eval" : `downstream ${d.text}: CI ${d.significant ? "excludes" : "includes"} 0`],
-      );
-    },
+        [
+          !underpowered(d),
+          underpowered(d)
+            ? `n=${d.n} < required n=${d.requiredN}: underpowered, not evidence of hacking`
+            : d.n != null && d.requiredN != null
+              ? `n=${d.n} >= required n=${d.requiredN}`
+              : "power unknown",
+        ],
+      ),
+  },
+  {
+    curve: "rises, downstream CI includes 0 at n < required n",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "underpowered: the test split is too small to tell",
+    nextChange: "more test tasks (n >= the required n; see `agent plan`), not a grader change",
+    check: (f, d) =>
+      all(
+        roseCondition(f, d),
+        [underpowered(d), d.significant === null ? "no downstream eval" : `downstream ${d.text}: n=${d.n ?? "?"} vs required n=${d.requiredN ?? "?"}`],
+      ),
+  },
+  {
+    curve: "any, downstream delta significantly below 0",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "regression: the adapter is worse than the base on the test split",
+    nextChange: "read the tasks it lost; check the grader and the train/test template overlap; fewer steps or a lower lr",
+    check: (_f, d) =>
+      all([regressed(d), d.significant === null ? "no downstream eval" : `downstream ${d.text}: ${regressed(d) ? "significantly below 0" : "not a significant regression"}`]),
+  },
+  {
+    curve: "too short / too noisy to tell",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "undetermined: the curve cannot carry a trend",
+    nextChange: `more logged steps (>= ${MIN_STEPS_FOR_SHAPE}) or less noise per step (larger batch, more generations)`,
+    check: (f) =>
+      all([f.reward !== null && f.reward.shape === "undetermined", f.reward ? `curve ${f.reward.shape}${f.reward.undeterminedWhy ? ` (${f.reward.undeterminedWhy})` : ""}` : "no reward logged"]),
   },
   {
     curve: "collapses / oscillates",

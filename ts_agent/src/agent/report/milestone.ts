@@ -1,27 +1,45 @@
 /**
  * The milestone verdict (DESIGN.md): end reward >= +20% over step-0 on the fixed held-out prompts,
  * AND a downstream delta (adapter - base, test split, paired by task id) >= +5 percentage points
- * with a 95% CI that excludes 0, judged on at least 200 test tasks. A missing or mismatching
+ * whose decision interval excludes 0, judged on at least 200 test tasks. A missing or mismatching
  * baseline.json gates the verdict.
  *
- * Rules, in the order applied (each criterion is PASS, FAIL or INCONCLUSIVE):
- *   reward     no held-out result, or relative change / CI not finite  -> INCONCLUSIVE
+ * Levels: CONFIRMED (the interval's lower bound clears the threshold itself), PASS (the point
+ * estimate clears the threshold and the interval excludes 0: a point-estimate gate, so at a true
+ * effect equal to the threshold it passes about half the time; the report prints that
+ * probability), FAIL (the interval's upper bound is below the threshold), INCONCLUSIVE (anything
+ * else, with the reason).
+ *
+ * Rules, in the order applied:
+ *   reward     no held-out result                                       -> INCONCLUSIVE
+ *              fewer than MIN_HELDOUT_PROMPTS prompts                   -> INCONCLUSIVE (too small for a CI)
+ *              relative change undefined (start 0) or CI undefined (NaN) -> INCONCLUSIVE
  *              CI upper < +20%                                          -> FAIL
+ *              CI lower >= +20%                                         -> CONFIRMED
  *              relative change >= +20% and CI lower > 0                 -> PASS
  *              otherwise                                                -> INCONCLUSIVE
+ *              (a CI bound of +-Infinity is "unbounded" and judged as such, never dropped)
  *   downstream no paired comparison (no eval, or n < 2 pairs)          -> INCONCLUSIVE
  *              n < 200 tasks                                            -> INCONCLUSIVE
+ *              CI undefined                                             -> INCONCLUSIVE
  *              CI upper < +5 pp                                         -> FAIL
- *              delta >= +5 pp and CI lower > 0                          -> PASS
+ *              the governing test and the interval disagree about 0     -> INCONCLUSIVE (names both)
+ *              CI lower >= +5 pp                                        -> CONFIRMED
+ *              delta >= +5 pp and the test rejects 0 (CI lower > 0)      -> PASS
  *              otherwise                                                -> INCONCLUSIVE
  *   overall    baseline missing or mismatching                          -> INCONCLUSIVE, "GATED on baseline.json"
  *              any criterion FAIL                                       -> FAIL
- *              both PASS                                                -> PASS
+ *              both CONFIRMED                                           -> CONFIRMED
+ *              both PASS or CONFIRMED                                   -> PASS
  *              otherwise                                                -> INCONCLUSIVE
- * Every verdict carries its reason in words and numbers.
+ * The downstream interval and test (harness.ts compareScores' `decision`): for 0/1 per-task
+ * scores, Tango's score interval with the exact McNemar test governing "excludes 0" (so the
+ * verdict never flips with a bootstrap seed); for per-task means (K > 1 samples), the paired t
+ * interval and t test. Every verdict carries its reason in words and numbers.
  *
  * Units: the reward criterion is a relative change as a FRACTION (0.2 = +20%); the downstream
- * criterion works in FRACTIONS internally (0.05) and speaks percentage points in its reasons.
+ * criterion works in FRACTIONS internally (0.05) and speaks percentage points in its reasons,
+ * printed to 0.1 pp (finer digits would be noise at any n this project sees).
  */
 import type { BaselineMatch } from "../eval/baseline.js";
 
@@ -33,8 +51,11 @@ export const DOWNSTREAM_MIN_DELTA_PP = 5;
 export const DOWNSTREAM_MIN_DELTA = DOWNSTREAM_MIN_DELTA_PP / 100;
 /** The eval behind the verdict must cover at least this many test tasks. */
 export const MIN_MILESTONE_TASKS = 200;
+/** The held-out reward criterion needs at least this many prompts: below it a bootstrap over
+ *  prompts has too few distinct resamples to be a CI (1 prompt gives a zero-width "CI"). */
+export const MIN_HELDOUT_PROMPTS = 20;
 
-export type Verdict = "PASS" | "FAIL" | "INCONCLUSIVE";
+export type Verdict = "CONFIRMED" | "PASS" | "FAIL" | "INCONCLUSIVE";
 
 export interface CriterionResult {
   verdict: Verdict;
@@ -58,14 +79,23 @@ export interface DownstreamEvidence {
   n: number;
   /** mean(adapter - base) */
   delta: number;
+  /** the decision interval */
   ciLow: number;
   ciHigh: number;
-  /** name of the CI method, e.g. "paired percentile bootstrap, 10000 resamples" */
+  /** name of the interval, e.g. "Tango score interval" */
   ciMethod: string;
+  /** the test that decides whether the delta excludes 0, e.g. "exact McNemar test" */
+  governingTest?: string;
+  /** its two-sided p; null when it has none to show */
+  testP?: number | null;
+  /** whether it rejects delta = 0 at alpha .05; null = decided by the interval alone */
+  testRejects?: boolean | null;
   /** pairs needed to detect `delta` (alpha .05, power .8); null when undefined */
   requiredN: number | null;
   /** minimum detectable effect at n (fraction); null when undefined */
   mde: number | null;
+  /** P(PASS | true delta = threshold) at this n (normal approximation); null when unknown */
+  pPassAtThreshold?: number | null;
   /** where the base scores came from */
   baseSource: string;
 }
@@ -85,34 +115,56 @@ export interface MilestoneVerdict {
   downstream: CriterionResult;
 }
 
-/** +12.3% from a fraction 0.123. */
+/** +12.3% from a fraction 0.123; "unbounded" / "-unbounded" for infinities, "undefined" for NaN. */
 export function pct(fraction: number, digits = 1): string {
+  if (Number.isNaN(fraction)) return "undefined";
+  if (!Number.isFinite(fraction)) return fraction > 0 ? "+unbounded" : "-unbounded";
   const v = fraction * 100;
   return `${v >= 0 ? "+" : ""}${v.toFixed(digits)}%`;
 }
 
-/** +4.2 pp from a fraction 0.042. */
+/** +4.2 pp from a fraction 0.042 ("undefined" for NaN). */
 export function pp(fraction: number, digits = 1): string {
+  if (Number.isNaN(fraction)) return "undefined";
+  if (!Number.isFinite(fraction)) return fraction > 0 ? "+unbounded" : "-unbounded";
   const v = fraction * 100;
   return `${v >= 0 ? "+" : ""}${v.toFixed(digits)} pp`;
 }
 
+/** A signed reward difference to 3 decimals, e.g. +0.150. */
+function signed3(x: number): string {
+  return `${x >= 0 ? "+" : ""}${x.toFixed(3)}`;
+}
+
+const POINT_GATE = "PASS is a point-estimate gate with an interval excluding 0";
+
 export function judgeReward(r: RewardEvidence | null): CriterionResult {
   if (!r) return { verdict: "INCONCLUSIVE", reason: "the run has no held-out start/end reward (run.json result)" };
+  const absolute = r.endMean - r.startMean;
+  const size = `${r.numPrompts} prompt${r.numPrompts === 1 ? "" : "s"} x ${r.samplesPerPrompt}`;
+  if (r.numPrompts < MIN_HELDOUT_PROMPTS) {
+    return {
+      verdict: "INCONCLUSIVE",
+      reason:
+        `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)} (absolute ${signed3(absolute)}) on ${size}: ` +
+        `too few prompts to carry a CI (the reward criterion needs >= ${MIN_HELDOUT_PROMPTS}; raise held_out.num_prompts)`,
+    };
+  }
   if (!Number.isFinite(r.relativeChange)) {
     return {
       verdict: "INCONCLUSIVE",
-      reason: `step-0 held-out reward is ${r.startMean.toFixed(3)}: the relative change is undefined (end ${r.endMean.toFixed(3)})`,
+      reason: `step-0 held-out reward is ${r.startMean.toFixed(3)}: the relative change is undefined (end ${r.endMean.toFixed(3)}, absolute ${signed3(absolute)}, ${size})`,
     };
   }
-  const est = `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)}, ${pct(r.relativeChange)} (95% CI ${pct(r.ciLow)} to ${pct(r.ciHigh)}, ${r.numPrompts} prompts x ${r.samplesPerPrompt})`;
-  if (!Number.isFinite(r.ciLow) || !Number.isFinite(r.ciHigh)) {
-    return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
-  }
+  const est =
+    `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)}, absolute ${signed3(absolute)}, relative ${pct(r.relativeChange)} ` +
+    `(95% CI ${pct(r.ciLow)} to ${pct(r.ciHigh)}, ${size})`;
+  if (Number.isNaN(r.ciLow) || Number.isNaN(r.ciHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
   if (r.ciHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.ciHigh)} < ${need}` };
+  if (r.ciLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}` };
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && r.ciLow > 0) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0` };
+    return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0 (${POINT_GATE})` };
   }
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but the CI includes 0` };
   return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.ciHigh)}` };
@@ -122,20 +174,37 @@ export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
   if (!d) return { verdict: "INCONCLUSIVE", reason: "no base-vs-adapter comparison on the test split (run `agent eval <run_id>`)" };
   if (!Number.isFinite(d.delta)) return { verdict: "INCONCLUSIVE", reason: `n=${d.n} paired task(s): too few for a difference and its CI` };
   const need = pp(DOWNSTREAM_MIN_DELTA, 0);
-  const est = `adapter - base ${pp(d.delta)} (95% CI ${pp(d.ciLow)} to ${pp(d.ciHigh)}, ${d.ciMethod}; n=${d.n}; base from ${d.baseSource})`;
+  const test = d.governingTest ?? "the interval";
+  const testText = d.testP === undefined || d.testP === null ? "" : `; ${test} p=${d.testP.toPrecision(2)}`;
+  const est = `adapter - base ${pp(d.delta)} (95% CI ${pp(d.ciLow)} to ${pp(d.ciHigh)}, ${d.ciMethod}${testText}; n=${d.n}; base from ${d.baseSource})`;
   const reqN = d.requiredN === null ? "" : `; required n=${d.requiredN} for the observed delta`;
   const mde = d.mde === null ? "" : `; MDE at n=${d.n} is ${pp(d.mde).replace("+", "")}`;
+  const oc =
+    d.pPassAtThreshold === undefined || d.pPassAtThreshold === null
+      ? ""
+      : `; P(PASS | true delta = ${need}) = ${d.pPassAtThreshold.toFixed(2)} at n=${d.n}`;
   if (d.n < MIN_MILESTONE_TASKS) {
-    return { verdict: "INCONCLUSIVE", reason: `n=${d.n} < ${MIN_MILESTONE_TASKS} test tasks the milestone needs; ${est}${reqN}` };
+    return { verdict: "INCONCLUSIVE", reason: `n=${d.n} < ${MIN_MILESTONE_TASKS} test tasks the milestone needs; ${est}${reqN}${oc}` };
   }
-  if (!Number.isFinite(d.ciLow) || !Number.isFinite(d.ciHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
+  if (Number.isNaN(d.ciLow) || Number.isNaN(d.ciHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   if (d.ciHigh < DOWNSTREAM_MIN_DELTA) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pp(d.ciHigh)} < ${need}` };
-  if (d.delta >= DOWNSTREAM_MIN_DELTA && d.ciLow > 0) return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0` };
-  if (d.ciLow <= 0) {
-    const power = d.requiredN !== null && d.requiredN > d.n ? `n=${d.n} < required n=${d.requiredN} for the observed delta` : `the CI includes 0`;
-    return { verdict: "INCONCLUSIVE", reason: `${power}: ${est}${mde}` };
+  const ciExcludes = d.ciLow > 0;
+  const rejects = d.testRejects ?? ciExcludes;
+  if (rejects !== ciExcludes) {
+    return {
+      verdict: "INCONCLUSIVE",
+      reason: `${est}: the ${d.ciMethod} ${ciExcludes ? "excludes" : "includes"} 0 but the ${test} (which governs) ${rejects ? "rejects" : "does not reject"} it${oc}`,
+    };
   }
-  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pp(d.ciHigh)}${mde}` };
+  if (d.ciLow >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  if (d.delta >= DOWNSTREAM_MIN_DELTA && rejects) {
+    return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})` };
+  }
+  if (!rejects) {
+    const power = d.requiredN !== null && d.requiredN > d.n ? `n=${d.n} < required n=${d.requiredN} for the observed delta` : `the CI includes 0`;
+    return { verdict: "INCONCLUSIVE", reason: `${power}: ${est}${mde}${oc}` };
+  }
+  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pp(d.ciHigh)}${mde}${oc}` };
 }
 
 export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
@@ -159,7 +228,11 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
   if (reward.verdict === "FAIL" || downstream.verdict === "FAIL") {
     return { verdict: "FAIL", gated: false, reason: parts((c) => c.verdict === "FAIL"), reward, downstream };
   }
-  if (reward.verdict === "PASS" && downstream.verdict === "PASS") {
+  if (reward.verdict === "CONFIRMED" && downstream.verdict === "CONFIRMED") {
+    return { verdict: "CONFIRMED", gated: false, reason: parts(() => true), reward, downstream };
+  }
+  const passed = (c: CriterionResult) => c.verdict === "PASS" || c.verdict === "CONFIRMED";
+  if (passed(reward) && passed(downstream)) {
     return { verdict: "PASS", gated: false, reason: parts(() => true), reward, downstream };
   }
   return { verdict: "INCONCLUSIVE", gated: false, reason: parts((c) => c.verdict === "INCONCLUSIVE"), reward, downstream };

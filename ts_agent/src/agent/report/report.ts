@@ -28,9 +28,20 @@ import {
   type EvalRecord,
 } from "../eval/harness.js";
 import { writeFileAtomic } from "../workspace.js";
-import { attribute, curveFeatures, describeFeatures, type CurveFeatures, type RowResult, type StepMetrics } from "./attribution.js";
+import { operatingCharacteristic, requiredNForDelta } from "../eval/stats.js";
 import {
+  attribute,
+  curveFeatures,
+  describeFeatures,
+  type CurveFeatures,
+  type DownstreamSignal,
+  type RowResult,
+  type StepMetrics,
+} from "./attribution.js";
+import {
+  DOWNSTREAM_MIN_DELTA,
   DOWNSTREAM_MIN_DELTA_PP,
+  MIN_HELDOUT_PROMPTS,
   MIN_MILESTONE_TASKS,
   REWARD_MIN_RELATIVE_CHANGE,
   judgeMilestone,
@@ -40,6 +51,7 @@ import {
   type MilestoneVerdict,
   type RewardEvidence,
 } from "./milestone.js";
+import { POWER_CSV, POWER_SVG, powerCsv, powerCurve, powerSvg, type PowerCurve } from "./power.js";
 import { TCO_QUALITATIVE, bytesPerParam, formatBytes, tcoMemory, type MemoryConfig, type Precision, type TcoInput } from "./tco.js";
 
 export const REPORT_FILE = "report.md";
@@ -117,22 +129,57 @@ export interface ReportAnalysis {
   features: CurveFeatures;
   attribution: RowResult[];
   tco: { input: TcoInput; precisionNote: string; configs: MemoryConfig[] } | null;
+  /** P(PASS) against the true delta for several n; null without a paired comparison with spread */
+  power: PowerCurve | null;
   pending: string[];
 }
 
 export const CI_METHOD = `paired percentile bootstrap over tasks, ${BOOTSTRAP_RESAMPLES} resamples, seed ${BOOTSTRAP_SEED}`;
 
-function downstreamEvidence(c: Comparison | null, baseSource: string): DownstreamEvidence | null {
+/** The milestone's downstream evidence: the comparison's decision interval and governing test,
+ *  and P(PASS) at a true delta equal to the threshold at this n. */
+export function downstreamEvidence(c: Comparison | null, baseSource: string): DownstreamEvidence | null {
   if (!c) return null;
+  const d = c.decision;
   return {
     n: c.n,
     delta: c.paired ? c.paired.meanDiff : NaN,
-    ciLow: c.bootstrap ? c.bootstrap.lower : NaN,
-    ciHigh: c.bootstrap ? c.bootstrap.upper : NaN,
-    ciMethod: CI_METHOD,
+    ciLow: d ? d.lower : NaN,
+    ciHigh: d ? d.upper : NaN,
+    ciMethod: d ? d.method : CI_METHOD,
+    governingTest: d?.test,
+    testP: d?.p ?? null,
+    testRejects: d ? d.rejects : null,
     requiredN: c.requiredN,
     mde: c.mde,
+    pPassAtThreshold: c.paired ? operatingCharacteristic(DOWNSTREAM_MIN_DELTA, c.paired.sdDiff, c.n, { threshold: DOWNSTREAM_MIN_DELTA }).pPass : null,
     baseSource,
+  };
+}
+
+/** Pairs for 80% power at the larger of the observed |delta| and the milestone threshold (the
+ *  "required n" attribution's underpowered row compares n with); null when undefined. */
+export function requiredNForVerdict(c: Comparison): number | null {
+  if (!c.paired || c.paired.sdDiff === 0) return null;
+  const target = Math.max(Math.abs(c.paired.meanDiff), DOWNSTREAM_MIN_DELTA);
+  return requiredNForDelta(target, c.paired.sdDiff);
+}
+
+/** What attribution reads about the downstream comparison and the held-out reward. */
+export function downstreamSignal(c: Comparison | null, reward: RewardEvidence | null): DownstreamSignal {
+  const heldOutRose =
+    reward && reward.numPrompts >= MIN_HELDOUT_PROMPTS ? Number.isFinite(reward.ciLow) && reward.ciLow > 0 : null;
+  const d = c?.decision ?? null;
+  if (!c || !c.paired || !d) return { heldOutRose, significant: null, text: "" };
+  return {
+    heldOutRose,
+    significant: d.rejects && (d.lower > 0 || d.upper < 0),
+    text: `${pp(c.paired.meanDiff)} (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.method}), n=${c.n}`,
+    n: c.n,
+    delta: c.paired.meanDiff,
+    ciLower: d.lower,
+    ciUpper: d.upper,
+    requiredN: requiredNForVerdict(c),
   };
 }
 
@@ -203,14 +250,7 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   const reward = rewardEvidence(input.run);
   const milestone = judgeMilestone({ reward, downstream: downstreamEvidence(comparison, baseSource), baseline: baselineMatch });
   const features = curveFeatures(input.steps);
-  const significant = comparison?.bootstrap ? comparison.bootstrap.lower > 0 || comparison.bootstrap.upper < 0 : null;
-  const attribution = attribute(features, {
-    heldOutRose: reward ? Number.isFinite(reward.ciLow) && reward.ciLow > 0 : null,
-    significant,
-    text: comparison?.paired && comparison.bootstrap
-      ? `${pp(comparison.paired.meanDiff)} (95% CI ${pp(comparison.bootstrap.lower)} to ${pp(comparison.bootstrap.upper)}), n=${comparison.n}`
-      : "",
-  });
+  const attribution = attribute(features, downstreamSignal(comparison, reward));
   const tco = tcoFor(input.run);
 
   const pending: string[] = [];
@@ -233,7 +273,8 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   if (!features.kl) pending.push("KL was not logged (TRL logs `kl` only when beta > 0): the KL columns of the attribution table cannot fire.");
   if (ev && ev.humanAgreement.length === 0) pending.push("human labels: no task row has `human_label`; kappa against humans is pending.");
   if (!tco) pending.push("TCO: run.json has no parameter counts.");
-  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, pending };
+  const power = comparison?.paired && comparison.paired.sdDiff > 0 ? powerCurve(comparison.paired.sdDiff, comparison.n, DOWNSTREAM_MIN_DELTA) : null;
+  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, power, pending };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,10 +353,12 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
     ]);
     out.push(table(["step", "mean reward", "95% CI", "CI method", "prompts x samples"], rows));
     out.push("");
+    const absolute = r.endReward.mean - r.startReward.mean;
     out.push(
-      `Relative change (end - start) / |start|: **${Number.isFinite(r.relativeChange) ? pct(r.relativeChange) : "undefined"}** ` +
-        `(95% paired bootstrap CI over prompts ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}); the milestone needs >= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)}. ` +
-        "Same fixed held-out prompts and sampling seed at both ends.",
+      `Absolute change end - start: **${absolute >= 0 ? "+" : ""}${absolute.toFixed(3)}**; relative change (end - start) / |start|: **${pct(r.relativeChange)}** ` +
+        `(95% paired bootstrap CI over prompts ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}); the milestone needs >= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)} ` +
+        `on at least ${MIN_HELDOUT_PROMPTS} prompts. Same fixed held-out prompts and sampling seed at both ends. ` +
+        "A bootstrap resample whose start mean is 0 has an unbounded relative change; a bound that reaches one is printed as unbounded, never dropped.",
     );
   } else {
     out.push("_No held-out result in run.json._");
@@ -362,19 +405,33 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
       const p = c.paired;
       out.push(`Paired by task id, adapter - base, base scores from ${a.baseSource}:`);
       out.push("");
+      const dec = c.decision;
       const rows: string[][] = [
         ["pairs (n)", `${c.n}${c.unpaired ? ` (${c.unpaired} unpaired task(s) left out)` : ""}`],
-        ["mean difference", `${pp(p.meanDiff, 2)} (${f3(p.meanA)} -> ${f3(p.meanB)})`],
-        ["95% CI, " + CI_METHOD, `${pp(c.bootstrap.lower, 2)} to ${pp(c.bootstrap.upper, 2)}`],
-        ["95% CI, paired t", `${pp(p.ciT.lower, 2)} to ${pp(p.ciT.upper, 2)}`],
-        ["sd of differences / SE", `${f3(p.sdDiff)} / ${f3(p.seDiff)} (fractions)`],
+        ["mean difference", `${pp(p.meanDiff)} (${f3(p.meanA)} -> ${f3(p.meanB)})`],
       ];
+      if (dec) {
+        rows.push([`**95% CI, ${dec.method} (the decision interval)**`, `**${pp(dec.lower)} to ${pp(dec.upper)}**`]);
+        rows.push([`**governing test: ${dec.test}**`, dec.p === null ? (dec.rejects ? "rejects 0 (alpha .05)" : "does not reject 0 (alpha .05)") : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`]);
+      }
+      // The bootstrap's Monte Carlo error on a 2.5% quantile is ~sqrt(q(1-q)/R)/f(x): about 0.1 pp here,
+      // so it is shown to 0.1 pp and never decides.
+      rows.push(["95% CI, " + CI_METHOD + " (shown, does not decide)", `${pp(c.bootstrap.lower)} to ${pp(c.bootstrap.upper)}`]);
+      rows.push(["95% CI, paired t", `${pp(p.ciT.lower)} to ${pp(p.ciT.upper)}`]);
+      rows.push(["sd of differences / SE", `${f3(p.sdDiff)} / ${f3(p.seDiff)} (fractions)`]);
       if (p.discordant && p.mcnemarP !== null) {
         rows.push(["discordant pairs", `base right & adapter wrong ${p.discordant.b}, base wrong & adapter right ${p.discordant.c}`]);
         rows.push(["exact McNemar p (two-sided)", p.mcnemarP.toPrecision(3)]);
       }
       rows.push(["required n for the observed delta (alpha .05 two-sided, power .8)", c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`]);
-      rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "-" : pp(c.mde, 2).replace("+", "")]);
+      rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "- (the differences have no spread)" : pp(c.mde).replace("+", "")]);
+      if (p.sdDiff > 0) {
+        const oc = operatingCharacteristic(DOWNSTREAM_MIN_DELTA, p.sdDiff, c.n, { threshold: DOWNSTREAM_MIN_DELTA });
+        rows.push([
+          `P(PASS) / P(CONFIRMED) if the true delta were +${DOWNSTREAM_MIN_DELTA_PP} pp, at n=${c.n} (normal approximation)`,
+          `${oc.pPass.toFixed(2)} / ${oc.pConfirm.toFixed(2)}`,
+        ]);
+      }
       out.push(table(["statistic", "value"], rows));
       out.push("");
       out.push("Formulas: n = ((z_{a/2} + z_b) * sd_d / |delta|)^2 and MDE = (z_{a/2} + z_b) * sd_d / sqrt(n), with z_{a/2} = 1.96, z_b = 0.84.");
@@ -404,14 +461,32 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
     table(
       ["criterion", "threshold", "verdict", "numbers"],
       [
-        ["held-out reward, end vs step 0", `>= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)}, CI excludes 0`, m.reward.verdict, m.reward.reason],
-        ["downstream accuracy, adapter - base", `>= +${DOWNSTREAM_MIN_DELTA_PP} pp, 95% CI excludes 0, n >= ${MIN_MILESTONE_TASKS}`, m.downstream.verdict, m.downstream.reason],
+        [
+          "held-out reward, end vs step 0",
+          `PASS: >= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)} and CI lower > 0; CONFIRMED: CI lower >= ${pct(REWARD_MIN_RELATIVE_CHANGE, 0)}; >= ${MIN_HELDOUT_PROMPTS} prompts`,
+          m.reward.verdict,
+          m.reward.reason,
+        ],
+        [
+          "downstream accuracy, adapter - base",
+          `PASS: >= +${DOWNSTREAM_MIN_DELTA_PP} pp and the governing test rejects 0; CONFIRMED: CI lower >= +${DOWNSTREAM_MIN_DELTA_PP} pp; n >= ${MIN_MILESTONE_TASKS}`,
+          m.downstream.verdict,
+          m.downstream.reason,
+        ],
         ["baseline.json", "present and matching", a.baselineMatch.status === "match" ? "OK" : "GATED", a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status],
       ],
     ),
   );
   out.push("");
   out.push(`**${m.verdict}**${m.gated ? " (GATED on baseline.json)" : ""}: ${m.reason}`);
+  out.push("");
+  const dec = a.comparison?.decision;
+  out.push(
+    `How to read it: CONFIRMED means the interval's lower bound clears the threshold itself; PASS is a point-estimate gate ` +
+      `(the estimate clears the threshold and the interval excludes 0), so a model whose true effect equals the threshold passes about half the time at large n. ` +
+      (dec ? `The downstream test that governs "excludes 0" is the ${dec.test} (interval: ${dec.method}). ` : "") +
+      (a.power ? `Power curve (P(PASS) against the true delta, for several n): ![P(PASS) vs true delta](${POWER_SVG}) (data: \`${POWER_CSV}\`).` : ""),
+  );
   out.push("");
 
   // -- attribution
@@ -495,9 +570,15 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
 /** Load, analyze, render and write agent-evals/runs/<run_id>/report.md atomically. */
 export function writeReport(evalsDir: string, runId: string, now = new Date()): { path: string; analysis: ReportAnalysis } {
   const input = loadReportInput(evalsDir, runId, now);
-  if (!input.files.includes(REPORT_FILE)) input.files.push(REPORT_FILE);
-  input.files.sort();
   const analysis = analyzeReport(input);
+  const written = [REPORT_FILE];
+  if (analysis.power) {
+    writeFileAtomic(join(evalsDir, "runs", runId, POWER_CSV), powerCsv(analysis.power));
+    writeFileAtomic(join(evalsDir, "runs", runId, POWER_SVG), powerSvg(analysis.power));
+    written.push(POWER_CSV, POWER_SVG);
+  }
+  for (const f of written) if (!input.files.includes(f)) input.files.push(f);
+  input.files.sort();
   const path = join(evalsDir, "runs", runId, REPORT_FILE);
   writeFileAtomic(path, renderReport(input, analysis));
   return { path, analysis };
