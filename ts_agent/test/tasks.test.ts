@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, describe, test } from "node:test";
 
 import {
+  DEFAULT_HELDOUT_PER_TYPOLOGY,
   DEFAULT_PER_TYPOLOGY,
   LABELS,
   MAX_WORDS,
@@ -20,7 +21,9 @@ import {
   toJsonl,
 } from "../src/agent/eval/tasks.js";
 
-const rows = generateAmlTasks();
+const all = generateAmlTasks();
+/** train + test: the rows the 5 shared templates per typology produce */
+const rows = all.filter((r) => r.split !== "test_heldout_template");
 const tmp = mkdtempSync(join(tmpdir(), "aml-tasks-"));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -33,7 +36,7 @@ function countBy<T>(items: readonly T[], key: (x: T) => string): Map<string, num
 describe("generateAmlTasks", () => {
   test("same seed gives the same bytes; another seed differs", () => {
     assert.equal(toJsonl(generateAmlTasks({ seed: 7 })), toJsonl(generateAmlTasks({ seed: 7 })));
-    assert.equal(toJsonl(generateAmlTasks()), toJsonl(rows));
+    assert.equal(toJsonl(generateAmlTasks()), toJsonl(all));
     assert.notEqual(toJsonl(generateAmlTasks({ seed: 8 })), toJsonl(generateAmlTasks({ seed: 7 })));
   });
 
@@ -61,8 +64,24 @@ describe("generateAmlTasks", () => {
     }
   });
 
+  test("held-out-template split: its templates appear in no train or test row, balanced by typology, ids after the rest", () => {
+    const held = splitTasks(all, "test_heldout_template");
+    assert.equal(held.length, DEFAULT_HELDOUT_PER_TYPOLOGY * LABELS.length);
+    const perTypology = countBy(held, (r) => r.typology);
+    for (const l of LABELS) assert.equal(perTypology.get(l), DEFAULT_HELDOUT_PER_TYPOLOGY);
+    const seen = new Set(rows.map((r) => r.template));
+    for (const r of held) assert.ok(!seen.has(r.template), `${r.id} uses a training template ${r.template}`);
+    assert.deepEqual(all.slice(0, rows.length), rows); // appended: train/test rows and ids unchanged
+    for (const r of held) {
+      const n = r.narrative.trim().split(/\s+/).length;
+      assert.ok(n >= MIN_WORDS && n <= MAX_WORDS, `${r.id} has ${n} words`);
+      const text = r.narrative.toLowerCase();
+      assert.ok(!text.includes(r.typology) && !text.includes(r.typology.replace(/_/g, " ")), `${r.id} names its label`);
+    }
+  });
+
   test("split is about 70/30, stratified by typology, test >= 240", () => {
-    const test_ = splitTasks(rows, "test");
+    const test_ = splitTasks(all, "test");
     const train = splitTasks(rows, "train");
     assert.equal(test_.length + train.length, rows.length);
     assert.ok(test_.length >= 240, `test has ${test_.length}`);
@@ -78,7 +97,7 @@ describe("generateAmlTasks", () => {
 
   test("ids are unique and sequential; narratives unique", () => {
     rows.forEach((r, i) => assert.equal(r.id, `aml-${String(i + 1).padStart(5, "0")}`));
-    assert.equal(new Set(rows.map((r) => r.narrative)).size, rows.length);
+    assert.equal(new Set(all.map((r) => r.narrative)).size, all.length);
   });
 
   test("every prompt lists the labels, holds its narrative, asks for <answer>, ends with a newline", () => {
@@ -164,6 +183,6 @@ describe("checked-in file", () => {
     } finally {
       console.log = log;
     }
-    assert.equal(readFileSync(out, "utf8"), toJsonl(rows));
+    assert.equal(readFileSync(out, "utf8"), toJsonl(all));
   });
 });

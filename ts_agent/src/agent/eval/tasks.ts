@@ -14,7 +14,9 @@
  *   supplier wire, an employer that is a registered company), so one keyword is not enough.
  * - Narratives never contain their own label word.
  * - The split is stratified by typology: exactly round(testFraction * perTypology) test rows per
- *   typology, chosen by the seeded PRNG.
+ *   typology, chosen by the seeded PRNG. "test" shares its 5 templates per typology with "train"
+ *   (an in-distribution test); "test_heldout_template" (heldOutPerTypology rows per typology,
+ *   appended after them) comes from 2 more templates per typology that no other row uses.
  * - The prompt is PROMPT_INSTRUCTION + "\n\nCase: " + narrative + "\n"; it ends with a newline so
  *   a completion starts cleanly with "<answer>". The Python side reads prompts from the file and
  *   never rebuilds them, but PROMPT_INSTRUCTION is exported for any code that needs the format.
@@ -101,7 +103,10 @@ export function formatAnswer(label: string): string {
 // ---------------------------------------------------------------------------------------------
 // Rows
 
-export type Split = "train" | "test";
+/** "test_heldout_template": test cases written from templates no train (or test) row uses. */
+export type Split = "train" | "test" | "test_heldout_template";
+
+export const SPLITS: readonly Split[] = ["train", "test", "test_heldout_template"];
 
 export interface TaskRow {
   id: string;
@@ -120,11 +125,18 @@ export interface GenerateOptions {
   perTypology?: number;
   /** Fraction of each typology's cases in the test split, rounded to a whole count. */
   testFraction?: number;
+  /** Extra cases per typology from the held-out templates (split "test_heldout_template"). */
+  heldOutPerTypology?: number;
 }
 
 export const DEFAULT_SEED = 20261129;
 export const DEFAULT_PER_TYPOLOGY = 110;
 export const DEFAULT_TEST_FRACTION = 0.3;
+/** 30 per typology: 240 held-out-template cases, as many as the test split. */
+export const DEFAULT_HELDOUT_PER_TYPOLOGY = 30;
+/** The held-out-template rows draw from their own stream (seed XOR this), so adding them left the
+ *  train and test rows, and the embedded model built from the train split, byte for byte as before. */
+export const HELDOUT_SEED_SALT = 0x5eed7e57;
 /** Narrative length bounds in words (whitespace-separated), inclusive. */
 export const MIN_WORDS = 40;
 export const MAX_WORDS = 90;
@@ -420,6 +432,61 @@ const TEMPLATES: Record<string, Template[]> = {
   ],
 };
 
+// Held-out templates: new wordings of each typology's indicator that NO train or test row uses.
+// Rows from them form the split "test_heldout_template", so an eval can tell a model that learned
+// the mapping from one that memorised the 40 training templates (the "test" split shares all of
+// its templates with "train": its delta is in-distribution only).
+const HELDOUT_TEMPLATES: Record<string, Template[]> = {
+  structuring: [
+    (s, r) =>
+      `Compliance staff at ${s.bank} noticed that ${s.p.name} never deposits a round $10,000: across ${r.int(6, 12)} visits in ${s.month} the cash amounts were ${amount(r, 9200, 9500, 10)}, ${amount(r, 9500, 9800, 10)} and similar, always a little under the threshold that triggers a currency transaction report, and always paid in by ${s.p.him} alone.`,
+    (s, r) =>
+      `${s.p.name} sold a boat for ${amount(r, 50000, 120000, 1000)} in cash and, rather than paying it in at once, spread it over ${r.int(8, 14)} separate deposits of just under $10,000 each at ${s.bank} in ${s.city}, telling a teller ${s.p.he} wanted to avoid the paperwork a larger deposit would bring.`,
+  ],
+  smurfing: [
+    (s, r) =>
+      `Over one weekend, ${r.int(7, 14)} unrelated customers walked into ${s.bank} branches around ${s.city} and each paid between ${amount(r, 600, 1200, 50)} and ${amount(r, 1500, 3000, 50)} in cash into the same account, held by ${s.p.name}. Several later admitted ${s.p.name} had handed them the cash and a small fee for the errand.`,
+    (s, r) =>
+      `Money orders bought by ${r.int(6, 12)} different people at post offices in ${s.city}, each for a few hundred dollars, were all endorsed to ${s.p.name} and paid into ${s.p.his} account at ${s.bank}. The buyers said an acquaintance had paid them to make the purchases in their own names.`,
+  ],
+  layering: [
+    (s, r) =>
+      `Within ${r.int(24, 72)} hours of arriving, ${amount(r, 300000, 1200000, 1000)} credited to ${s.co} was split, converted into euros and dollars, and bounced through accounts in ${s.j[0]}, ${s.j[1]} and ${s.j[2]}, each hop at a different bank with a new payment reference, until the trail back to the first sender was hard to follow.`,
+    (s, r) =>
+      `${s.p.name} moved ${amount(r, 150000, 700000, 1000)} from an account at ${s.bank} to a fintech wallet, then to a brokerage in ${s.j[0]}, then back out as wires to two companies in ${s.j[1]}, all within ${r.int(2, 6)} days, each transfer adding distance between the funds and where they came from.`,
+  ],
+  trade_based: [
+    (s, r) =>
+      `Port records show ${s.co} paid ${amount(r, 400000, 1000000, 1000)} for a container described as premium ${s.goods}; the container actually held low-value stock worth a fraction of that, so the overpayment carried money to the seller in ${s.j[0]} under cover of an ordinary import.`,
+    (s, r) =>
+      `${s.co} sells ${s.goods} to a buyer in ${s.j[0]} owned by the same family, invoicing each shipment at about ${r.int(20, 45)} percent of what identical goods fetch on the market, while the buyer pays the balance of the true value into a private account abroad.`,
+  ],
+  shell_company: [
+    (s, r) =>
+      `${s.co} exists on paper only: incorporated in ${s.off} through an agent, it lists a nominee director, shares an address with ${r.int(200, 900)} other firms, and has never hired anyone or sold anything, yet its account at ${s.bank} has received ${amount(r, 300000, 1500000, 1000)} for ${s.p.name}, the owner hidden behind the nominee.`,
+    (s, r) =>
+      `Investigators found that ${s.co}, which pays ${s.p.name}'s bills, has no office, no employees, no website and no revenue from trade; its only officer is a nominee who signs for a fee of ${amount(r, 500, 2500, 100)}, and its bank account simply holds money for an owner who appears in no record.`,
+  ],
+  funnel_account: [
+    (s, r) =>
+      `Cash deposits into ${s.p.name}'s account at ${s.bank} came from branches in ${s.cities[0]}, ${s.cities[1]} and ${s.cities[2]}, far from each other and from ${s.p.his} home, about ${amount(r, 4000, 15000, 100)} at a time, and each was pulled out again within a day at ATMs in ${s.city}.`,
+    (s, r) =>
+      `For ${r.int(4, 10)} weeks, an account opened by ${s.p.name} in ${s.city} was fed cash in ${r.int(5, 11)} different states, then drained in ${s.city2} by cash withdrawals soon after each deposit, so the balance never stayed above a few hundred dollars.`,
+  ],
+  money_mule: [
+    (s, r) =>
+      `${s.p.name}, ${r.int(18, 23)}, was offered ${amount(r, 100, 600, 50)} a week on a messaging app to "receive customer refunds". Payments from ${r.int(3, 8)} strangers, later reported as scam victims, reached ${s.p.his} account at ${s.bank}, and ${s.p.he} passed each one on to an account ${s.p.he} was told to use.`,
+    (s, r) =>
+      `A retired ${s.job} in ${s.city}, ${s.p.name}, agreed to help an online friend by letting money pass through ${s.p.his} account. Over ${s.month}, ${r.int(4, 9)} incoming transfers from people ${s.p.he} had never met were sent on the same day to ${s.j[0]}, less a small amount ${s.p.he} was allowed to keep.`,
+  ],
+  round_tripping: [
+    (s, r) =>
+      `${s.co} wired ${amount(r, 400000, 2500000, 10000)} to a company in ${s.off} that ${s.p.name}, its owner, controls through a nominee; the same sum came back to ${s.co} ${r.int(2, 8)} months later booked as a foreign investor's equity stake, disguising the owner's own money as outside capital.`,
+    (s, r) =>
+      `Profits that ${s.p.name} kept off ${s.co}'s books were sent to an account in ${s.off} and returned as a loan from an offshore lender, which is in fact ${s.p.his} own entity, so the money came home clean and its interest reduced ${s.co}'s taxes.`,
+  ],
+};
+
 // Benign sentences that mention features of other typologies (wires, invoices, companies, cash,
 // several people, other cities) or plain noise. None of them carries a typology's indicator.
 const DISTRACTORS: Template[] = [
@@ -514,7 +581,34 @@ export function generateAmlTasks(options: GenerateOptions = {}): TaskRow[] {
     }
   }
   // Shuffle so that a prefix of the file is a mixed sample, then number the rows.
-  return r.shuffle(draft).map((row, i) => ({ id: padId(i + 1), ...row }));
+  const main = r.shuffle(draft).map((row, i) => ({ id: padId(i + 1), ...row }));
+  // Held-out-template rows come after, from their own stream (see HELDOUT_SEED_SALT).
+  const heldOutPerTypology = options.heldOutPerTypology ?? DEFAULT_HELDOUT_PER_TYPOLOGY;
+  const h = new TaskRng(mulberry32((seed ^ HELDOUT_SEED_SALT) >>> 0));
+  const extra: Omit<TaskRow, "id">[] = [];
+  for (const t of TYPOLOGIES) {
+    const templates = HELDOUT_TEMPLATES[t.label];
+    for (let i = 0; i < heldOutPerTypology; i++) {
+      const k = i % templates.length;
+      let narrative = "";
+      for (let attempt = 0; ; attempt++) {
+        const s = drawSlots(h);
+        narrative = composeNarrative(templates[k](s, h), s, h);
+        if (!seen.has(narrative)) break;
+        if (attempt > 100) throw new Error(`cannot draw a new narrative for ${t.label}/heldout-${k + 1}`);
+      }
+      seen.add(narrative);
+      extra.push({
+        split: "test_heldout_template",
+        typology: t.label,
+        prompt: formatPrompt(narrative),
+        answers: [...t.answers],
+        narrative,
+        template: `${t.label}/heldout-${k + 1}`,
+      });
+    }
+  }
+  return [...main, ...h.shuffle(extra).map((row, i) => ({ id: padId(main.length + i + 1), ...row }))];
 }
 
 /** One JSON object per line, fields in the documented order, trailing newline. */
@@ -575,7 +669,7 @@ export function loadTasks(path: string): TaskRow[] {
     if (ids.has(id)) fail(path, line, `field "id" duplicates ${JSON.stringify(id)}`);
     ids.add(id);
     const split = o.split;
-    if (split !== "train" && split !== "test") fail(path, line, `field "split" must be "train" or "test", got ${JSON.stringify(split)}`);
+    if (!SPLITS.includes(split as Split)) fail(path, line, `field "split" must be one of ${SPLITS.join(", ")}, got ${JSON.stringify(split)}`);
     const typology = requireString(o, "typology", path, line);
     if (!labels.has(typology)) fail(path, line, `field "typology" must be one of ${LABELS.join(", ")}, got ${JSON.stringify(typology)}`);
     const prompt = requireString(o, "prompt", path, line);
@@ -586,7 +680,7 @@ export function loadTasks(path: string): TaskRow[] {
     if (answers[0] !== typology) fail(path, line, `field "answers" must start with the typology ${JSON.stringify(typology)}`);
     const narrative = requireString(o, "narrative", path, line);
     const template = requireString(o, "template", path, line);
-    rows.push({ id, split, typology, prompt, answers: answers as string[], narrative, template });
+    rows.push({ id, split: split as Split, typology, prompt, answers: answers as string[], narrative, template });
   });
   return rows;
 }
@@ -632,8 +726,8 @@ export function main(argv: string[]): number {
     return 0;
   }
   writeFileAtomic(out, data);
-  const nTest = splitTasks(rows, "test").length;
-  console.log(`wrote ${out}: ${rows.length} rows (${rows.length - nTest} train, ${nTest} test)`);
+  const counts = SPLITS.map((sp) => `${splitTasks(rows, sp).length} ${sp}`).join(", ");
+  console.log(`wrote ${out}: ${rows.length} rows (${counts})`);
   return 0;
 }
 
