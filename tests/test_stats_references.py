@@ -473,3 +473,14 @@ def test_hamed_rao_keeps_the_false_trend_rate_near_alpha_under_ar1_noise():
         modified += stats.hamed_rao_trend(list(e)).p < 0.05
     assert plain / runs > 0.12
     assert modified / runs < 0.75 * plain / runs
+
+
+@FAST
+@given(st.integers(2, 80).flatmap(lambda n: st.tuples(
+    st.lists(st.floats(0, 1), min_size=n, max_size=n), st.lists(st.floats(0, 1), min_size=n, max_size=n))))
+def test_paired_t_test_p_matches_scipy_ttest_rel(ab):
+    a, b = ab
+    res = stats.paired_comparison(a, b)
+    assume(res.se_diff > 1e-9)
+    ref = ss.ttest_rel(b, a).pvalue
+    assert close(res.t_test_p, ref, rel=1e-9, abs_=1e-13)

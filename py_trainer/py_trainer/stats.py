@@ -616,6 +616,7 @@ class PairedComparison:
     binary: bool
     discordant: Discordant | None
     mcnemar_p: float | None
+    t_test_p: float
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:
@@ -686,6 +687,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], *, confidence: flo
         binary=binary,
         discordant=Discordant(b=n10, c=n01) if binary else None,
         mcnemar_p=mcnemar_exact_p(n10, n01) if binary else None,
+        t_test_p=(1 - _student_abs_cdf(abs(mean_diff / se_diff), n - 1)) if se_diff > 0 else (1.0 if mean_diff == 0 else 0.0),
     )
 
 

@@ -170,3 +170,78 @@ describe("task sets and model identity", () => {
     assert.equal(modelIdentity("Qwen/Qwen2.5-0.5B"), "Qwen/Qwen2.5-0.5B");
   });
 });
+
+describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", async () => {
+  const h = await import("../src/agent/eval/harness.js");
+  const { defaultTasksPath } = await import("../src/agent/eval/tasks.js");
+
+  test("the checked-in task set's test split has a held-out-template companion with new templates", () => {
+    const ts = loadTaskSet(defaultTasksPath(), "test");
+    const held = h.heldOutTemplateSetFor(ts)!;
+    assert.equal(held.split, "test_heldout_template");
+    assert.equal(held.rows.length, 240);
+    const seen = new Set(ts.rows.map((r) => r.template));
+    assert.ok(held.rows.every((r) => !seen.has(r.template)));
+    assert.equal(h.heldOutTemplateSetFor({ ...ts, split: "train" }), null);
+    assert.equal(h.heldOutTemplateSetFor(loadTaskSet(defaultTasksPath(), "test", 12))!.rows.length, 12);
+  });
+
+  test("one Evaluate result split in two: each split re-graded and compared on its own tasks", () => {
+    const r2 = [row("h1", "structuring"), row("h2", "smurfing")].map((r) => ({ ...r, split: "test_heldout_template" as const, template: `${r.typology}/heldout-1` }));
+    const both = gradedResult([...rows, ...r2], {
+      base: { ...completions.base, h1: ["<answer>structuring</answer>"], h2: ["<answer>layering</answer>"] },
+      adapter: { ...completions.adapter, h1: ["<answer>smurfing</answer>"], h2: ["<answer>layering</answer>"] },
+    });
+    const held = h.restrictResult(both, new Set(["h1", "h2"]));
+    assert.deepEqual(held.variants.map((v) => v.tasks.map((t) => t.taskId)), [["h1", "h2"], ["h1", "h2"]]);
+    const taskSet: TaskSet = { path: "x.jsonl", sha256: "0".repeat(64), split: "test_heldout_template", limit: 0, rows: r2, humanLabels: new Map() };
+    const sr = h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held);
+    assert.equal(sr.comparison!.n, 2);
+    assert.equal(sr.comparison!.paired!.meanDiff, -0.5);
+    assert.equal(sr.regradedScores, 2 * 2 * GRADERS.length);
+  });
+
+  test("per typology: the governing test's p, Holm-adjusted across typologies", () => {
+    const base = new Map<string, number>();
+    const cand = new Map<string, number>();
+    const rs: Array<{ id: string; typology: string }> = [];
+    for (let i = 0; i < 40; i++) {
+      const t = i < 20 ? "structuring" : "smurfing";
+      rs.push({ id: `k${i}`, typology: t });
+      base.set(`k${i}`, 0);
+      cand.set(`k${i}`, t === "structuring" && i < 12 ? 1 : 0); // 12 wins of 20 on structuring
+    }
+    const out = h.typologyBreakdown(base, cand, rs);
+    assert.deepEqual(out.map((t) => t.typology), ["smurfing", "structuring"]);
+    const s = out.find((t) => t.typology === "structuring")!;
+    assert.equal(s.test, "exact McNemar test");
+    assert.ok(Math.abs(s.p! - 2 ** -11) < 1e-15); // 12 vs 0 discordant
+    assert.equal(s.pHolm, Math.min(1, 2 * s.p!));
+    assert.equal(out.find((t) => t.typology === "smurfing")!.p, 1);
+  });
+
+  test("template-clustered SE as a sensitivity row", () => {
+    const base = new Map([...Array(12).keys()].map((i) => [`q${i}`, 0]));
+    const cand = new Map([...Array(12).keys()].map((i) => [`q${i}`, i < 6 ? 1 : 0]));
+    const templates = new Map([...Array(12).keys()].map((i) => [`q${i}`, `T${Math.floor(i / 3)}`]));
+    const c = compareScores(base, cand, undefined, templates);
+    assert.equal(c.clustered!.clusters, 4);
+    assert.ok(c.clustered!.se > c.clustered!.iidSe); // wins cluster in templates T0, T1
+    assert.equal(compareScores(base, cand).clustered, null);
+  });
+
+  test("pass@k with K > 1 samples: k = 1 is the mean accuracy, k = K 'any correct'", () => {
+    const v = {
+      name: "adapter",
+      tasks: [
+        { taskId: "a", samples: [{ completion: "", scores: { exact_match: 1 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }] },
+        { taskId: "b", samples: [{ completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }] },
+      ],
+    };
+    assert.deepEqual(h.meanPassAtK(v), [
+      { k: 1, estimate: 0.125, tasks: 2 },
+      { k: 4, estimate: 0.5, tasks: 2 },
+    ]);
+    assert.deepEqual(h.meanPassAtK({ name: "x", tasks: [{ taskId: "a", samples: [{ completion: "", scores: { exact_match: 1 } }] }] }), []);
+  });
+});

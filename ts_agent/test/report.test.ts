@@ -117,6 +117,9 @@ describe("report.md", () => {
     assert.match(md, /PASS is a point-estimate gate/);
     assert.match(md, /!\[P\(PASS\) vs true delta\]\(power-curve\.svg\)/);
     assert.match(md, /Absolute change end - start: \*\*\+0\.150\*\*/);
+    assert.match(md, /### In-distribution vs held-out templates[\s\S]*\| test \(in-distribution\) \| 240 \|/);
+    assert.match(md, /Per typology \(p from the governing test; Holm-adjusted/);
+    assert.match(md, /\| test \| structuring \| 60 \|/);
     // the plot, held-out reward, base vs adapter, verdict, attribution, TCO, pending
     assert.match(md, /!\[mean reward per training step\]\(reward-vs-step\.png\)/);
     assert.match(md, /## Held-out reward: step 0 vs end[\s\S]*\| 0 \| 0\.300 \| 0\.250 to 0\.350 \|/);

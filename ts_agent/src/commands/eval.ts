@@ -1,15 +1,45 @@
 /**
- * `agent eval <run_id>`: evaluate the base model and the run's adapter on the test split through
- * the sidecar's Evaluate, re-grade every completion in TS, and write
- * agent-evals/runs/<run_id>/eval.json (atomically). Prints accuracy per variant and the paired
- * difference with its CI. A TS/Python grading disagreement fails the command and writes nothing.
+ * `agent eval <run_id>` / `agent eval --adapter PATH [--name N]`: evaluate the base model and an
+ * adapter (the run's, a SUCCEEDED run's or a CANCELLED run's kept one; or any PEFT folder under
+ * the sidecar's data root) on the test split through the sidecar's Evaluate, re-grade every
+ * completion in TS, and write <evals dir>/runs/<run_id or N>/eval.json (atomically). Prints
+ * accuracy per variant and the paired difference with its CI. A TS/Python grading disagreement
+ * fails the command and writes nothing.
  */
+import { basename } from "node:path";
 import { parseArgs } from "node:util";
 
-import { RegradeMismatchError, evaluateRun, loadTaskSet, progressPrinter, writeEvalRecord, type EvalRecord } from "../agent/eval/harness.js";
+import {
+  ADAPTER_VARIANT,
+  RegradeMismatchError,
+  buildEvalRecord,
+  checkSettings,
+  evaluateRequest,
+  evaluateRun,
+  loadTaskSet,
+  progressPrinter,
+  runEvaluate,
+  writeEvalRecord,
+  type EvalRecord,
+} from "../agent/eval/harness.js";
 import { pp } from "../agent/report/milestone.js";
 import type { SidecarClient } from "../sidecar/client.js";
-import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type EvalTarget } from "./flags.js";
+import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
+
+export const help: CommandHelp = {
+  summary: "Base model vs an adapter on the test split (Evaluate + TS re-grading) -> runs/<id>/eval.json.",
+  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options]",
+  flags: [
+    ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
+    ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name)"],
+    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
+    ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
+  ],
+  notes: "A CANCELLED run's kept adapter (saved after its last completed step) is evaluated like a SUCCEEDED run's.",
+  examples: ["agent eval run-20261201-101500-ab12cd --limit 200", "agent eval --adapter adapters/aml-v2 --name aml-v2"],
+};
 
 /** One line per variant and the paired difference, for the terminal. */
 export function evalSummaryLines(record: EvalRecord): string[] {
@@ -28,6 +58,10 @@ export function evalSummaryLines(record: EvalRecord): string[] {
         (c.mde !== null ? `, MDE ${pp(c.mde).replace("+", "")}` : ""),
     );
   }
+  const h = record.heldOutTemplate?.comparison;
+  if (h?.paired && h.decision) {
+    lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${pp(h.decision.lower)} to ${pp(h.decision.upper)}, ${h.decision.method})`);
+  }
   lines.push(`re-graded ${record.regradedScores} scores in TS: all equal to the sidecar's`);
   return lines;
 }
@@ -42,14 +76,37 @@ export async function evalRun(client: SidecarClient, runId: string, target: Eval
   return { path, record };
 }
 
+/** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is named `name`. */
+export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, target: EvalTarget): Promise<{ path: string; record: EvalRecord }> {
+  checkSettings(target.settings);
+  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  console.log(`evaluating base and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
+  const req = evaluateRequest(target.settings, taskSet);
+  req.adapters = [{ name: ADAPTER_VARIANT, source: { case: "path", value: adapterPath } }];
+  const result = await runEvaluate(client, req, progressPrinter("eval"));
+  const record = buildEvalRecord(name, target.settings, taskSet, result);
+  const path = writeEvalRecord(target.evalsDir, record);
+  for (const line of evalSummaryLines(record)) console.log(line);
+  return { path, record };
+}
+
 export const command: CommandHandler = async (argv, client) => {
-  const { values, positionals } = parseArgs({ args: argv, options: { ...EVAL_FLAGS, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
-  if (positionals.length !== 1) {
-    console.error(`usage: agent eval <run_id> [options]\n${EVAL_FLAGS_USAGE}`);
-    return 2;
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { ...EVAL_FLAGS, adapter: { type: "string" }, name: { type: "string" }, ...GLOBAL_FLAGS },
+    allowPositionals: true,
+    strict: true,
+  });
+  const byPath = values.adapter !== undefined;
+  if (byPath ? positionals.length !== 0 : positionals.length !== 1) {
+    throw usageError("eval", help, byPath ? "give a run id or --adapter, not both" : "which run? give its id (or --adapter PATH)");
   }
+  if (values.name !== undefined && !byPath) throw usageError("eval", help, "--name goes with --adapter");
   try {
-    const { path } = await evalRun(client, positionals[0], evalTargetFromFlags(values));
+    const target = evalTargetFromFlags(values);
+    const { path } = byPath
+      ? await evalAdapterPath(client, values.adapter!, values.name ?? basename(values.adapter!.replace(/\/+$/, "")), target)
+      : await evalRun(client, positionals[0], target);
     console.log(`wrote ${path}`);
     return 0;
   } catch (err) {

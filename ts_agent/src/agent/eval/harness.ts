@@ -25,7 +25,7 @@
  */
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 
 import { toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 
@@ -37,9 +37,12 @@ import {
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, type RewardSpec } from "../train/grpo.js";
-import { displayPath, runDir, writeFileAtomic } from "../workspace.js";
+import { REPO_ROOT, displayPath, runDir, writeFileAtomic } from "../workspace.js";
 import {
+  clusteredMeanSE,
   cohenKappa,
+  holmAdjust,
+  passAtK,
   minimumDetectableEffect,
   pairedBootstrapCI,
   pairedComparison,
@@ -49,6 +52,7 @@ import {
   tangoScoreInterval,
   wilsonInterval,
   type BootstrapInterval,
+  type ClusteredMean,
   type PairedComparison,
 } from "./stats.js";
 import { loadTasks, splitTasks, type Split, type TaskRow } from "./tasks.js";
@@ -344,6 +348,9 @@ export interface Comparison {
   mde: number | null;
   /** the interval and test the milestone decides on; null when n < 2 */
   decision: Decision | null;
+  /** sensitivity row: the mean difference's SE with tasks clustered by narrative template (Miller
+   *  2024); null without templates or with fewer than 2 */
+  clustered: (ClusteredMean & { clusteredBy: string }) | null;
 }
 
 /** The decision interval for the mean difference and the test that governs "excludes 0". */
@@ -354,7 +361,7 @@ export interface Decision {
   test: string;
   lower: number;
   upper: number;
-  /** the test's two-sided p; null when it is read off the interval (paired t) */
+  /** the test's two-sided p (exact McNemar, or the paired t test's) */
   p: number | null;
   /** the test rejects a difference of 0 at alpha .05 */
   rejects: boolean;
@@ -374,7 +381,7 @@ export function decisionFor(p: PairedComparison): Decision {
     const t = tangoScoreInterval(p.discordant.b, p.discordant.c, p.n);
     return { method: "Tango score interval", test: "exact McNemar test", lower: t.lower, upper: t.upper, p: p.mcnemarP, rejects: p.mcnemarP < DECISION_ALPHA };
   }
-  return { method: "paired t interval", test: "paired t test", lower: p.ciT.lower, upper: p.ciT.upper, p: null, rejects: p.ciT.lower > 0 || p.ciT.upper < 0 };
+  return { method: "paired t interval", test: "paired t test", lower: p.ciT.lower, upper: p.ciT.upper, p: p.tTestP, rejects: p.ciT.lower > 0 || p.ciT.upper < 0 };
 }
 
 /** Pair `candidate` with `base` by task id (candidate's order) and compute every statistic. */
@@ -382,6 +389,8 @@ export function compareScores(
   base: ReadonlyMap<string, number>,
   candidate: ReadonlyMap<string, number>,
   labels: { base: string; candidate: string } = { base: "base", candidate: ADAPTER_VARIANT },
+  /** task id -> narrative template, for the template-clustered SE */
+  templates?: ReadonlyMap<string, string>,
 ): Comparison {
   const a: number[] = [];
   const b: number[] = [];
@@ -410,6 +419,7 @@ export function compareScores(
     requiredNNote: "",
     mde: null,
     decision: null,
+    clustered: null,
   };
   if (n < 2) {
     out.requiredNNote = `n=${n} pairs: too few for any interval`;
@@ -418,6 +428,13 @@ export function compareScores(
   out.paired = pairedComparison(a, b);
   out.bootstrap = pairedBootstrapCI(a, b, { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED });
   out.decision = decisionFor(out.paired);
+  if (templates) {
+    const clusters = taskIds.map((id) => templates.get(id) ?? `(no template) ${id}`);
+    if (new Set(clusters).size >= 2) {
+      const d = a.map((x, i) => b[i] - x);
+      out.clustered = { ...clusteredMeanSE(d, clusters), clusteredBy: "narrative template" };
+    }
+  }
   out.mde = out.paired.sdDiff > 0 ? minimumDetectableEffect(n, out.paired.sdDiff) : null; // no spread: no MDE to speak of
   if (out.paired.meanDiff === 0) {
     out.requiredNNote = "observed difference is 0: no finite n detects it";
@@ -556,6 +573,9 @@ export interface VariantSummary {
   /** mean over tasks of the per-task mean, per grader (fraction; null if none scorable) */
   meanScores: Record<string, number | null>;
   graderAgreement: Agreement | null;
+  /** with K > 1 samples per task: mean over tasks of the unbiased pass@k (Chen et al. 2021) of the
+   *  primary grader, for k = 1 (= mean accuracy) and k = K; absent with one sample */
+  passAtK?: Array<{ k: number; estimate: number; tasks: number }>;
 }
 
 /** The eval record's file name inside agent-evals/runs/<run_id>/. */
@@ -576,8 +596,88 @@ export interface EvalRecord {
   /** the eval's own base vs the adapter (the report prefers baseline.json's base when it matches) */
   comparison: Comparison | null;
   humanAgreement: Agreement[];
+  /** adapter vs base per typology on this split, Holm-adjusted across typologies */
+  byTypology?: TypologyComparison[];
+  /** the held-out-template split, evaluated in the same request (absent for older records) */
+  heldOutTemplate?: SplitResult | null;
   /** the sidecar's EvaluateResult, proto JSON (NaN as "NaN") */
   result: JsonValue;
+}
+
+/** One more split of the same eval: its own base vs adapter (no baseline.json for it). */
+export interface SplitResult {
+  taskSet: TaskSetRef;
+  regradedScores: number;
+  variants: VariantSummary[];
+  comparison: Comparison | null;
+  byTypology: TypologyComparison[];
+}
+
+/** Adapter - base on one typology's tasks. */
+export interface TypologyComparison {
+  typology: string;
+  n: number;
+  baseAccuracy: number;
+  adapterAccuracy: number;
+  delta: number;
+  /** the decision interval (Tango for 0/1, paired t otherwise); null when n < 2 */
+  lower: number | null;
+  upper: number | null;
+  test: string;
+  /** the governing test's p (exact McNemar for 0/1; paired t otherwise); null when n < 2 */
+  p: number | null;
+  /** Holm-adjusted across the typologies with a p */
+  pHolm: number | null;
+}
+
+/** Per-typology adapter - base with the governing test's p, Holm-adjusted across typologies. */
+export function typologyBreakdown(
+  base: ReadonlyMap<string, number>,
+  candidate: ReadonlyMap<string, number>,
+  rows: ReadonlyArray<Pick<TaskRow, "id" | "typology">>,
+): TypologyComparison[] {
+  const byTypology = new Map<string, string[]>();
+  for (const r of rows) byTypology.set(r.typology, [...(byTypology.get(r.typology) ?? []), r.id]);
+  const out: TypologyComparison[] = [];
+  for (const [typology, ids] of [...byTypology].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
+    const pick = (m: ReadonlyMap<string, number>) => new Map(ids.filter((id) => m.has(id)).map((id) => [id, m.get(id)!]));
+    const c = compareScores(pick(base), pick(candidate));
+    const p = c.paired;
+    out.push({
+      typology,
+      n: c.n,
+      baseAccuracy: p ? p.meanA : NaN,
+      adapterAccuracy: p ? p.meanB : NaN,
+      delta: p ? p.meanDiff : NaN,
+      lower: c.decision ? c.decision.lower : null,
+      upper: c.decision ? c.decision.upper : null,
+      test: c.decision ? c.decision.test : "-",
+      p: c.decision ? (c.decision.p ?? (p ? p.tTestP : null)) : null,
+      pHolm: null,
+    });
+  }
+  const withP = out.filter((t) => t.p !== null);
+  if (withP.length > 0) {
+    const adj = holmAdjust(withP.map((t) => t.p!));
+    withP.forEach((t, i) => (t.pHolm = adj[i]));
+  }
+  return out;
+}
+
+/** Re-grade and summarise one more split of an Evaluate result (pure). */
+export function splitResult(settings: EvalSettings, taskSet: TaskSet, result: EvaluateResult): SplitResult {
+  const regradedScores = regrade(result.variants, taskSet.rows, settings.graders);
+  const variants = result.variants.map((v) => summarizeVariant(v, settings.graders));
+  const base = variants.find((v) => v.name === "base");
+  const cand = variants.find((v) => v.name === ADAPTER_VARIANT);
+  const templates = new Map(taskSet.rows.map((r) => [r.id, r.template]));
+  return {
+    taskSet: taskSetRef(taskSet),
+    regradedScores,
+    variants,
+    comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask), undefined, templates) : null,
+    byTypology: base && cand ? typologyBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
+  };
 }
 
 function nullIfNaN(x: number): number | null {
@@ -591,13 +691,38 @@ export function summarizeVariant(v: VariantScores, graders: ReadonlyArray<Reward
     const xs = [...perTaskScores(v, g.name).values()].filter((x) => !Number.isNaN(x));
     meanScores[g.name] = xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
   }
-  return {
+  const summary: VariantSummary = {
     name: v.name,
     perTask: Object.fromEntries([...perTask].map(([id, x]) => [id, nullIfNaN(x)])),
     accuracy: accuracy(perTask.values()),
     meanScores,
     graderAgreement: graderAgreement(v),
   };
+  const pk = meanPassAtK(v);
+  if (pk.length > 0) summary.passAtK = pk;
+  return summary;
+}
+
+/**
+ * Mean over tasks of the unbiased pass@k of the primary grader (a sample counts as correct when it
+ * scores 1); each task uses its own scorable samples n >= k. Empty when every task has 1 sample.
+ */
+export function meanPassAtK(variant: VariantScores, grader = PRIMARY_GRADER): Array<{ k: number; estimate: number; tasks: number }> {
+  const counts = variant.tasks.map((t) => {
+    const xs = t.samples.map((s) => s.scores[grader]).filter((x) => x !== undefined && !Number.isNaN(x));
+    return { n: xs.length, c: xs.filter((x) => x === 1).length };
+  });
+  const maxK = Math.max(0, ...counts.map((c) => c.n));
+  if (maxK < 2) return [];
+  const out: Array<{ k: number; estimate: number; tasks: number }> = [];
+  for (const k of [1, maxK]) {
+    const usable = counts.filter((c) => c.n >= k);
+    if (usable.length === 0) continue;
+    let sum = 0;
+    for (const c of usable) sum += passAtK(c.n, c.c, k);
+    out.push({ k, estimate: sum / usable.length, tasks: usable.length });
+  }
+  return out;
 }
 
 /** Per-task scores back from a summary (null -> NaN). */
@@ -635,8 +760,10 @@ export function buildEvalRecord(
     regradedScores,
     seconds: result.seconds,
     variants,
-    comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask)) : null,
+    comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask), undefined, new Map(taskSet.rows.map((r) => [r.id, r.template]))) : null,
     humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
+    byTypology: base && cand ? typologyBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
+    heldOutTemplate: null,
     result: toJson(EvaluateResultSchema, result),
   };
 }
@@ -650,18 +777,49 @@ export function writeEvalRecord(evalsDir: string, record: EvalRecord): string {
   return path;
 }
 
-/** Evaluate base and the run's adapter on the task set, re-grade, and build the record. */
+/**
+ * The held-out-template companion of an in-distribution test set: the same file's
+ * "test_heldout_template" rows (same limit), or null when the evaluated split is not "test" or the
+ * file has none.
+ */
+export function heldOutTemplateSetFor(taskSet: TaskSet): TaskSet | null {
+  if (taskSet.split !== "test") return null;
+  const path = resolve(REPO_ROOT, taskSet.path);
+  const rows = splitTasks(loadTasks(path), "test_heldout_template");
+  if (rows.length === 0) return null;
+  return { ...taskSet, split: "test_heldout_template", rows: taskSet.limit > 0 ? rows.slice(0, taskSet.limit) : rows };
+}
+
+/** An Evaluate result restricted to some task ids (the variants keep their order). */
+export function restrictResult(result: EvaluateResult, ids: ReadonlySet<string>): EvaluateResult {
+  return { ...result, variants: result.variants.map((v) => ({ ...v, tasks: v.tasks.filter((t) => ids.has(t.taskId)) })) };
+}
+
+/**
+ * Evaluate base and the run's adapter on the task set, re-grade, and build the record. When the
+ * set is the in-distribution "test" split, its held-out-template companion goes in the SAME
+ * Evaluate request (one model load) and comes back as the record's `heldOutTemplate`.
+ */
 export async function evaluateRun(
   client: SidecarClient,
   runId: string,
   settings: EvalSettings,
   taskSet: TaskSet,
   onProgress?: (p: EvaluateProgress) => void,
+  heldOut: TaskSet | null = heldOutTemplateSetFor(taskSet),
 ): Promise<EvalRecord> {
   checkSettings(settings);
-  const req = evaluateRequest(settings, taskSet, [{ name: ADAPTER_VARIANT, runId }]);
+  const combined = heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet;
+  const req = evaluateRequest(settings, combined, [{ name: ADAPTER_VARIANT, runId }]);
   const result = await runEvaluate(client, req, onProgress);
-  return buildEvalRecord(runId, settings, taskSet, result);
+  const main = restrictResult(result, new Set(taskSet.rows.map((r) => r.id)));
+  const record = buildEvalRecord(runId, settings, taskSet, main);
+  if (heldOut) {
+    const held = restrictResult(result, new Set(heldOut.rows.map((r) => r.id)));
+    record.heldOutTemplate = splitResult(settings, heldOut, held);
+    record.regradedScores += record.heldOutTemplate.regradedScores;
+  }
+  return record;
 }
 
 /** A progress printer shared by the eval, baseline and demo commands. */

@@ -612,6 +612,9 @@ export interface PairedComparison {
   discordant: Discordant | null;
   /** exact two-sided McNemar p (mcnemarExactP); null unless binary */
   mcnemarP: number | null;
+  /** two-sided paired t test p: 1 - P(|T_{n-1}| <= |meanDiff / seDiff|); with seDiff = 0 it is
+   *  1 when meanDiff = 0, else 0 */
+  tTestP: number;
 }
 
 /**
@@ -722,6 +725,7 @@ export function pairedComparison(
     binary,
     discordant: binary ? { b: n10, c: n01 } : null,
     mcnemarP: binary ? mcnemarExactP(n10, n01) : null,
+    tTestP: seDiff > 0 ? 1 - studentAbsCdf(Math.abs(meanDiff / seDiff), n - 1) : meanDiff === 0 ? 1 : 0,
   };
 }
 

@@ -304,6 +304,75 @@ function dateOf(run: Run | null): string {
   return t ? timestampDate(t).toISOString() : "-";
 }
 
+function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalRecord["variants"]): string[] {
+  const acc = (name: string) => {
+    const v = variants.find((x) => x.name === name)?.accuracy;
+    return v ? pct1(v.estimate) : "-";
+  };
+  const d = c?.decision;
+  return [
+    label,
+    String(n),
+    acc("base"),
+    acc(ADAPTER_VARIANT),
+    c?.paired ? pp(c.paired.meanDiff) : "-",
+    d ? `${pp(d.lower)} to ${pp(d.upper)} (${d.method})` : "-",
+    d && d.p !== null ? `${d.p.toPrecision(2)} (${d.test})` : "-",
+    c?.clustered ? `${pp(c.clustered.se).replace("+", "")} (${c.clustered.clusters} templates)` : "-",
+  ];
+}
+
+/** In-distribution vs held-out templates side by side, per typology with Holm-adjusted p, pass@k. */
+function splitsSection(ev: EvalRecord): string[] {
+  const out: string[] = [];
+  const h = ev.heldOutTemplate;
+  out.push("### In-distribution vs held-out templates");
+  out.push("");
+  out.push(
+    `The \`test\` split shares every narrative template with \`train\`: its delta is in-distribution only. ` +
+      `\`test_heldout_template\` is written from templates no training row uses, so it asks whether the adapter learned the mapping or the templates. ` +
+      "Both columns compare with this eval's own base variant.",
+  );
+  out.push("");
+  const rows = [splitRow(`${ev.taskSet.split} (in-distribution)`, ev.taskSet.n, ev.comparison, ev.variants)];
+  if (h) rows.push(splitRow("test_heldout_template", h.taskSet.n, h.comparison, h.variants));
+  out.push(table(["split", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p (governing test)", "SE clustered by template"], rows));
+  if (!h) {
+    out.push("");
+    out.push("_No held-out-template split in this eval (older record, or the task file has no `test_heldout_template` rows)._");
+  }
+  out.push("");
+  const typologyRows = (list: EvalRecord["byTypology"], split: string) =>
+    (list ?? []).map((t) => [
+      split,
+      t.typology,
+      String(t.n),
+      pct1(t.baseAccuracy),
+      pct1(t.adapterAccuracy),
+      pp(t.delta),
+      t.lower === null || t.upper === null ? "-" : `${pp(t.lower)} to ${pp(t.upper)}`,
+      t.p === null ? "-" : t.p.toPrecision(2),
+      t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
+    ]);
+  const perTypology = [...typologyRows(ev.byTypology, ev.taskSet.split), ...typologyRows(h?.byTypology, "test_heldout_template")];
+  if (perTypology.length > 0) {
+    out.push("Per typology (p from the governing test; Holm-adjusted across the typologies of each split):");
+    out.push("");
+    out.push(table(["split", "typology", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p", "p (Holm)"], perTypology));
+    out.push("");
+  }
+  const pk = ev.variants.filter((v) => v.passAtK && v.passAtK.length > 0);
+  if (pk.length > 0) {
+    out.push(
+      `With ${ev.settings.samplesPerTask} samples per task the unit is the task (per-task means); unbiased pass@k (Chen et al. 2021): ` +
+        pk.map((v) => `${v.name} ${v.passAtK!.map((x) => `pass@${x.k} ${pct1(x.estimate)}`).join(", ")}`).join("; ") +
+        ".",
+    );
+    out.push("");
+  }
+  return out;
+}
+
 export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   const out: string[] = [];
   const run = input.run;
@@ -425,6 +494,13 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
       }
       rows.push(["required n for the observed delta (alpha .05 two-sided, power .8)", c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`]);
       rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "- (the differences have no spread)" : pp(c.mde).replace("+", "")]);
+      if (c.clustered) {
+        rows.push([
+          `sensitivity: SE clustered by ${c.clustered.clusteredBy} (${c.clustered.clusters} clusters, CR1)`,
+          `${f3(c.clustered.se)} vs ${f3(c.clustered.iidSe)} unclustered (design effect ${c.clustered.designEffect === null ? "-" : c.clustered.designEffect.toFixed(2)}); ` +
+            `95% CI ${pp(p.meanDiff - 1.96 * c.clustered.se)} to ${pp(p.meanDiff + 1.96 * c.clustered.se)}`,
+        ]);
+      }
       if (p.sdDiff > 0) {
         const oc = operatingCharacteristic(DOWNSTREAM_MIN_DELTA, p.sdDiff, c.n, { threshold: DOWNSTREAM_MIN_DELTA });
         rows.push([
@@ -443,6 +519,7 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
       out.push(`Consistency: baseline.json and this eval's base variant differ on ${a.baseDisagreements} task(s).`);
     }
     out.push("");
+    out.push(...splitsSection(ev));
     out.push("### Grader agreement (Cohen's kappa)");
     out.push("");
     const kappas = agreementRows([...ev.variants.map((v) => v.graderAgreement), ...ev.humanAgreement]);
