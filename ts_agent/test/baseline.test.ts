@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
@@ -7,7 +7,17 @@ import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { EvaluateResponseSchema, type EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { BaselineExistsError, baselinePath, matchBaseline, readBaseline, setBaseline, type Baseline } from "../src/agent/eval/baseline.js";
+import {
+  BaselineExistsError,
+  BaselineReasonRequiredError,
+  baselinePath,
+  matchBaseline,
+  readBaseline,
+  readBaselineHistory,
+  runsJudgedOn,
+  setBaseline,
+  type Baseline,
+} from "../src/agent/eval/baseline.js";
 import { DEFAULT_EVAL_SETTINGS, RegradeMismatchError, type EvalSettings, type TaskSet } from "../src/agent/eval/harness.js";
 import type { SidecarClient } from "../src/sidecar/client.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
@@ -64,11 +74,37 @@ describe("agent baseline set", () => {
     });
     assert.equal(client.calls, 0);
     assert.equal(readFileSync(baselinePath(evalsDir), "utf8"), before);
-    // --force replaces it
-    const forced = await setBaseline(client, { evalsDir, settings: { ...settings, seed: 5 }, taskSet, force: true });
+    // --force needs a reason, checked before the sidecar is asked
+    await assert.rejects(setBaseline(client, { evalsDir, settings, taskSet, force: true }), (err: unknown) => err instanceof BaselineReasonRequiredError);
+    assert.equal(client.calls, 0);
+    // --force --reason replaces it, records why, and keeps the old one in the history
+    const forced = await setBaseline(client, { evalsDir, settings: { ...settings, seed: 5 }, taskSet, force: true, reason: "new seed policy" });
     assert.equal(client.calls, 1);
     assert.equal(readBaseline(evalsDir)!.seed, 5);
     assert.equal(forced.baseline.seed, 5);
+    assert.deepEqual(forced.baseline.replaced, { reason: "new seed policy", previousDate: JSON.parse(before).date, runsJudgedOnPrevious: 0 });
+    const history = readBaselineHistory(evalsDir);
+    assert.equal(history.length, 1);
+    assert.equal(history[0].reason, "new seed policy");
+    assert.equal(history[0].baseline.seed, settings.seed);
+  });
+
+  test("runsJudgedOn counts the run folders whose eval.json matches the baseline", async () => {
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+    const { baseline } = await setBaseline(fakeClient(baseOnly), { evalsDir, settings, taskSet });
+    const ev = {
+      model: baseline.model,
+      taskSet: baseline.taskSet,
+      settings,
+      variants: [{ name: "base", perTask: baseline.perTask }, { name: "adapter", perTask: baseline.perTask }],
+    };
+    for (const id of ["r1", "r2"]) {
+      mkdirSync(join(evalsDir, "runs", id), { recursive: true });
+      writeFileSync(join(evalsDir, "runs", id, "eval.json"), JSON.stringify(ev));
+    }
+    mkdirSync(join(evalsDir, "runs", "r3"), { recursive: true });
+    writeFileSync(join(evalsDir, "runs", "r3", "eval.json"), JSON.stringify({ ...ev, settings: { ...settings, seed: 9 } }));
+    assert.deepEqual(runsJudgedOn(evalsDir, baseline), ["r1", "r2"]);
   });
 
   test("a baseline that appears while the base model is being evaluated is not clobbered either", async () => {

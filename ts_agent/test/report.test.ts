@@ -167,3 +167,19 @@ describe("report.md", () => {
     assert.match(md, /base vs adapter: run `agent eval r2`/);
   });
 });
+
+describe("baseline reuse and replacement (issue 10)", () => {
+  test("the report counts the runs judged on this baseline and warns about repeated use; a replacement is shown with its reason", () => {
+    const { evalsDir } = setup(240, 0.3, 0.7, { baseline: true });
+    mkdirSync(join(evalsDir, "runs", "r2"), { recursive: true });
+    writeFileSync(join(evalsDir, "runs", "r2", "eval.json"), readFileSync(join(evalsDir, "runs", "r1", "eval.json")));
+    const b = JSON.parse(readFileSync(join(evalsDir, "baseline.json"), "utf8"));
+    b.replaced = { reason: "task file regenerated", previousDate: "2026-11-01T00:00:00.000Z", runsJudgedOnPrevious: 3 };
+    writeFileSync(join(evalsDir, "baseline.json"), JSON.stringify(b));
+    const { path } = writeReport(evalsDir, "r1", new Date("2026-11-29T12:00:00Z"));
+    const md = readFileSync(path, "utf8");
+    assert.match(md, /2 run\(s\) judged on it/);
+    assert.match(md, /2 runs have been judged on this baseline\.json and test split \(r1, r2\)/);
+    assert.match(md, /REPLACED the baseline of 2026-11-01T00:00:00\.000Z \(3 run\(s\) had been judged on that one\): "task file regenerated"/);
+  });
+});

@@ -1,18 +1,28 @@
 /**
  * `agent baseline set [--force]`: evaluate the base model on the test split and write
  * agent-evals/baseline.json (model, task-set sha256, grader, per-task scores, accuracy with CI,
- * seed, date). An existing baseline is never replaced without --force.
+ * seed, date). An existing baseline is never replaced without --force and a --reason; the replaced
+ * one is kept in agent-evals/baseline-history.jsonl with the reason and the runs judged on it.
  * `agent baseline show`: print the current baseline's identity and accuracy.
  */
 import { parseArgs } from "node:util";
 
-import { BaselineExistsError, baselinePath, readBaseline, setBaseline, type Baseline } from "../agent/eval/baseline.js";
+import {
+  BaselineExistsError,
+  BaselineReasonRequiredError,
+  baselinePath,
+  readBaseline,
+  runsJudgedOn,
+  setBaseline,
+  type Baseline,
+} from "../agent/eval/baseline.js";
 import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
 import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
 
-const USAGE = `usage: agent baseline set [--force] [options]
+const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
-  --force             replace an existing baseline.json
+  --force             replace an existing baseline.json (needs --reason)
+  --reason TEXT       why it is replaced: kept in baseline.json and baseline-history.jsonl, shown in reports
 ${EVAL_FLAGS_USAGE}`;
 
 /** One line: the baseline's model, task set, grader and accuracy. */
@@ -28,7 +38,7 @@ export function describeBaseline(b: Baseline): string {
 export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { force: { type: "boolean" }, ...EVAL_FLAGS, ...GLOBAL_FLAGS },
+    options: { force: { type: "boolean" }, reason: { type: "string" }, ...EVAL_FLAGS, ...GLOBAL_FLAGS },
     allowPositionals: true,
     strict: true,
   });
@@ -40,6 +50,9 @@ export const command: CommandHandler = async (argv, client) => {
       return 1;
     }
     console.log(describeBaseline(b));
+    const judged = runsJudgedOn(target.evalsDir, b);
+    console.log(`runs judged on it: ${judged.length}${judged.length ? ` (${judged.join(", ")})` : ""}`);
+    if (b.replaced) console.log(`replaced the baseline of ${b.replaced.previousDate} (${b.replaced.runsJudgedOnPrevious} run(s) judged on it): ${b.replaced.reason}`);
     return 0;
   }
   if (positionals.length !== 1 || positionals[0] !== "set") {
@@ -54,13 +67,14 @@ export const command: CommandHandler = async (argv, client) => {
       settings: target.settings,
       taskSet,
       force: values.force ?? false,
+      reason: values.reason,
       onProgress: progressPrinter("baseline"),
     });
     console.log(describeBaseline(baseline));
     console.log(`wrote ${path}`);
     return 0;
   } catch (err) {
-    if (err instanceof BaselineExistsError) {
+    if (err instanceof BaselineExistsError || err instanceof BaselineReasonRequiredError) {
       console.error(`agent baseline set: ${err.message}`);
       return 1;
     }

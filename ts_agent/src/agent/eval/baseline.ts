@@ -6,12 +6,17 @@
  *   and writes the file. It refuses to replace an existing baseline unless `force`: the check runs
  *   before the (slow) evaluation and again at write time, where the no-clobber write is a hard
  *   link of the finished temp file (fails with EEXIST), so two writers cannot both win.
+ * - Hygiene (a baseline replaced after results were seen is a forking path): --force needs a
+ *   reason; the replaced baseline is appended, whole, to agent-evals/baseline-history.jsonl with
+ *   that reason and how many runs had been judged on it, and the new baseline.json records the
+ *   replacement (`replaced`), which the report shows. `runsJudgedOn` counts the run folders whose
+ *   eval.json matches a baseline: the report warns when one baseline and test split are reused.
  * - `matchBaseline` says whether a baseline is comparable with an eval: same model (requested and
  *   resolved identity), same task file (sha256), split, primary grader (name and effective
  *   params), samples per task, decoding (temperature, max_new_tokens), seed, and every evaluated
  *   task present in the baseline. Anything else gates the milestone verdict.
  */
-import { existsSync, linkSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
@@ -61,6 +66,29 @@ export interface Baseline {
   meanScores: Record<string, number | null>;
   /** the full settings used, for the record */
   settings: EvalSettings;
+  /** set when this baseline replaced another with --force (absent for a first baseline) */
+  replaced?: BaselineReplacement;
+}
+
+/** What a --force replacement records in the new baseline.json. */
+export interface BaselineReplacement {
+  /** the --reason given */
+  reason: string;
+  /** the replaced baseline's date */
+  previousDate: string;
+  /** runs whose eval.json had been judged on the replaced baseline */
+  runsJudgedOnPrevious: number;
+}
+
+/** The history file next to baseline.json: one replaced baseline per line. */
+export const BASELINE_HISTORY_FILE = "baseline-history.jsonl";
+
+/** --force without a reason. */
+export class BaselineReasonRequiredError extends Error {
+  constructor() {
+    super("replacing baseline.json needs a reason (--force --reason TEXT): it is recorded in baseline.json and the history, and the report shows it");
+    this.name = "BaselineReasonRequiredError";
+  }
 }
 
 /** A baseline is already there and --force was not given. */
@@ -142,7 +170,45 @@ export function buildBaseline(
   };
 }
 
-/** Evaluate the base model on the task set and write baseline.json (refused if present, unless force). */
+/** The run ids under evalsDir/runs whose eval.json was judged on `baseline` (it matches). */
+export function runsJudgedOn(evalsDir: string, baseline: Baseline): string[] {
+  const runs = join(evalsDir, "runs");
+  if (!existsSync(runs)) return [];
+  const out: string[] = [];
+  for (const id of readdirSync(runs).sort()) {
+    const p = join(runs, id, "eval.json");
+    if (!existsSync(p)) continue;
+    try {
+      const ev = JSON.parse(readFileSync(p, "utf8")) as { model: ModelRef; taskSet: TaskSetRef; settings: EvalSettings; variants: Array<{ name: string; perTask: Record<string, unknown> }> };
+      const adapter = ev.variants.find((v) => v.name !== "base");
+      const m = matchBaseline(baseline, { model: ev.model, taskSet: ev.taskSet, settings: ev.settings, taskIds: Object.keys(adapter?.perTask ?? {}) });
+      if (m.status === "match") out.push(id);
+    } catch {
+      // an unreadable eval.json judges nothing
+    }
+  }
+  return out;
+}
+
+/** Append the baseline being replaced to the history file (one JSON object per line). */
+export function appendBaselineHistory(evalsDir: string, entry: { replacedAt: string; reason: string; runsJudged: string[]; baseline: Baseline }): string {
+  const path = join(evalsDir, BASELINE_HISTORY_FILE);
+  appendFileSync(path, JSON.stringify(entry) + "\n");
+  return path;
+}
+
+/** The replaced baselines, oldest first; [] when there is no history. */
+export function readBaselineHistory(evalsDir: string): Array<{ replacedAt: string; reason: string; runsJudged: string[]; baseline: Baseline }> {
+  const path = join(evalsDir, BASELINE_HISTORY_FILE);
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as { replacedAt: string; reason: string; runsJudged: string[]; baseline: Baseline });
+}
+
+/** Evaluate the base model on the task set and write baseline.json (refused if present, unless
+ *  force with a reason; the replaced one goes to the history). */
 export async function setBaseline(
   client: SidecarClient,
   opts: {
@@ -150,12 +216,16 @@ export async function setBaseline(
     settings: EvalSettings;
     taskSet: TaskSet;
     force?: boolean;
+    /** required with force when a baseline exists */
+    reason?: string;
     onProgress?: (p: EvaluateProgress) => void;
   },
 ): Promise<{ path: string; baseline: Baseline }> {
   const force = opts.force ?? false;
   const path = baselinePath(opts.evalsDir);
   if (!force && existsSync(path)) throw new BaselineExistsError(path); // before minutes of generation
+  const reason = (opts.reason ?? "").trim();
+  if (force && existsSync(path) && reason === "") throw new BaselineReasonRequiredError();
   checkSettings(opts.settings);
   const result = await runEvaluate(client, evaluateRequest(opts.settings, opts.taskSet), opts.onProgress);
   regrade(result.variants, opts.taskSet.rows, opts.settings.graders);
@@ -167,6 +237,12 @@ export async function setBaseline(
     { requested: opts.settings.baseModel, resolved: result.baseModel },
     summarizeVariant(base, opts.settings.graders),
   );
+  const previous = force ? readBaseline(opts.evalsDir) : null;
+  if (previous) {
+    const judged = runsJudgedOn(opts.evalsDir, previous);
+    baseline.replaced = { reason, previousDate: previous.date, runsJudgedOnPrevious: judged.length };
+    appendBaselineHistory(opts.evalsDir, { replacedAt: baseline.date, reason, runsJudged: judged, baseline: previous });
+  }
   return { path: writeBaseline(opts.evalsDir, baseline, force), baseline };
 }
 

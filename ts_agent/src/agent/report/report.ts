@@ -15,7 +15,7 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
 import { RunEventSchema, RunSchema, RunState, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { matchBaseline, readBaseline, type Baseline, type BaselineMatch } from "../eval/baseline.js";
+import { matchBaseline, readBaseline, runsJudgedOn, type Baseline, type BaselineMatch } from "../eval/baseline.js";
 import {
   ADAPTER_VARIANT,
   BOOTSTRAP_RESAMPLES,
@@ -75,6 +75,8 @@ export interface ReportInput {
   baseline: Baseline | null;
   /** files present in the run folder, relative, '/'-separated */
   files: string[];
+  /** run ids whose eval.json was judged on this baseline and test split (this run included) */
+  runsJudged: string[];
   now: Date;
 }
 
@@ -110,7 +112,8 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
   }
   const evalPath = join(dir, EVAL_FILE);
   const evalRecord = existsSync(evalPath) ? (JSON.parse(readFileSync(evalPath, "utf8")) as EvalRecord) : null;
-  return { runId, run, steps, warnings, evalRecord, baseline: readBaseline(evalsDir), files: listFiles(dir), now };
+  const baseline = readBaseline(evalsDir);
+  return { runId, run, steps, warnings, evalRecord, baseline, files: listFiles(dir), runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [], now };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -264,7 +267,15 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   else if (ev.taskSet.n < MIN_MILESTONE_TASKS) pending.push(`the eval covers ${ev.taskSet.n} test tasks; the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`);
   if (baselineMatch.status === "missing") pending.push("baseline.json: run `agent baseline set` (the verdict is GATED until it exists).");
   if (baselineMatch.status === "mismatch") {
-    pending.push(`baseline.json does not match this eval (${baselineMatch.reasons.join("; ")}): reset it with \`agent baseline set --force\` using the same settings, or rerun the eval to match it.`);
+    pending.push(`baseline.json does not match this eval (${baselineMatch.reasons.join("; ")}): reset it with \`agent baseline set --force --reason TEXT\` using the same settings, or rerun the eval to match it.`);
+  }
+  const looks = input.runsJudged.length;
+  if (baselineMatch.status === "match" && looks > 1) {
+    pending.push(
+      `${looks} runs have been judged on this baseline.json and test split (${input.runsJudged.slice(0, 6).join(", ")}${looks > 6 ? ", ..." : ""}): ` +
+        `with ${looks} looks at alpha .05 the chance that at least one null adapter PASSes by luck is up to ${((1 - 0.95 ** looks) * 100).toFixed(0)}%; ` +
+        "confirm a winner on the held-out-template split or fresh tasks.",
+    );
   }
   if (baseDisagreements) pending.push(`baseline.json and this eval's base variant disagree on ${baseDisagreements} task(s): check that decoding is deterministic.`);
   if (comparison && comparison.requiredN !== null && comparison.requiredN > comparison.n && milestone.downstream.verdict === "INCONCLUSIVE") {
@@ -550,7 +561,16 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
           m.downstream.verdict,
           m.downstream.reason,
         ],
-        ["baseline.json", "present and matching", a.baselineMatch.status === "match" ? "OK" : "GATED", a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status],
+        [
+          "baseline.json",
+          "present and matching",
+          a.baselineMatch.status === "match" ? "OK" : "GATED",
+          (a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status) +
+            (input.baseline ? `; ${input.runsJudged.length} run(s) judged on it` : "") +
+            (input.baseline?.replaced
+              ? `; it REPLACED the baseline of ${input.baseline.replaced.previousDate} (${input.baseline.replaced.runsJudgedOnPrevious} run(s) had been judged on that one): "${input.baseline.replaced.reason}"`
+              : ""),
+        ],
       ],
     ),
   );
