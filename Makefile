@@ -18,7 +18,7 @@ export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
 .PHONY: setup proto lint arch typecheck test test-ts test-py parity demo serve bench clean
 
-setup: .stamps/venv .stamps/npm .stamps/proto
+setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 
 .stamps/venv: py_trainer/pyproject.toml
 	@mkdir -p .stamps
@@ -35,6 +35,12 @@ setup: .stamps/venv .stamps/npm .stamps/proto
 .stamps/proto: $(PROTO) third_party/proto/grpc/health/v1/health.proto scripts/gen_proto.sh .stamps/venv .stamps/npm
 	scripts/gen_proto.sh
 	@touch $@
+
+# The CLI compiled once (ts_agent/bin/agent runs dist/cli.js while it is newer than every source,
+# else falls back to tsx): `agent --help` in ~0.1 s instead of 1-2 s.
+TS_SRC := $(shell find ts_agent/src -name '*.ts' 2>/dev/null)
+ts_agent/dist/.built: .stamps/proto $(TS_SRC) ts_agent/tsconfig.json ts_agent/tsconfig.build.json
+	cd ts_agent && npm run --silent build
 
 proto: .stamps/venv .stamps/npm
 	scripts/gen_proto.sh
@@ -72,4 +78,4 @@ bench: setup
 	scripts/bench.sh
 
 clean:
-	rm -rf .stamps py_trainer/py_trainer/gen ts_agent/src/gen
+	rm -rf .stamps py_trainer/py_trainer/gen ts_agent/src/gen ts_agent/dist

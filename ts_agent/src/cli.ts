@@ -1,44 +1,141 @@
 /**
  * `agent`: the TypeScript agent's command line. The table below is the whole CLI: each command
- * lives in commands/<name>.ts; the global flags and the client they build in commands/flags.ts.
+ * lives in commands/<name>.ts (its handler and its `help`); the global flags and the client they
+ * build in commands/flags.ts. A command's module is imported only when it runs, so `agent --help`
+ * starts without loading the gRPC stack.
+ *
+ * Exit codes: 0 done; 1 the work failed (a sidecar error, a run that did not succeed); 2 a user
+ * mistake (unknown command or flag, a missing or malformed file, a bad number), always one line
+ * on stderr; 130 detached by Ctrl-C. A stack trace means a bug.
  *
  * Global flags, before or after the command name: --address HOST:PORT (default $AGENT_SIDECAR or
  * 127.0.0.1:50151), --token T (default $PY_TRAINER_TOKEN), --timeout MS, --help.
  */
 import { parseArgs } from "node:util";
 
-import { command as baseline } from "./commands/baseline.js";
-import { command as demo } from "./commands/demo.js";
-import { command as evalCommand } from "./commands/eval.js";
-import { GLOBAL_FLAGS, clientFromFlags, type CommandHandler } from "./commands/flags.js";
-import { command as health } from "./commands/health.js";
-import { command as report } from "./commands/report.js";
-import { command as runs } from "./commands/runs.js";
-import { command as train } from "./commands/train.js";
-import { SidecarError } from "./sidecar/client.js";
+import { UserError, didYouMean } from "./agent/workspace.js";
+import type { CommandHandler, CommandHelp } from "./commands/flags.js";
 
-/** The command table: name -> handler, with its one-line usage. */
-const COMMANDS: Record<string, CommandHandler> = {
-  health: health, //       agent health                  is the sidecar up? (grpc.health.v1)
-  runs: runs, //           agent runs                    list the sidecar's runs
-  train: train, //         agent train --config FILE     train through the sidecar (live progress, adapter download)
-  eval: evalCommand, //    agent eval <run_id>           base vs the run's adapter on the test split -> eval.json
-  baseline: baseline, //   agent baseline set [--force]  the base model on the test split -> agent-evals/baseline.json
-  report: report, //       agent report <run_id>         report.md: curve, held-out reward, base vs adapter, verdict, TCO
-  demo: demo, //           agent demo                    baseline if missing, train, eval, report (scripts/demo.sh)
+interface Entry {
+  summary: string;
+  load: () => Promise<{ command: CommandHandler; help?: CommandHelp }>;
+  /** help for a command whose module has none of its own */
+  help?: CommandHelp;
+}
+
+const EVAL_FLAG_ROWS: Array<[string, string]> = [
+  ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+  ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
+  ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
+  ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
+];
+
+/** The command table: name -> one-line summary and its module. */
+const COMMANDS: Record<string, Entry> = {
+  health: { summary: "is the sidecar up? (grpc.health.v1)", load: () => import("./commands/health.js") },
+  runs: { summary: "list the sidecar's runs [--state S]", load: () => import("./commands/runs.js") },
+  train: { summary: "train through the sidecar (live progress, verified download)", load: () => import("./commands/train.js") },
+  watch: { summary: "re-attach to a run, follow it, download it at the end", load: () => import("./commands/watch.js") },
+  cancel: { summary: "cancel a run (stops after the current step, adapter kept)", load: () => import("./commands/cancel.js") },
+  download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
+  eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },
+  baseline: {
+    summary: "the base model on the test split -> agent-evals/baseline.json",
+    load: () => import("./commands/baseline.js"),
+    help: {
+      summary: "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), or print it (show).",
+      usage: "agent baseline set [--force] [options] | agent baseline show [--evals-dir DIR]",
+      flags: [["--force", "replace an existing baseline.json"], ...EVAL_FLAG_ROWS],
+      examples: ["agent baseline set --limit 200", "agent baseline show"],
+    },
+  },
+  report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict", load: () => import("./commands/report.js") },
+  export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
+  demo: {
+    summary: "baseline if missing, train, eval, report (scripts/demo.sh)",
+    load: () => import("./commands/demo.js"),
+    help: {
+      summary: "The whole first run: health, baseline if missing, train, eval, report, and where every file is.",
+      usage: "agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]",
+      flags: [
+        ["--config FILE", "a TrainRequest in proto JSON instead of the default request"],
+        ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
+        ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+        ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
+      ],
+      examples: ["make demo", "agent demo --run-id demo-1"],
+    },
+  },
 };
 
+function globalHelp(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+  return [
+    "usage: agent <command> [flags]   (agent <command> --help for its flags and an example)",
+    "",
+    "commands:",
+    ...Object.entries(COMMANDS).map(([n, e]) => `  ${n.padEnd(width)}  ${e.summary}`),
+    "",
+    "global flags: --address HOST:PORT (default $AGENT_SIDECAR or 127.0.0.1:50151), --token T, --timeout MS, -h/--help",
+    "",
+    "example:",
+    "  agent train --config run.json && agent eval <run_id> && agent report <run_id>",
+  ].join("\n");
+}
+
+/** node:util parseArgs' errors ("Unknown option '--conifg'. To specify ...") as one line with a did-you-mean. */
+function parseArgsError(err: unknown, name: string, help: CommandHelp | undefined, flagNames: (h?: CommandHelp) => string[]): UserError | undefined {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (typeof code !== "string" || !code.startsWith("ERR_PARSE_ARGS_")) return undefined;
+  const message = (err as Error).message;
+  const unknown = /Unknown option '([^']+)'/.exec(message);
+  if (unknown) return new UserError(`agent ${name}: unknown flag ${unknown[1]}${didYouMean(unknown[1], flagNames(help))} (see agent ${name} --help)`);
+  const first = message.split(/\.\s/)[0].replace(/\.$/, "");
+  return new UserError(`agent ${name}: ${first} (see agent ${name} --help)`);
+}
+
 export async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: GLOBAL_FLAGS, allowPositionals: true, strict: false });
-  const name = positionals[0];
-  if (!name || values.help || !(name in COMMANDS)) {
-    console.error(`usage: agent <${Object.keys(COMMANDS).join("|")}> [--address HOST:PORT] [--token T] ...`);
-    return name && !values.help ? 2 : 0;
+  // `agent` and `agent --help` need nothing but this table: answer before loading anything else
+  if (argv.length === 0 || (argv.length === 1 && ["--help", "-h"].includes(argv[0]))) {
+    console.log(globalHelp());
+    return argv.length ? 0 : 2;
   }
-  const client = clientFromFlags(values as { address?: string; token?: string; timeout?: string });
+  const { GLOBAL_FLAGS, clientFromFlags, flagNames, renderHelp } = await import("./commands/flags.js");
+  const { values, tokens } = parseArgs({ args: argv, options: GLOBAL_FLAGS, allowPositionals: true, strict: false, tokens: true });
+  const at = tokens.find((t) => t.kind === "positional");
+  const name = at?.kind === "positional" ? at.value : undefined;
+  const before = argv.slice(0, at ? at.index : argv.length);
   try {
-    return await COMMANDS[name](argv.slice(argv.indexOf(name) + 1), client);
+    // flags before the command name must be global ones
+    const stray = tokens.find((t) => t.kind === "option" && t.index < before.length && !(t.name in GLOBAL_FLAGS));
+    if (stray?.kind === "option") {
+      throw new UserError(`agent: unknown flag ${stray.rawName}${didYouMean(stray.rawName, flagNames(undefined))} before the command (see agent --help)`);
+    }
+    if (!name) {
+      console.log(globalHelp());
+      return values.help ? 0 : 2;
+    }
+    const entry = COMMANDS[name];
+    if (!entry) throw new UserError(`agent: unknown command '${name}'${didYouMean(name, Object.keys(COMMANDS))} (see agent --help)`);
+    const mod = await entry.load();
+    const help = mod.help ?? entry.help;
+    if (values.help) {
+      console.log(help ? renderHelp(name, help) : `agent ${name}: ${entry.summary}`);
+      return 0;
+    }
+    const client = clientFromFlags(values as { address?: string; token?: string; timeout?: string });
+    try {
+      return await mod.command(argv.slice(at!.index + 1), client);
+    } catch (err) {
+      throw parseArgsError(err, name, help, flagNames) ?? err;
+    }
   } catch (err) {
+    if (err instanceof UserError) {
+      console.error(err.message.startsWith("agent") ? err.message : `agent${name && name in COMMANDS ? ` ${name}` : ""}: ${err.message}`);
+      return 2;
+    }
+    // a sidecar error names its gRPC code; anything else is a bug and keeps its stack
+    const { SidecarError } = await import("./sidecar/client.js");
     if (err instanceof SidecarError) {
       console.error(`agent ${name}: ${err.codeName}: ${err.message}`);
       return 1;

@@ -9,7 +9,7 @@
  *   rename, fsync of the directory, so a reader sees the old file or the new one, never a part, and
  *   the rename survives a crash.
  */
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -27,6 +27,17 @@ export function runDir(evalsDir: string, runId: string): string {
 /** --evals-dir as given (resolved against the working directory), else EVALS_DIR. */
 export function evalsDirOrDefault(flag: string | undefined): string {
   return flag ? resolve(flag) : EVALS_DIR;
+}
+
+/**
+ * A run's local folder is complete once RUN_RECORD is there: the downloader writes it last, after
+ * every artifact was verified (each arrives as <name>.partial and is renamed once its sha256
+ * matched, sidecar/client.ts), so a folder without it is a download in progress or a stranded run.
+ */
+export const RUN_RECORD = "run.json";
+
+export function isRunLocal(evalsDir: string, runId: string): boolean {
+  return existsSync(join(runDir(evalsDir, runId), RUN_RECORD));
 }
 
 /** Repo-relative when inside the repo, else the path as given (for records and messages). */
@@ -66,4 +77,69 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
     throw err;
   }
   fsyncDirectory(dirname(path));
+}
+
+// ---------------------------------------------------------------------------------------------
+// User mistakes
+
+/**
+ * A mistake in what the user gave (a missing file, malformed JSON, an unknown key or flag, a bad
+ * number): cli.ts prints the message as one line and exits 2, never a stack trace. The message
+ * names the file (with line and column where there is one) and the field.
+ */
+export class UserError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UserError";
+  }
+}
+
+/** "path:line:col" for a character offset into `text` (1-based line and column). */
+export function lineColumn(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, Math.max(0, Math.min(offset, text.length)));
+  const lines = before.split("\n");
+  return { line: lines.length, column: lines[lines.length - 1].length + 1 };
+}
+
+/** Parse a JSON file; a missing file or a syntax error is a UserError naming path:line:col. */
+export function readJsonFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UserError(code === "ENOENT" ? `${path}: no such file` : `${path}: cannot read: ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    const m = /at position (\d+)/.exec(message);
+    const at = m ? lineColumn(text, Number(m[1])) : /end of JSON input/.test(message) ? lineColumn(text, text.length) : undefined;
+    const why = message.replace(/ in JSON at position \d+.*$/, "").replace(/^JSON\.parse: /, "");
+    throw new UserError(`${path}${at ? `:${at.line}:${at.column}` : ""}: not valid JSON: ${why}`);
+  }
+}
+
+/** " (did you mean X?)" for the option nearest to `word` (edit distance), or "". */
+export function didYouMean(word: string, options: Iterable<string>): string {
+  let best = "";
+  let bestD = Infinity;
+  for (const o of options) {
+    const d = editDistance(word.toLowerCase(), o.toLowerCase());
+    if (d < bestD) [best, bestD] = [o, d];
+  }
+  return best && bestD <= Math.max(2, Math.floor(word.length / 3)) ? ` (did you mean ${best}?)` : "";
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
 }

@@ -1,17 +1,80 @@
 /**
- * What every `agent` command shares: the handler signature, the global flags (declared here once;
- * cli.ts reads them before the command name, and every command accepts them after it too), the
- * client they build, and the flag groups more than one command takes.
+ * What every `agent` command shares: the handler signature and its help, the global flags
+ * (declared here once; cli.ts reads them before the command name, and every command accepts them
+ * after it too), the client they build, number flags that refuse "abc", and the flag groups more
+ * than one command takes.
  */
 import { resolve } from "node:path";
 
 import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../agent/eval/harness.js";
 import { defaultTasksPath } from "../agent/eval/tasks.js";
-import { evalsDirOrDefault } from "../agent/workspace.js";
+import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import { SidecarClient } from "../sidecar/client.js";
 
 /** One `agent` command: its arguments after the command name -> exit code. */
 export type CommandHandler = (argv: string[], client: SidecarClient) => Promise<number>;
+
+/** What `agent <command> --help` prints: usage, every flag, an example. */
+export interface CommandHelp {
+  /** one line, also shown by `agent --help` */
+  summary: string;
+  /** "agent train --config FILE [--run-id ID]" */
+  usage: string;
+  /** ["--config FILE", "a TrainRequest in proto JSON"], ... (global flags are added) */
+  flags: Array<[string, string]>;
+  examples: string[];
+  /** a paragraph after the flags */
+  notes?: string;
+}
+
+export const GLOBAL_FLAGS_HELP: Array<[string, string]> = [
+  ["--address HOST:PORT", "the sidecar (default $AGENT_SIDECAR or 127.0.0.1:50151)"],
+  ["--token T", "bearer token for a non-loopback sidecar (default $PY_TRAINER_TOKEN)"],
+  ["--timeout MS", "deadline of each unary call in ms (default 30000)"],
+  ["-h, --help", "this help"],
+];
+
+/** The full help text of one command. */
+export function renderHelp(name: string, help: CommandHelp): string {
+  const rows = (flags: Array<[string, string]>) => flags.map(([f, h]) => `  ${f.padEnd(22)} ${h}`).join("\n");
+  return [
+    `usage: ${help.usage}`,
+    "",
+    help.summary,
+    ...(help.flags.length ? ["", "flags:", rows(help.flags)] : []),
+    "",
+    "global flags:",
+    rows(GLOBAL_FLAGS_HELP),
+    ...(help.notes ? ["", help.notes] : []),
+    "",
+    help.examples.length > 1 ? "examples:" : "example:",
+    ...help.examples.map((e) => `  ${e}`),
+  ].join("\n");
+}
+
+/** The --long names a help lists (for did-you-mean on an unknown flag). */
+export function flagNames(help: CommandHelp | undefined): string[] {
+  const all = [...(help?.flags ?? []), ...GLOBAL_FLAGS_HELP];
+  return all.flatMap(([f]) => f.match(/--[\w-]+/g) ?? []);
+}
+
+/** A wrong number of positional arguments, or a missing required flag: one line, exit 2. */
+export function usageError(name: string, help: CommandHelp, what: string): UserError {
+  return new UserError(`agent ${name}: ${what} (usage: ${help.usage}; see agent ${name} --help)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+/** A flag's value as a number within [min, max] (integer when `integer`); "abc" is a UserError. */
+export function numberFlag(flag: string, value: string, opts: { min?: number; max?: number; integer?: boolean } = {}): number {
+  const x = value.trim() === "" ? Number.NaN : Number(value);
+  const kind = opts.integer ? "an integer" : "a number";
+  if (!Number.isFinite(x) || (opts.integer && !Number.isInteger(x))) throw new UserError(`${flag}: expected ${kind}, got '${value}'`);
+  if (opts.min !== undefined && x < opts.min) throw new UserError(`${flag}: must be >= ${opts.min}, got ${value}`);
+  if (opts.max !== undefined && x > opts.max) throw new UserError(`${flag}: must be <= ${opts.max}, got ${value}`);
+  return x;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Global flags
@@ -31,8 +94,16 @@ export function clientFromFlags(values: { address?: string; token?: string; time
   return new SidecarClient({
     address: values.address ?? process.env.AGENT_SIDECAR ?? DEFAULT_SIDECAR_ADDRESS,
     token: values.token ?? process.env.PY_TRAINER_TOKEN,
-    timeoutMs: values.timeout ? Number(values.timeout) : undefined,
+    timeoutMs: values.timeout !== undefined ? numberFlag("--timeout", values.timeout, { min: 1, integer: true }) : undefined,
   });
+}
+
+/** The global flags the user gave, to repeat in a command we print for them (" --address H:P"). */
+export function repeatFlags(values: { address?: string; token?: string; "evals-dir"?: string }): string {
+  let out = "";
+  if (values.address) out += ` --address ${values.address}`;
+  if (values["evals-dir"]) out += ` --evals-dir ${values["evals-dir"]}`;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -70,8 +141,7 @@ export interface EvalTarget {
 
 /** Settings, task file and evals dir from the eval flags. */
 export function evalTargetFromFlags(values: { tasks?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {
-  const limit = values.limit === undefined ? 0 : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 0) throw new Error(`--limit must be a non-negative integer, got ${values.limit}`);
+  const limit = values.limit === undefined ? 0 : numberFlag("--limit", values.limit, { min: 0, integer: true });
   return {
     settings: { ...DEFAULT_EVAL_SETTINGS, graders: [...DEFAULT_EVAL_SETTINGS.graders], baseModel: values["base-model"] ?? "", limit },
     tasksPath: values.tasks ? resolve(values.tasks) : defaultTasksPath(),

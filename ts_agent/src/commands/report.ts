@@ -1,13 +1,21 @@
 /**
- * `agent report <run_id>`: write agent-evals/runs/<run_id>/report.md from the run's local files
+ * `agent report <run_id>`: write <evals dir>/runs/<run_id>/report.md from the run's local files
  * (run.json, events.jsonl, eval.json, baseline.json) and print the milestone verdict. Needs no
- * sidecar. Exit 0 once the report is written, whatever the verdict.
+ * sidecar. Exit 0 once the report is written, whatever the verdict. A run that is not (fully)
+ * local is not an error to trace: the message is the one command that fetches it.
  */
 import { parseArgs } from "node:util";
 
 import { writeReport, type ReportAnalysis } from "../agent/report/report.js";
-import { evalsDirOrDefault } from "../agent/workspace.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, type CommandHandler } from "./flags.js";
+import { UserError, displayPath, evalsDirOrDefault, isRunLocal, runDir } from "../agent/workspace.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+
+export const help: CommandHelp = {
+  summary: "Write report.md for a downloaded run: curve, held-out reward, base vs adapter, verdict, TCO.",
+  usage: "agent report <run_id> [--evals-dir DIR]",
+  flags: [["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"]],
+  examples: ["agent report run-20261201-101500-ab12cd"],
+};
 
 /** "milestone: PASS: reason", with "(GATED on baseline.json)" when the baseline did not match. */
 export function milestoneLine(m: ReportAnalysis["milestone"]): string {
@@ -21,11 +29,15 @@ export const command: CommandHandler = async (argv, _client) => {
     allowPositionals: true,
     strict: true,
   });
-  if (positionals.length !== 1) {
-    console.error("usage: agent report <run_id> [--evals-dir DIR]");
-    return 2;
+  if (positionals.length !== 1) throw usageError("report", help, positionals.length ? "one run id, please" : "which run? give its id");
+  const evalsDir = evalsDirOrDefault(values["evals-dir"]);
+  const runId = positionals[0];
+  if (!isRunLocal(evalsDir, runId)) {
+    throw new UserError(
+      `agent report: run ${runId} is not downloaded (no ${displayPath(runDir(evalsDir, runId))}/run.json); fetch it with: agent download ${runId}${repeatFlags(values)}`,
+    );
   }
-  const { path, analysis } = writeReport(evalsDirOrDefault(values["evals-dir"]), positionals[0]);
+  const { path, analysis } = writeReport(evalsDir, runId);
   const m = analysis.milestone;
   console.log(`${milestoneLine(m)}: ${m.reason}`);
   for (const row of analysis.attribution.filter((r) => r.fired)) {

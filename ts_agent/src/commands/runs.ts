@@ -1,9 +1,31 @@
-/** `agent runs`: list the sidecar's runs, one tab-separated line each (id, state, step, reason). */
-import { runStateName } from "../sidecar/client.js";
-import type { CommandHandler } from "./flags.js";
+/** `agent runs [--state S]`: list the sidecar's runs, one tab-separated line each (id, state, step, reason). */
+import { parseArgs } from "node:util";
 
-export const command: CommandHandler = async (_argv, client) => {
-  for (const run of await client.listRuns()) {
+import { UserError, didYouMean } from "../agent/workspace.js";
+import { RunState, runStateName } from "../sidecar/client.js";
+import { GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+
+const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"];
+
+export const help: CommandHelp = {
+  summary: "List the sidecar's runs: id, state, step, reason.",
+  usage: "agent runs [--state S]",
+  flags: [["--state S", `only runs in this state: ${STATES.join(", ")} (any case)`]],
+  examples: ["agent runs", "agent runs --state running"],
+};
+
+/** "running" / "RUNNING" / "RUN_STATE_RUNNING" -> RunState.RUNNING; anything else a UserError. */
+export function parseRunState(text: string): RunState {
+  const name = text.toUpperCase().replace(/^RUN_STATE_/, "");
+  if (!STATES.includes(name)) throw new UserError(`--state: unknown state '${text}'${didYouMean(name, STATES)}; one of ${STATES.join(", ")}`);
+  return RunState[name as keyof typeof RunState];
+}
+
+export const command: CommandHandler = async (argv, client) => {
+  const { values, positionals } = parseArgs({ args: argv, options: { state: { type: "string" }, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
+  if (positionals.length) throw usageError("runs", help, `unexpected argument '${positionals[0]}'`);
+  const state = values.state !== undefined ? parseRunState(values.state) : undefined;
+  for (const run of await client.listRuns({ state })) {
     console.log(`${run.runId}\t${runStateName(run.state)}\tstep ${run.currentStep}\t${run.reason}`);
   }
   return 0;

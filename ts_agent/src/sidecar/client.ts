@@ -177,22 +177,27 @@ export class SidecarClient {
   }
 
   /**
-   * Download one artifact of a run to `dest`, resuming from a partial `dest.part` if present, and
-   * verify the sha256 the sidecar sends on the last chunk (and `expectedSha256` when given).
-   * `dest` appears only once verified (rename), so a failed download never leaves a bad file.
+   * Download one artifact of a run to `dest`, resuming from a partial `dest.partial` if present,
+   * and verify the sha256 the sidecar sends on the last chunk (and `expectedSha256` when given).
+   * `dest` appears only once verified (rename), so a failed download never leaves a file that
+   * looks complete; a partial that does not verify is deleted (the next try starts from 0).
    */
   async downloadArtifact(
     runId: string,
     path: string,
     dest: string,
-    opts?: CallOptions & { expectedSha256?: string; onProgress?: (done: bigint, total: bigint) => void },
+    opts?: CallOptions & { expectedSha256?: string; totalSize?: bigint; onProgress?: (done: bigint, total: bigint) => void },
   ): Promise<{ bytes: bigint; sha256: string }> {
     await mkdir(dirname(dest), { recursive: true });
-    const part = `${dest}.part`;
+    const part = `${dest}${PARTIAL_SUFFIX}`;
     let offset = 0n;
     try {
       offset = BigInt((await stat(part)).size);
     } catch {
+      offset = 0n;
+    }
+    if (opts?.totalSize !== undefined && offset > opts.totalSize) {
+      await rm(part, { force: true }); // longer than the file: not a prefix of it
       offset = 0n;
     }
     const fh = await open(part, offset > 0n ? "a" : "w");
@@ -229,6 +234,9 @@ export class SidecarClient {
   }
 }
 
+/** The name a download has until its sha256 verified: `<dest>.partial`. */
+export const PARTIAL_SUFFIX = ".partial";
+
 /** sha256 of a file, lowercase hex. */
 export async function sha256File(path: string): Promise<string> {
   const h = createHash("sha256");
@@ -243,4 +251,9 @@ export async function sha256File(path: string): Promise<string> {
 
 export function runStateName(state: RunState): string {
   return RunState[state]?.replace(/^RUN_STATE_/, "") ?? String(state);
+}
+
+/** SUCCEEDED, FAILED or CANCELLED: the run will not change any more. */
+export function isTerminal(state: RunState): boolean {
+  return state === RunState.SUCCEEDED || state === RunState.FAILED || state === RunState.CANCELLED;
 }

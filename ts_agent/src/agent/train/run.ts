@@ -1,65 +1,142 @@
 /**
- * Training through the sidecar, as a library: start a run (or follow one), re-attach with
- * WatchRun when the stream drops, download and verify every artifact into
- * agent-evals/runs/<run_id>/, and the one live progress line `agent train` and `agent demo` print.
+ * Training through the sidecar, as a library: start a run or re-attach to one, follow it (again
+ * with WatchRun when the stream drops), download and verify every artifact into
+ * <evals dir>/runs/<run_id>/, and the one live progress line `agent train`, `agent watch` and
+ * `agent demo` print.
  *
- * A dropped stream does not stop the run on the sidecar: followRun re-attaches from the last seq
- * it saw (Unavailable / Internal / Unknown only, with a growing pause, at most `maxReattach` times),
- * so every event arrives once and in order.
+ * - A dropped stream does not stop the run on the sidecar: followRun re-attaches from the last seq
+ *   it saw (Unavailable / Internal / Unknown only, with a growing pause, at most `maxReattach`
+ *   times), so every event arrives once and in order. Aborting its signal detaches (`Detached`).
+ * - downloadRun is the one recovery path (`agent watch` and `agent download` end in it): every
+ *   artifact arrives as <name>.partial, resumed by offset, renamed once its sha256 matched; files
+ *   already there and verified are kept; events.jsonl and then run.json are written last, so a
+ *   local folder with run.json is complete (workspace.RUN_RECORD). Running it twice fetches nothing.
+ * - Elapsed time and the ETA come from the events' own timestamps, so a replayed run (watch)
+ *   shows the times it really took; the ETA counts training steps only: it is anchored at the
+ *   first train step, never at the start (the step-0 held-out measurement comes before it).
  */
-import { mkdir, readFile } from "node:fs/promises";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 
-import { fromJson, toJsonString, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, toJsonString, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 
 import {
   RunEventSchema,
   RunSchema,
   TrainRequestSchema,
+  type Artifact,
+  type Run,
   type RunEvent,
   type RunResult,
   type TrainRequest,
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { RunState, SidecarClient, SidecarError, runStateName } from "../../sidecar/client.js";
-import { EVALS_DIR, runDir, writeFileAtomic } from "../workspace.js";
+import { RunState, SidecarClient, SidecarError, isTerminal, runStateName, sha256File } from "../../sidecar/client.js";
+import { EVALS_DIR, RUN_RECORD, UserError, didYouMean, readJsonFile, runDir, writeFileAtomic } from "../workspace.js";
 
 // ---------------------------------------------------------------------------------------------
 // Progress
 
-/** Render one progress line: step, reward, KL, ETA. */
-export function progressLine(step: bigint, maxSteps: bigint, metrics: Record<string, number>, elapsedS: number): string {
-  const s = Number(step);
-  const total = Number(maxSteps);
-  const eta = s > 0 && total > s ? ((elapsedS / s) * (total - s)) : 0;
-  const fmt = (x: number | undefined, d: number) => (x === undefined || Number.isNaN(x) ? "   -  " : x.toFixed(d));
-  const mm = Math.floor(eta / 60);
-  const ss = Math.round(eta % 60).toString().padStart(2, "0");
-  return `step ${s}/${total}  reward ${fmt(metrics["reward"], 3)}  kl ${fmt(metrics["kl"], 4)}  ETA ${mm}:${ss}`;
+/** "m:ss" (or "h:mm:ss"). */
+export function clock(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const ss = String(s % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
 }
+
+/** The metrics the line shows: GRPO's reward and KL, or (no reward logged) the ranked-preference
+ *  mode's held-out pairwise accuracy, margin and DPO loss: never "reward nan kl nan". */
+export function lineMetrics(metrics: Record<string, number>): Array<[string, number]> {
+  if (!("reward" in metrics) && "heldout/pairwise_accuracy" in metrics) {
+    return [["heldout/pairwise_accuracy", 3], ["rewards/margins", 3], ["loss", 4]];
+  }
+  return [["reward", 3], ["kl", 4]];
+}
+
+/** Render one progress line: "step 3/30 reward 0.125 kl 0.0012 elapsed 0:05 ETA 0:41". */
+export function progressLine(step: number, maxSteps: number, metrics: Record<string, number>, elapsedS: number, etaS: number | undefined): string {
+  const fmt = (x: number | undefined, d: number) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(d));
+  const shown = lineMetrics(metrics).map(([k, d]) => `${k} ${fmt(metrics[k], d)}`).join(" ");
+  return `step ${step}/${maxSteps} ${shown} elapsed ${clock(elapsedS)} ETA ${etaS === undefined ? "-:--" : clock(etaS)}`;
+}
+
+/** Elapsed time and ETA of a run from its events' timestamps. */
+export class RunClock {
+  private start?: number;
+  private anchor?: { step: number; t: number };
+
+  /** Feed every event; returns the line for a train step. */
+  line(ev: RunEvent): string | undefined {
+    const t = ev.time ? timestampMs(ev.time) : Date.now();
+    if (ev.kind.case === "stateChange" && ev.kind.value.state === RunState.RUNNING && this.start === undefined) this.start = t;
+    this.start ??= t;
+    if (ev.kind.case !== "trainStep") return undefined;
+    const step = Number(ev.kind.value.step);
+    const max = Number(ev.kind.value.maxSteps);
+    if (step > 0 && !this.anchor) this.anchor = { step, t };
+    let eta: number | undefined;
+    if (step >= max) eta = 0;
+    else if (this.anchor && step > this.anchor.step) eta = ((t - this.anchor.t) / 1000 / (step - this.anchor.step)) * (max - step);
+    return progressLine(step, max, ev.kind.value.metrics, (t - this.start) / 1000, eta);
+  }
+}
+
+/** Where a step line belongs, so an off-TTY printer can thin them out. */
+export interface StepInfo {
+  step: number;
+  maxSteps: number;
+}
+
+/** trainViaSidecar's and watchViaSidecar's sink: a line; `final` = its own line (state, warning). */
+export type TrainLog = (line: string, final?: boolean, step?: StepInfo) => void;
 
 /** A terminal sink for trainViaSidecar's log lines. */
 export interface TrainProgressPrinter {
   /** pass as trainViaSidecar's `log` */
-  log: (line: string, final?: boolean) => void;
+  log: TrainLog;
   /** end the live line once the run is over */
   end: () => void;
 }
 
 /**
  * The live training line on stdout. On a TTY the step line is rewritten in place and a final line
- * (state change, warning) goes on its own line below it. Off a TTY every final line is printed,
- * and the step lines too when `stepsOffTty` (train: yes; demo keeps its log to the milestones).
+ * (state change, warning) goes on its own line below it. Off a TTY (a log file, CI) every final
+ * line is printed, and a step line at most every `everySeconds` (10 s), plus, when `stepsOffTty`
+ * (train, watch: yes; demo keeps its log to the milestones and this heartbeat), every
+ * `everySteps` steps (default a tenth of the run) and the first and last step.
  */
-export function trainProgressPrinter(opts: { stepsOffTty: boolean }): TrainProgressPrinter {
+export function trainProgressPrinter(opts: { stepsOffTty?: boolean; everySteps?: number; everySeconds?: number } = {}): TrainProgressPrinter {
   const tty = process.stdout.isTTY;
+  const everyMs = (opts.everySeconds ?? 10) * 1000;
+  let shownAt = -Infinity;
+  let live = false;
   return {
-    log: (line, final) => {
-      if (tty && !final) process.stdout.write(`\r${line.padEnd(78)}`);
-      else if (final || opts.stepsOffTty) process.stdout.write(`${tty ? "\n" : ""}${line}\n`);
+    log: (line, final, step) => {
+      if (final) {
+        process.stdout.write(`${live ? "\n" : ""}${line}\n`);
+        live = false;
+        return;
+      }
+      if (tty) {
+        process.stdout.write(`\r${line.padEnd(78)}`);
+        live = true;
+        return;
+      }
+      const now = Date.now();
+      const n = opts.everySteps ?? Math.max(1, Math.round((step?.maxSteps ?? 10) / 10));
+      const byStep = opts.stepsOffTty && step !== undefined && (step.step % n === 0 || shownAt === -Infinity);
+      const last = step !== undefined && step.step >= step.maxSteps;
+      if (byStep || last || now - shownAt >= everyMs) {
+        process.stdout.write(`${line}\n`);
+        shownAt = now;
+      }
     },
     end: () => {
-      if (tty) process.stdout.write("\n");
+      if (live) process.stdout.write("\n");
+      live = false;
     },
   };
 }
@@ -87,15 +164,24 @@ export function outcomeLine(out: Pick<TrainOutcome, "runId" | "state" | "reason"
   return `run ${out.runId}: ${runStateName(out.state)}${out.reason ? ` (${out.reason})` : ""}`;
 }
 
+/** The caller aborted the stream (Ctrl-C): the run goes on on the sidecar. `runId` is "" when no
+ *  event had arrived yet. */
+export class Detached extends Error {
+  constructor(readonly runId: string) {
+    super(`detached from run ${runId || "(not started yet)"}`);
+    this.name = "Detached";
+  }
+}
+
 /** Stream a run to its end, re-attaching with WatchRun if the stream drops. */
 export async function followRun(
   client: SidecarClient,
   first: AsyncIterable<RunEvent>,
   onEvent: (ev: RunEvent) => void,
-  opts: { signal?: AbortSignal; maxReattach?: number } = {},
+  opts: { signal?: AbortSignal; maxReattach?: number; runId?: string; afterSeq?: bigint } = {},
 ): Promise<{ runId: string; events: RunEvent[] }> {
   const events: RunEvent[] = [];
-  let runId = "";
+  let runId = opts.runId ?? "";
   let stream: AsyncIterable<RunEvent> = first;
   let reattach = 0;
   for (;;) {
@@ -107,42 +193,27 @@ export async function followRun(
       }
       return { runId, events };
     } catch (err) {
+      if (opts.signal?.aborted) throw new Detached(runId);
       const retriable = err instanceof SidecarError && [Code.Unavailable, Code.Internal, Code.Unknown].includes(err.code);
-      if (!runId || !retriable || reattach >= (opts.maxReattach ?? 5) || opts.signal?.aborted) throw err;
+      if (!runId || !retriable || reattach >= (opts.maxReattach ?? 5)) throw err;
       reattach += 1;
       await new Promise((r) => setTimeout(r, 500 * reattach));
-      const after = events.length ? events[events.length - 1].seq : 0n;
+      const after = events.length ? events[events.length - 1].seq : (opts.afterSeq ?? 0n);
       stream = client.watchRun(runId, after, { signal: opts.signal });
     }
   }
 }
 
-/** Download every artifact of a finished run, verifying each sha256 against the result listing. */
-export async function downloadArtifacts(client: SidecarClient, runId: string, result: RunResult, localDir: string): Promise<void> {
-  for (const art of result.artifacts) {
-    const dest = join(localDir, ...art.path.split("/"));
-    const got = await client.downloadArtifact(runId, art.path, dest, { expectedSha256: art.sha256 });
-    if (got.bytes !== art.sizeBytes) {
-      throw new SidecarError(`${art.path}: ${got.bytes} bytes, listed as ${art.sizeBytes}`, Code.DataLoss, undefined);
-    }
-  }
-}
-
-/** Train through the sidecar; returns the outcome with artifacts downloaded to agent-evals/runs/<id>/. */
-export async function trainViaSidecar(
-  client: SidecarClient,
-  request: TrainRequest,
-  opts: { log?: (line: string, final?: boolean) => void; evalsDir?: string; signal?: AbortSignal } = {},
-): Promise<TrainOutcome> {
-  const log = opts.log ?? (() => undefined);
-  const t0 = Date.now();
+/** The onEvent that turns a run's events into log lines (state changes, steps, warnings). */
+function eventLogger(log: TrainLog): { onEvent: (ev: RunEvent) => void; state: () => RunState; reason: () => string } {
+  const clk = new RunClock();
   let state = RunState.UNSPECIFIED;
   let reason = "";
-  let result: RunResult | undefined;
-  const { runId, events } = await followRun(
-    client,
-    client.train(request, { signal: opts.signal }),
-    (ev) => {
+  return {
+    state: () => state,
+    reason: () => reason,
+    onEvent: (ev) => {
+      const line = clk.line(ev);
       switch (ev.kind.case) {
         case "stateChange":
           state = ev.kind.value.state;
@@ -150,35 +221,171 @@ export async function trainViaSidecar(
           log(`[${ev.runId}] ${runStateName(state)}${reason ? `: ${reason}` : ""}`, true);
           break;
         case "trainStep":
-          log(progressLine(ev.kind.value.step, ev.kind.value.maxSteps, ev.kind.value.metrics, (Date.now() - t0) / 1000));
+          log(line!, false, { step: Number(ev.kind.value.step), maxSteps: Number(ev.kind.value.maxSteps) });
           break;
         case "warning":
           log(`warning [${ev.kind.value.code}] at step ${ev.kind.value.step}: ${ev.kind.value.message}`, true);
           break;
-        case "result":
-          result = ev.kind.value;
-          break;
       }
     },
-    { signal: opts.signal },
-  );
-  const localDir = runDir(opts.evalsDir ?? EVALS_DIR, runId);
-  await mkdir(localDir, { recursive: true });
-  if (result) await downloadArtifacts(client, runId, result, localDir);
-  const run = await client.getRun(runId);
-  writeFileAtomic(join(localDir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }) + "\n");
-  writeFileAtomic(join(localDir, "events.jsonl"), events.map((e) => toJsonString(RunEventSchema, e)).join("\n") + "\n");
-  return { runId, state, reason, result, events, localDir };
+  };
 }
 
-/** A TrainRequest from a proto-JSON file (field names as in the .proto or their camelCase JSON names). */
-export async function loadTrainRequest(path: string): Promise<TrainRequest> {
-  const text = await readFile(path, "utf8");
-  let json: JsonValue;
-  try {
-    json = JSON.parse(text) as JsonValue;
-  } catch (err) {
-    throw new Error(`${path}: not valid JSON: ${(err as Error).message}`);
-  }
-  return fromJson(TrainRequestSchema, json);
+export interface FollowOptions {
+  log?: TrainLog;
+  evalsDir?: string;
+  signal?: AbortSignal;
 }
+
+async function followAndDownload(
+  client: SidecarClient,
+  stream: AsyncIterable<RunEvent>,
+  opts: FollowOptions & { runId?: string },
+): Promise<TrainOutcome> {
+  const logger = eventLogger(opts.log ?? (() => undefined));
+  const { runId, events } = await followRun(client, stream, logger.onEvent, { signal: opts.signal, runId: opts.runId });
+  const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events });
+  return { runId, state: dl.run.state, reason: dl.run.reason || logger.reason(), result: dl.run.result, events, localDir: dl.localDir };
+}
+
+/** Train through the sidecar; returns the outcome with artifacts downloaded to <evals>/runs/<id>/. */
+export async function trainViaSidecar(client: SidecarClient, request: TrainRequest, opts: FollowOptions = {}): Promise<TrainOutcome> {
+  return followAndDownload(client, client.train(request, { signal: opts.signal }), { ...opts, runId: request.runId || undefined });
+}
+
+/** Re-attach to a run (replaying its events from the start, then following it live) and
+ *  download it once it is over: the recovery of a run whose client went away. */
+export async function watchViaSidecar(client: SidecarClient, runId: string, opts: FollowOptions = {}): Promise<TrainOutcome> {
+  return followAndDownload(client, client.watchRun(runId, 0n, { signal: opts.signal }), { ...opts, runId });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Downloading a run
+
+/** A run that is still QUEUED/RUNNING/CANCELLING cannot be downloaded yet. */
+export class RunNotFinished extends Error {
+  constructor(readonly run: Run) {
+    super(`run ${run.runId} is ${runStateName(run.state)} (step ${run.currentStep})`);
+    this.name = "RunNotFinished";
+  }
+}
+
+export interface DownloadOutcome {
+  run: Run;
+  localDir: string;
+  /** artifacts fetched now / already there and verified */
+  fetched: Artifact[];
+  kept: Artifact[];
+}
+
+async function verifiedLocally(dest: string, art: Artifact): Promise<boolean> {
+  if (!existsSync(dest) || BigInt(statSync(dest).size) !== art.sizeBytes) return false;
+  return (await sha256File(dest)) === art.sha256;
+}
+
+/**
+ * Download a finished run into <evalsDir>/runs/<id>/: every listed artifact (resumed from its
+ * .partial, sha256-checked, renamed once verified; a file already there with the listed sha256 is
+ * kept), then events.jsonl (the given events, else a replay of the run's log), then run.json.
+ * Idempotent. Throws RunNotFinished for a run that is not over.
+ */
+export async function downloadRun(
+  client: SidecarClient,
+  runId: string,
+  evalsDir: string,
+  opts: { events?: RunEvent[]; onArtifact?: (art: Artifact, fetched: boolean) => void } = {},
+): Promise<DownloadOutcome> {
+  const run = await client.getRun(runId);
+  if (!isTerminal(run.state)) throw new RunNotFinished(run);
+  const localDir = runDir(evalsDir, runId);
+  mkdirSync(localDir, { recursive: true });
+  const fetched: Artifact[] = [];
+  const kept: Artifact[] = [];
+  for (const art of run.result?.artifacts ?? []) {
+    const dest = join(localDir, ...art.path.split("/"));
+    if (await verifiedLocally(dest, art)) {
+      kept.push(art);
+      opts.onArtifact?.(art, false);
+      continue;
+    }
+    rmSync(dest, { force: true }); // a stale or foreign file: never keep it under the real name
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const got = await client.downloadArtifact(runId, art.path, dest, { expectedSha256: art.sha256, totalSize: art.sizeBytes });
+        if (got.bytes !== art.sizeBytes) {
+          rmSync(dest, { force: true });
+          throw new SidecarError(`${art.path}: ${got.bytes} bytes, listed as ${art.sizeBytes}`, Code.DataLoss, undefined);
+        }
+        break;
+      } catch (err) {
+        // a resumed .partial that did not verify was deleted: one more try from byte 0
+        if (attempt >= 2 || !(err instanceof SidecarError && err.code === Code.DataLoss)) throw err;
+      }
+    }
+    fetched.push(art);
+    opts.onArtifact?.(art, true);
+  }
+  let events = opts.events;
+  if (!events?.length) {
+    events = [];
+    for await (const ev of client.watchRun(runId, 0n)) events.push(ev);
+  }
+  writeFileAtomic(join(localDir, "events.jsonl"), events.map((e) => toJsonString(RunEventSchema, e)).join("\n") + "\n");
+  writeFileAtomic(join(localDir, RUN_RECORD), toJsonString(RunSchema, run, { prettySpaces: 2 }) + "\n");
+  return { run, localDir, fetched, kept };
+}
+
+/** The local record of a downloaded run (its run.json), or undefined when it is not (fully) local. */
+export function readLocalRun(evalsDir: string, runId: string): Run | undefined {
+  const path = join(runDir(evalsDir, runId), RUN_RECORD);
+  if (!existsSync(path)) return undefined;
+  return fromJson(RunSchema, JSON.parse(readFileSync(path, "utf8")) as JsonValue, { ignoreUnknownFields: true });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests from files
+
+/**
+ * Every key of `obj` (recursively) that is no field of `desc`, as "grpo.maxStep: unknown field
+ * (did you mean maxSteps?)": the suggestion is in the user's spelling, the camelCase JSON name
+ * unless the key has an underscore (then the .proto name).
+ */
+export function unknownKeys(obj: Record<string, unknown>, desc: DescMessage, prefix = ""): string[] {
+  const out: string[] = [];
+  for (const [key, value] of Object.entries(obj)) {
+    const field = desc.fields.find((f) => f.name === key || f.jsonName === key);
+    const where = `${prefix}${key}`;
+    if (!field) {
+      const names = desc.fields.map((f) => (key.includes("_") ? f.name : f.jsonName));
+      out.push(`${where}: unknown field${didYouMean(key, names)}`);
+      continue;
+    }
+    const sub = field.fieldKind === "message" ? field.message : field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
+    if (!sub || sub.typeName.startsWith("google.protobuf.")) continue;
+    const items = Array.isArray(value) ? value : [value];
+    items.forEach((item, i) => {
+      if (item && typeof item === "object" && !Array.isArray(item)) {
+        out.push(...unknownKeys(item as Record<string, unknown>, sub, Array.isArray(value) ? `${where}[${i}].` : `${where}.`));
+      }
+    });
+  }
+  return out;
+}
+
+/** A TrainRequest from a proto-JSON file (field names as in the .proto or their camelCase JSON
+ *  names). Every mistake is a UserError naming the file: missing, line:col of a syntax error,
+ *  the first unknown key with a did-you-mean, a value of the wrong type. */
+export async function loadTrainRequest(path: string): Promise<TrainRequest> {
+  const json = readJsonFile(path);
+  if (!json || typeof json !== "object" || Array.isArray(json)) throw new UserError(`${path}: expected a JSON object at the top level`);
+  const unknown = unknownKeys(json as Record<string, unknown>, TrainRequestSchema);
+  if (unknown.length) throw new UserError(`${path}: ${unknown[0]}${unknown.length > 1 ? ` (and ${unknown.length - 1} more)` : ""}`);
+  try {
+    return fromJson(TrainRequestSchema, json as JsonValue);
+  } catch (err) {
+    // "cannot decode field grpo.trainer.v1.GrpoConfig.max_steps from JSON: "abc"" -> "GrpoConfig.max_steps: ..."
+    const msg = (err as Error).message.replace(/grpo\.trainer\.v1\./g, "").replace(/\s+/g, " ");
+    throw new UserError(`${path}: ${msg}`);
+  }
+}
+

@@ -1,0 +1,72 @@
+/**
+ * `agent export <run_id> [--merge] [--out DIR]`: the downloaded run's adapter as a PEFT folder
+ * (copied, atomically), or with --merge a full model with the LoRA weights folded in, which
+ * `transformers.AutoModelForCausalLM.from_pretrained(DIR)` loads. Merging needs Python: it runs
+ * `py-trainer export --merge` (the repo's .venv/bin/py-trainer, else $PY_TRAINER_BIN, else
+ * py-trainer on PATH), which uses peft's merge_and_unload.
+ */
+import { spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+import { readLocalRun } from "../agent/train/run.js";
+import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, fsyncDirectory, runDir } from "../agent/workspace.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+
+export const help: CommandHelp = {
+  summary: "Export a downloaded run's adapter: a PEFT folder, or (--merge) a merged model from_pretrained loads.",
+  usage: "agent export <run_id> [--merge] [--out DIR] [--base-model M] [--evals-dir DIR]",
+  flags: [
+    ["--merge", "fold the LoRA weights into the base model (py-trainer export --merge, peft merge_and_unload)"],
+    ["--out DIR", "folder to create (default runs/<run_id>/export-adapter or export-merged)"],
+    ["--base-model M", "with --merge: the base model path or hub id (default: the run's base_model)"],
+    ["--evals-dir DIR", "where runs/ lives (default agent-evals/)"],
+  ],
+  examples: ["agent export run-20261201-101500-ab12cd --out /models/aml-adapter", "agent export run-20261201-101500-ab12cd --merge --out /models/aml-merged"],
+};
+
+function pyTrainer(): string {
+  const venv = join(REPO_ROOT, ".venv", "bin", "py-trainer");
+  return existsSync(venv) ? venv : (process.env.PY_TRAINER_BIN ?? "py-trainer");
+}
+
+export const command: CommandHandler = async (argv, _client) => {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { merge: { type: "boolean" }, out: { type: "string" }, "base-model": { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length !== 1) throw usageError("export", help, positionals.length ? "one run id, please" : "which run? give its id");
+  const runId = positionals[0];
+  const evalsDir = evalsDirOrDefault(values["evals-dir"]);
+  const run = readLocalRun(evalsDir, runId);
+  const adapter = join(runDir(evalsDir, runId), "adapter");
+  if (!run) throw new UserError(`agent export: run ${runId} is not downloaded; fetch it with: agent download ${runId}${repeatFlags(values)}`);
+  if (!existsSync(join(adapter, "adapter_config.json"))) throw new UserError(`agent export: run ${runId} has no adapter (it ${run.reason ? `ended: ${run.reason}` : "kept none"})`);
+  const out = resolve(values.out ?? join(runDir(evalsDir, runId), values.merge ? "export-merged" : "export-adapter"));
+  if (existsSync(out) && readdirSync(out).length) throw new UserError(`agent export: --out ${out}: exists and is not empty`);
+  if (!values.merge) {
+    const tmp = mkdtempSync(join(dirname(out), ".export-"));
+    try {
+      cpSync(adapter, tmp, { recursive: true });
+      rmSync(out, { recursive: true, force: true });
+      renameSync(tmp, out);
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+    fsyncDirectory(dirname(out));
+    console.log(`wrote the PEFT adapter of ${runId} to ${displayPath(out)} (PeftModel.from_pretrained(base, "${displayPath(out)}"))`);
+    return 0;
+  }
+  const base = values["base-model"] ?? run.request?.baseModel ?? "";
+  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base];
+  const code = await new Promise<number>((res, rej) => {
+    const child = spawn(pyTrainer(), args, { stdio: "inherit" });
+    child.on("error", (err) => rej(new UserError(`agent export --merge needs py-trainer (${pyTrainer()}): ${err.message}; run make setup`)));
+    child.on("exit", (c) => res(c ?? 1));
+  });
+  return code;
+};

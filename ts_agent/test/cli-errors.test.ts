@@ -1,0 +1,84 @@
+/**
+ * Every user mistake at `agent` is one line on stderr naming the file and the field (or the flag),
+ * exit 2, and no stack frames: table-driven, each case through the real entry point (bin/agent).
+ * None of them needs a sidecar. Also: per-command help lists every flag and an example.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { REPO } from "./helpers/sidecar.js";
+
+const AGENT = join(REPO, "ts_agent", "bin", "agent");
+const dir = mkdtempSync(join(tmpdir(), "agent-errors-"));
+const file = (name: string, text: string) => {
+  writeFileSync(join(dir, name), text);
+  return join(dir, name);
+};
+
+function agent(args: string[]) {
+  // an address nothing listens on: a case that reached the sidecar would fail with exit 1, not 2
+  const r = spawnSync(AGENT, args, { encoding: "utf8", env: { ...process.env, AGENT_SIDECAR: "127.0.0.1:9" }, timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const CASES: Array<[string, string[], RegExp]> = [
+  ["unknown command", ["trian"], /^agent: unknown command 'trian' \(did you mean train\?\)/],
+  ["unknown flag", ["train", "--conifg", "x.json"], /^agent train: unknown flag --conifg \(did you mean --config\?\)/],
+  ["unknown flag before the command", ["--adress", "h:1", "runs"], /unknown flag --adress \(did you mean --address\?\)/],
+  ["missing config file", ["train", "--config", join(dir, "nope.json")], /^agent train: .*nope\.json: no such file$/],
+  ["bad JSON with line and column", ["train", "--config", file("bad.json", '{\n  "grpo": {"maxSteps": 3,}\n}')], /bad\.json:2:26: not valid JSON/],
+  ["misspelt key, camelCase", ["train", "--config", file("camel.json", '{"grpo": {"maxStep": 3}}')], /camel\.json: grpo\.maxStep: unknown field \(did you mean maxSteps\?\)/],
+  ["misspelt key, proto names", ["train", "--config", file("snake.json", '{"grpo": {"max_step": 3}}')], /snake\.json: grpo\.max_step: unknown field \(did you mean max_steps\?\)/],
+  ["bad number in the config", ["train", "--config", file("num.json", '{"grpo": {"maxSteps": "abc"}}')], /num\.json: .*max_steps.*"abc"/],
+  ["not an object", ["train", "--config", file("arr.json", "[1]")], /arr\.json: expected a JSON object/],
+  ["train without --config", ["train"], /^agent train: --config FILE is required/],
+  ["bad --timeout", ["--timeout", "abc", "health"], /--timeout: expected an integer, got 'abc'/],
+  ["bad --limit", ["eval", "r1", "--limit", "abc"], /--limit: expected an integer, got 'abc'/],
+  ["missing value", ["train", "--config"], /^agent train: Option '--config <value>' argument missing/],
+  ["cancel without a run", ["cancel"], /^agent cancel: which run\? give its id/],
+  ["watch with two runs", ["watch", "a", "b"], /^agent watch: one run id, please/],
+  ["unknown state", ["runs", "--state", "runing"], /--state: unknown state 'runing' \(did you mean RUNNING\?\)/],
+  ["report of a run not downloaded", ["report", "r-404", "--evals-dir", dir], /run r-404 is not downloaded .*fetch it with: agent download r-404 --evals-dir /],
+  ["export of a run not downloaded", ["export", "r-404", "--evals-dir", dir], /fetch it with: agent download r-404/],
+  ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
+];
+
+for (const [what, args, want] of CASES) {
+  test(`user mistake -> one line, exit 2: ${what}`, () => {
+    const r = agent(args);
+    const lines = r.stderr.split("\n").filter((l) => l.trim());
+    assert.equal(r.code, 2, `exit ${r.code}\n${r.stderr}`);
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(lines[0], want);
+    assert.doesNotMatch(r.stderr + r.stdout, /^\s+at /m, "no stack frames");
+  });
+}
+
+test("a sidecar that is not there is exit 1 with the address, not a stack trace", () => {
+  const r = agent(["runs", "--timeout", "2000"]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /^agent runs: unavailable: sidecar at 127\.0\.0\.1:9 is unavailable/);
+  assert.doesNotMatch(r.stderr, /^\s+at /m);
+});
+
+test("every command's --help lists its flags and an example; agent --help lists every command", () => {
+  const top = agent(["--help"]);
+  assert.equal(top.code, 0);
+  for (const name of ["health", "runs", "train", "watch", "cancel", "download", "eval", "baseline", "report", "export", "demo"]) {
+    assert.match(top.stdout, new RegExp(`^  ${name} `, "m"), name);
+    const r = agent([name, "--help"]);
+    assert.equal(r.code, 0, `${name}: ${r.stderr}`);
+    assert.match(r.stdout, new RegExp(`^usage: agent ${name}`), name);
+    assert.match(r.stdout, /^examples?:\n {2}\S/m, name);
+    assert.match(r.stdout, /--address HOST:PORT/, name);
+  }
+  const train = agent(["train", "--help"]).stdout;
+  for (const flag of ["--config FILE", "--run-id ID", "--evals-dir DIR"]) assert.ok(train.includes(flag), flag);
+  assert.match(agent(["runs", "--help"]).stdout, /--state S/);
+  assert.match(agent(["eval", "--help"]).stdout, /--adapter PATH/);
+  assert.match(agent(["export", "--help"]).stdout, /--merge/);
+});

@@ -1,0 +1,159 @@
+/**
+ * Recovering runs through the real CLI (bin/agent) against a real sidecar:
+ * - the `agent train` client is killed (SIGKILL) mid-run: the run goes on; its local folder never
+ *   looks complete; `agent report` names the one command that fetches it; `agent watch` re-attaches
+ *   (replay + live line) and downloads every artifact, sha256-verified, TensorBoard events too;
+ *   `agent download` again fetches nothing; a stale .partial is resumed, fails its sha256 check,
+ *   and is fetched again from byte 0;
+ * - Ctrl-C detaches and prints the `agent watch` / `agent cancel` commands; a second Ctrl-C within
+ *   2 s cancels the run; the CANCELLED run downloads with its kept adapter, which `agent eval`
+ *   evaluates (Evaluate accepts a CANCELLED run's kept adapter).
+ * Budgets are tiny: 4 prompts x 4 generations, 12 new tokens.
+ */
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+
+const AGENT = join(REPO, "ts_agent", "bin", "agent");
+let sc: RunningSidecar;
+const evalsDir = mkdtempSync(join(tmpdir(), "evals-recover-"));
+
+before(async () => {
+  sc = await startSidecar();
+});
+after(async () => {
+  await sc?.stop("SIGTERM");
+});
+
+function config(runId: string, maxSteps: number): string {
+  const rows = readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .slice(0, 24)
+    .map((l) => JSON.parse(l) as { id: string; prompt: string; answers: string[] })
+    .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
+  const path = join(evalsDir, `${runId}.json`);
+  writeFileSync(
+    path,
+    JSON.stringify({
+      runId,
+      dataset: { inline: { rows } },
+      rewards: [{ name: "exact_match", weight: 1 }],
+      grpo: { maxSteps, numGenerations: 4, perDeviceTrainBatchSize: 8, maxCompletionLength: 12, saveSteps: 4, seed: 3 },
+      heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
+    }),
+  );
+  return path;
+}
+
+function agent(args: string[]) {
+  const r = spawnSync(AGENT, [...args, "--address", sc.address, "--evals-dir", evalsDir], { encoding: "utf8", timeout: 600_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Start `agent train` in the background; resolves once its output matches `until`. */
+async function trainUntil(configPath: string, until: RegExp) {
+  const proc = spawn(AGENT, ["train", "--config", configPath, "--address", sc.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  proc.stdout.on("data", (d) => (out += d));
+  proc.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<number | string>((res) => proc.on("exit", (code, sig) => res(code ?? sig ?? "?")));
+  await new Promise<void>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`no ${until} in:\n${out}`)), 300_000);
+    const check = () => {
+      if (until.test(out)) {
+        clearTimeout(timer);
+        res();
+      }
+    };
+    proc.stdout.on("data", check);
+    proc.on("exit", () => rej(new Error(`agent train exited early:\n${out}`)));
+  });
+  return { proc, output: () => out, exited };
+}
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1))
+    .sort();
+}
+
+const sha256 = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
+
+test("a client killed mid-run: the run is recovered with agent watch, and agent download is idempotent", { timeout: 600_000 }, async () => {
+  const t = await trainUntil(config("recover-1", 12), /^step \d+\/12 /m);
+  t.proc.kill("SIGKILL");
+  assert.equal(await t.exited, "SIGKILL");
+  const local = join(evalsDir, "runs", "recover-1");
+  assert.ok(!existsSync(join(local, "run.json")), "a stranded run's folder never looks complete");
+
+  const report = agent(["report", "recover-1"]);
+  assert.equal(report.code, 2, report.stderr);
+  assert.match(report.stderr, new RegExp(`fetch it with: agent download recover-1 --address ${sc.address} --evals-dir ${evalsDir}$`, "m"));
+
+  const watch = agent(["watch", "recover-1"]);
+  assert.equal(watch.code, 0, watch.stdout + watch.stderr);
+  assert.match(watch.stdout, /^step 12\/12 reward \d\.\d{3} kl \d\.\d{4} elapsed \d+:\d\d ETA 0:00$/m);
+  assert.match(watch.stdout, /run recover-1: SUCCEEDED/);
+  const got = files(local);
+  for (const rel of ["adapter/adapter_config.json", "adapter/adapter_model.safetensors", "reward-vs-step.csv", "summary.json", "run.json", "events.jsonl"]) {
+    assert.ok(got.includes(rel), `${rel} in ${got}`);
+  }
+  assert.ok(got.some((f) => f.startsWith("tensorboard/events.out.tfevents.")), `TensorBoard events in ${got}`);
+  assert.ok(!got.some((f) => f.endsWith(".partial")), `no partial files: ${got}`);
+  const run = JSON.parse(readFileSync(join(local, "run.json"), "utf8"));
+  for (const art of run.result.artifacts as Array<{ path: string; sha256: string }>) assert.equal(sha256(join(local, art.path)), art.sha256, art.path);
+
+  const again = agent(["download", "recover-1"]);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, /artifacts all \d+ already there and verified/);
+  assert.doesNotMatch(again.stdout, /^fetched /m);
+
+  // a stale partial (not a prefix of the file) is resumed, fails its sha256 check, is fetched anew
+  rmSync(join(local, "summary.json"));
+  writeFileSync(join(local, "summary.json.partial"), "{ not the real bytes");
+  const repaired = agent(["download", "recover-1"]);
+  assert.equal(repaired.code, 0, repaired.stderr);
+  assert.match(repaired.stdout, /^fetched +summary\.json /m);
+  assert.match(repaired.stdout, /1 fetched, \d+ already there/);
+  const listed = (run.result.artifacts as Array<{ path: string; sha256: string }>).find((a) => a.path === "summary.json")!;
+  assert.equal(sha256(join(local, "summary.json")), listed.sha256);
+  assert.ok(!existsSync(join(local, "summary.json.partial")));
+
+  const report2 = agent(["report", "recover-1"]);
+  assert.equal(report2.code, 0, report2.stderr);
+});
+
+test("Ctrl-C detaches with the watch/cancel commands; a second Ctrl-C cancels; the kept adapter evaluates", { timeout: 600_000 }, async () => {
+  const t = await trainUntil(config("ctrlc-1", 400), /^step \d+\/400 /m);
+  t.proc.kill("SIGINT");
+  await new Promise<void>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`no detach message:\n${t.output()}`)), 10_000);
+    const check = () => /agent watch ctrlc-1/.test(t.output()) && (clearTimeout(timer), res());
+    t.proc.stdout.on("data", check);
+    check();
+  });
+  assert.match(t.output(), new RegExp(`re-attach: +agent watch ctrlc-1 --address ${sc.address} --evals-dir ${evalsDir}`));
+  assert.match(t.output(), /cancel: +agent cancel ctrlc-1 .*Ctrl-C again within 2 s/);
+  t.proc.kill("SIGINT");
+  assert.equal(await t.exited, 130, t.output());
+  assert.match(t.output(), /cancel requested: run ctrlc-1 is CANCELL/);
+  assert.doesNotMatch(t.output(), /^\s+at /m);
+
+  const watch = agent(["watch", "ctrlc-1"]);
+  assert.equal(watch.code, 1, watch.stdout + watch.stderr); // not SUCCEEDED
+  assert.match(watch.stdout, /run ctrlc-1: CANCELLED/);
+  const local = join(evalsDir, "runs", "ctrlc-1");
+  assert.ok(existsSync(join(local, "adapter", "adapter_config.json")), files(local).join("\n"));
+
+  const evaluated = agent(["eval", "ctrlc-1", "--limit", "4"]);
+  assert.equal(evaluated.code, 0, evaluated.stdout + evaluated.stderr);
+  assert.ok(existsSync(join(local, "eval.json")));
+});
