@@ -145,6 +145,7 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "holm_adjust": _plain(stats.holm_adjust),
     "clustered_mean_se": _plain(stats.clustered_mean_se),
     "hamed_rao_trend": _plain(stats.hamed_rao_trend),
+    "planned_paired_sd": _plain(stats.planned_paired_sd),
     "Rng": _rng,
 }
 

@@ -484,3 +484,17 @@ def test_paired_t_test_p_matches_scipy_ttest_rel(ab):
     assume(res.se_diff > 1e-9)
     ref = ss.ttest_rel(b, a).pvalue
     assert close(res.t_test_p, ref, rel=1e-9, abs_=1e-13)
+
+
+@pytest.mark.parametrize("p0,delta", [(0.3, 0.05), (0.117, 0.1), (0.6, -0.05), (0.5, 0.0)])
+def test_planned_paired_sd_matches_simulated_pairs(p0, delta):
+    rng = np.random.default_rng(5)
+    m = 400_000
+    a = rng.random(m) < p0
+    b_ind = rng.random(m) < p0 + delta  # independent errors
+    d = b_ind.astype(float) - a.astype(float)
+    assert abs(stats.planned_paired_sd(p0, delta, model="independent").sd_diff - d.std(ddof=1)) < 3e-3
+    if delta >= 0:  # conversions: fix a delta share of tasks the base got wrong, break none
+        fix = (~a) & (rng.random(m) < delta / (1 - p0))
+        d2 = (a | fix).astype(float) - a.astype(float)
+        assert abs(stats.planned_paired_sd(p0, delta, model="conversions").sd_diff - d2.std(ddof=1)) < 3e-3

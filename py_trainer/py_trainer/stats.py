@@ -43,6 +43,7 @@ __all__ = [
     "OperatingCharacteristic",
     "ClusteredMean",
     "HamedRaoTrend",
+    "PlannedPairedSd",
     "Rng",
     "normal_cdf",
     "normal_quantile",
@@ -71,6 +72,7 @@ __all__ = [
     "holm_adjust",
     "clustered_mean_se",
     "hamed_rao_trend",
+    "planned_paired_sd",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -941,6 +943,33 @@ def operating_characteristic(
     return OperatingCharacteristic(
         se=se, p_pass=normal_cdf((true_delta - gate) / se), p_confirm=normal_cdf((true_delta - threshold - z * se) / se)
     )
+
+
+@dataclass(frozen=True)
+class PlannedPairedSd:
+    """Result of planned_paired_sd (method in stats.ts's plannedPairedSd)."""
+
+    p_base: float
+    p_candidate: float
+    discordance: float
+    sd_diff: float
+
+
+def planned_paired_sd(p_base: float, delta: float, *, model: str) -> PlannedPairedSd:
+    """The sd of a 0/1 paired difference for planning: sqrt(P(discordant) - delta^2) under the
+    "conversions" or "independent" model of how the two models' errors overlap."""
+    _check_number("pBase", p_base)
+    _check_number("delta", delta)
+    if p_base < 0 or p_base > 1:
+        _fail("out_of_range", f"pBase must be in [0, 1], got {p_base}")
+    p_c = p_base + delta
+    if p_c < 0 or p_c > 1:
+        _fail("out_of_range", f"pBase + delta must be in [0, 1], got {p_c}")
+    if model not in ("conversions", "independent"):
+        _fail("bad_option", f'model must be "conversions" or "independent", got {model!r}')
+    disc = abs(delta) if model == "conversions" else p_base * (1 - p_c) + (1 - p_base) * p_c
+    v = disc - delta * delta
+    return PlannedPairedSd(p_base=p_base, p_candidate=p_c, discordance=disc, sd_diff=math.sqrt(v if v > 0 else 0.0))
 
 
 # ---------------------------------------------------------------------------------------------

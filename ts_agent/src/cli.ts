@@ -37,6 +37,7 @@ const COMMANDS: Record<string, Entry> = {
   train: { summary: "train through the sidecar (live progress, verified download)", load: () => import("./commands/train.js") },
   watch: { summary: "re-attach to a run, follow it, download it at the end", load: () => import("./commands/watch.js") },
   cancel: { summary: "cancel a run (stops after the current step, adapter kept)", load: () => import("./commands/cancel.js") },
+  resume: { summary: "continue a FAILED or CANCELLED run from its last checkpoint, then watch it", load: () => import("./commands/resume.js") },
   download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
   eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },
   baseline: {
@@ -49,6 +50,7 @@ const COMMANDS: Record<string, Entry> = {
       examples: ["agent baseline set --limit 200", "agent baseline show"],
     },
   },
+  plan: { summary: "before training: required n and MDE for +5 pp at the available test size", load: () => import("./commands/plan.js") },
   report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict", load: () => import("./commands/report.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
   demo: {

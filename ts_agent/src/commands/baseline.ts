@@ -17,13 +17,27 @@ import {
   type Baseline,
 } from "../agent/eval/baseline.js";
 import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
-import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
+import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
   --force             replace an existing baseline.json (needs --reason)
   --reason TEXT       why it is replaced: kept in baseline.json and baseline-history.jsonl, shown in reports
 ${EVAL_FLAGS_USAGE}`;
+
+export const help: CommandHelp = {
+  summary: "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), or print it (show).",
+  usage: "agent baseline set [--force --reason TEXT] [options] | agent baseline show [--evals-dir DIR]",
+  flags: [
+    ["--force", "replace an existing baseline.json (needs --reason)"],
+    ["--reason TEXT", "why: kept in baseline.json and baseline-history.jsonl, shown in every report"],
+    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
+    ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
+  ],
+  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show"],
+};
 
 /** One line: the baseline's model, task set, grader and accuracy. */
 export function describeBaseline(b: Baseline): string {

@@ -393,6 +393,13 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
         return { args: [xs, clusters] };
       }),
     ),
+  plannedPairedSd: fc
+    .record({
+      pBase: mostly(fc.oneof(finite(0, 1), fc.constantFrom(0, 1, 0.5)), fc.constantFrom<unknown>(-0.1, 1.1, NaN)),
+      delta: mostly(fc.oneof(finite(-0.3, 0.3), fc.constantFrom(0, 0.05, -0.05)), fc.constantFrom<unknown>(Infinity, 2)),
+      model: mostly(fc.constantFrom("conversions", "independent"), fc.constant("correlated")),
+    })
+    .map(({ pBase, delta, model }) => ({ args: [pBase, delta], options: { model } })),
   hamedRaoTrend: fc
     .record({
       xs: mostly(sample(3, 40, fc.oneof(fc.integer({ min: 0, max: 5 }), value, score)), sample(0, 2)),

@@ -530,6 +530,17 @@ const INPUTS: Record<string, Input[]> = {
     ["two is too few", [[1, 2]]],
     ["alpha 1", [CURVE], { alpha: 1 }],
   ],
+  plannedPairedSd: [
+    ["conversions, base 0.3, +5 pp", [0.3, 0.05], { model: "conversions" }],
+    ["independent, base 0.3, +5 pp", [0.3, 0.05], { model: "independent" }],
+    ["independent, base 0.117, +10 pp", [0.117, 0.1], { model: "independent" }],
+    ["negative delta", [0.5, -0.05], { model: "conversions" }],
+    ["delta 0 independent", [0.4, 0], { model: "independent" }],
+    ["candidate above 1", [0.98, 0.05], { model: "independent" }],
+    ["pBase below 0", [-0.1, 0.05], { model: "independent" }],
+    ["unknown model", [0.3, 0.05], { model: "correlated" }],
+    ["NaN", [NaN, 0.05], { model: "independent" }],
+  ],
   Rng: [
     ["seed 0", [0, 8, 10]],
     ["seed 1", [1, 8, 3]],

@@ -997,6 +997,38 @@ export function operatingCharacteristic(
   return { se, pPass: normalCdf((trueDelta - gate) / se), pConfirm: normalCdf((trueDelta - threshold - z * se) / se) };
 }
 
+/** Result of plannedPairedSd. */
+export interface PlannedPairedSd {
+  pBase: number;
+  /** pBase + delta */
+  pCandidate: number;
+  /** P(the two disagree on a task) under the model */
+  discordance: number;
+  /** sd of the per-task difference d = candidate - base: sqrt(discordance - delta^2) */
+  sdDiff: number;
+}
+
+/**
+ * The sd of a 0/1 paired difference before any adapter exists, for planning (`agent plan`):
+ * with base accuracy pBase and a true delta, Var(d) = P(discordant) - delta^2, and P(discordant)
+ * depends on how the errors overlap. "conversions": the candidate only fixes base errors and
+ * breaks nothing (P(discordant) = |delta|: the most optimistic, smallest sd); "independent": the
+ * two are right independently (P(discordant) = pBase (1 - pC) + (1 - pBase) pC, so Var(d) =
+ * pBase (1 - pBase) + pC (1 - pC): pessimistic, as two models of one task usually err together).
+ */
+export function plannedPairedSd(pBase: number, delta: number, options: { model: "conversions" | "independent" }): PlannedPairedSd {
+  checkNumber("pBase", pBase);
+  checkNumber("delta", delta);
+  if (pBase < 0 || pBase > 1) fail("out_of_range", `pBase must be in [0, 1], got ${pBase}`);
+  const pCandidate = pBase + delta;
+  if (pCandidate < 0 || pCandidate > 1) fail("out_of_range", `pBase + delta must be in [0, 1], got ${pCandidate}`);
+  const model = options.model;
+  if (model !== "conversions" && model !== "independent") fail("bad_option", `model must be "conversions" or "independent", got ${String(model)}`);
+  const discordance = model === "conversions" ? Math.abs(delta) : pBase * (1 - pCandidate) + (1 - pBase) * pCandidate;
+  const v = discordance - delta * delta;
+  return { pBase, pCandidate, discordance, sdDiff: Math.sqrt(v > 0 ? v : 0) };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Eval design: several samples per task, templates as clusters, many typologies
 
