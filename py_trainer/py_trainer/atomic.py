@@ -2,7 +2,8 @@
 
 Every file the sidecar writes into a run folder goes through `write_atomic` (temp name in the same
 folder, fsync, rename, fsync the folder), so a reader or a restarted sidecar sees either the old
-file or the complete new one, never a prefix.
+file or the complete new one, never a prefix. The temp file is removed on any failure, and a full
+disk raises `errors.DiskFull` naming the file.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+from py_trainer.errors import DiskFull, is_disk_full
+
+TEMP_SUFFIX = ".tmp"
 
 
 def fsync_dir(folder: Path) -> None:
@@ -25,19 +30,24 @@ def fsync_dir(folder: Path) -> None:
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Write `path` so readers see either the old file or the whole new one (temp, fsync, rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp = None
+        fsync_dir(path.parent)
+    except BaseException as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(err) and not isinstance(err, DiskFull):
+            raise DiskFull(path) from err
         raise
-    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, obj) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from py_trainer.errors import FailedPrecondition, InvalidArgument
+from py_trainer.model_files import check_hub_model, check_model_folder
 from py_trainer.paths import resolve_under
 
 # ---------------------------------------------------------------------------------------------
@@ -307,12 +308,16 @@ def check_runtime(rt) -> None:
 
 
 def check_base_model(name: str, data_root: Path, field: str) -> None:
-    """A local path must stay under the data root; anything else must look like a hub id (org/name)."""
+    """A local path must stay under the data root and hold a model (FAILED_PRECONDITION otherwise);
+    anything else must look like a hub id (org/name), in the local cache when the hub is offline
+    (NOT_FOUND otherwise)."""
     looks_like_path = name.startswith((".", "/", "~")) or (Path(data_root) / name).exists()
     if looks_like_path:
-        resolve_under(data_root, name, field)
+        check_model_folder(resolve_under(data_root, name, field), name, field)
     elif not all(part and part not in (".", "..") for part in name.split("/")) or name.count("/") > 1:
         raise InvalidArgument(field, f"{name!r} is neither a path under the data root nor a hub id (org/name)")
+    else:
+        check_hub_model(name, field)
 
 
 def check_lora(lora, defaults: Mapping[str, Any] | None = None) -> None:

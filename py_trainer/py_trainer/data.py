@@ -16,21 +16,47 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.paths import resolve_under
 from py_trainer.preference_data import PROTO_RANKS_KEY, GroupFormatError, check_group, group_from_json, proto_group_json
 
+# Deeper JSON than this is refused by line: protobuf's own limit is 100 message levels, and a
+# row's metadata becomes a Struct (3 levels per JSON level).
+MAX_JSON_DEPTH = 32
+
 # ---------------------------------------------------------------------------------------------
 # JSONL and task rows
 
 
+def json_depth(obj, limit: int) -> int:
+    """Nesting depth of a parsed JSON value, counted without recursion; stops counting past `limit`."""
+    depth, level = 0, [obj]
+    while level and depth <= limit:
+        depth += 1
+        level = [v for o in level if isinstance(o, (dict, list)) for v in (o.values() if isinstance(o, dict) else o)
+                 if isinstance(v, (dict, list))]
+    return depth
+
+
 def read_jsonl(path: Path, field: str) -> list[dict]:
-    """Parse a JSONL file; a bad line raises InvalidArgument naming the field and the line number."""
+    """Parse a JSONL file; a bad line (not UTF-8, not JSON, nested past MAX_JSON_DEPTH, not an
+    object) raises InvalidArgument naming the field, the file and the line number."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InvalidArgument(field, f"{path.name} line {lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} "
+                                             f"at column {err.start + 1})") from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InvalidArgument(field, f"{path.name} line {lineno}: not valid JSON ({err.msg})") from None
+            except RecursionError:
+                raise InvalidArgument(field, f"{path.name} line {lineno}: nested too deeply "
+                                             f"(at most {MAX_JSON_DEPTH} levels)") from None
+            if json_depth(obj, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+                raise InvalidArgument(field, f"{path.name} line {lineno}: nested too deeply "
+                                             f"(at most {MAX_JSON_DEPTH} levels)")
             if not isinstance(obj, dict):
                 raise InvalidArgument(field, f"{path.name} line {lineno}: expected a JSON object")
             obj["_line"] = lineno

@@ -7,6 +7,9 @@ always starts with the offending field (e.g. ``grpo.num_generations: must be >= 
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 import grpc
 
 
@@ -39,3 +42,24 @@ class FailedPrecondition(RequestError):
 
 class ResourceExhausted(RequestError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class OutOfRange(RequestError):
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk is not a caller mistake, but every writer must recognise it the same way
+
+
+class DiskFull(OSError):
+    """ENOSPC (or EDQUOT) while writing `path`; the writer left nothing torn behind."""
+
+    def __init__(self, path: Path | str):
+        self.path = str(path)
+        super().__init__(errno.ENOSPC, f"disk full at {self.path}")
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """True for an OSError that means "no space left" (ENOSPC, or a quota's EDQUOT)."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)

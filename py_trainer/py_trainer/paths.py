@@ -14,14 +14,14 @@ from pathlib import Path
 
 from py_trainer.errors import InvalidArgument, NotFound
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # always fullmatch: `$` also matches before a final "\n"
 
 
 def validate_run_id(run_id: str, field: str = "run_id") -> str:
     """Return `run_id` if it is a safe folder name ([A-Za-z0-9][A-Za-z0-9_-]{0,63})."""
     if not run_id:
         raise InvalidArgument(field, "is required")
-    if not RUN_ID_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         raise InvalidArgument(field, f"{run_id!r} is not a valid run id ([A-Za-z0-9_-], 1-64 chars)")
     return run_id
 

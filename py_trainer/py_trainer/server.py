@@ -10,6 +10,11 @@ TrainerService name) and server reflection are on. SIGTERM/SIGINT shut down grac
 flips to NOT_SERVING first, an active training worker is stopped (its run is marked FAILED with
 the reason, its last checkpoint kept), then the server stops with a grace period.
 
+Every request is decoded through `wire.decode_request` (an interceptor swaps each method's
+deserializer), so bytes that are not a valid message get INVALID_ARGUMENT naming the field instead
+of grpc's INTERNAL. Only one sidecar serves a runs root (`runs_root.RunsRootLock`): a second one
+exits with status 2 naming the holder's pid.
+
 Security: by default the server binds 127.0.0.1. Any other address needs a bearer token
 (``authorization: Bearer <token>`` metadata, compared in constant time) or TLS; without either
 the server refuses to start.
@@ -22,6 +27,7 @@ import hmac
 import ipaddress
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -34,8 +40,12 @@ from py_trainer.errors import RequestError
 from py_trainer.evaluate import evaluate_stream
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from py_trainer.runs import RunRegistry, artifact_chunks
+from py_trainer.model_files import check_target_modules
+from py_trainer.runs import RunRegistry
+from py_trainer.runs_root import RunsRootBusy
 from py_trainer.sampling import sample_groups_stream
+from py_trainer.tiny_model import default_model_dir
+from py_trainer.wire import UndecodableRequest, decode_request
 from py_trainer.worker import validate_train_request
 
 log = logging.getLogger(__name__)
@@ -83,6 +93,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
         effective = validate_train_request(request, self.registry.data_root)
+        check_target_modules(effective.lora, effective.base_model, self.registry.data_root, default_model_dir())
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
         async for ev in self.registry.watch(rec.run_id, 0):
@@ -103,14 +114,18 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
         return pb.ListRunsResponse(runs=runs, next_page_token=nxt)
 
     @_guard
+    async def ResumeRun(self, request: pb.ResumeRunRequest, context) -> pb.ResumeRunResponse:
+        rec = await self.registry.resume(request.run_id)
+        return pb.ResumeRunResponse(run=rec.to_proto(self.registry.queue_position(rec.run_id)))
+
+    @_guard
     async def CancelRun(self, request: pb.CancelRunRequest, context) -> pb.CancelRunResponse:
         rec = await self.registry.cancel(request.run_id)
         return pb.CancelRunResponse(run=rec.to_proto())
 
     @_guard_stream
     async def DownloadArtifact(self, request: pb.DownloadArtifactRequest, context):
-        rec = self.registry.get(request.run_id)
-        chunks = artifact_chunks(rec.folder, request.path, request.offset, request.chunk_size)
+        chunks = self.registry.download(request.run_id, request.path, request.offset, request.chunk_size)
         done = object()
         while (chunk := await asyncio.to_thread(next, chunks, done)) is not done:
             yield chunk
@@ -127,7 +142,48 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
 
 # ---------------------------------------------------------------------------------------------
-# Auth and startup
+# Decoding, auth and startup
+
+
+class RequestDecodeInterceptor(grpc.aio.ServerInterceptor):
+    """Decode unary requests with `wire.decode_request`: bytes that are not a valid message are
+    INVALID_ARGUMENT naming the field (grpc's own deserializer failure is INTERNAL, no field)."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        message_class = getattr(handler.request_deserializer, "__self__", None)
+        if message_class is None or not hasattr(message_class, "DESCRIPTOR"):
+            return handler
+
+        def deserialize(raw: bytes):
+            return decode_request(message_class, raw)
+
+        if handler.response_streaming:
+            inner_stream = handler.unary_stream
+
+            async def unary_stream(request, context):
+                if isinstance(request, UndecodableRequest):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+                result = inner_stream(request, context)
+                if hasattr(result, "__aiter__"):
+                    async for item in result:
+                        yield item
+                else:  # a handler that writes with context.write (grpc's health Watch)
+                    await result
+
+            return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=deserialize,
+                                                        response_serializer=handler.response_serializer)
+        inner = handler.unary_unary
+
+        async def unary_unary(request, context):
+            if isinstance(request, UndecodableRequest):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return await inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=deserialize,
+                                                   response_serializer=handler.response_serializer)
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
@@ -180,8 +236,13 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
         raise InsecureBindError(
             f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
     registry = RunRegistry(runs_root, data_root, max_queue=max_queue)
-    await registry.start()
-    interceptors = [BearerTokenInterceptor(token)] if token else []
+    try:
+        await registry.start()
+    except RunsRootBusy as err:
+        print(f"py-trainer serve: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    # Auth first: an unauthenticated caller learns nothing, not even whether its bytes decode.
+    interceptors = ([BearerTokenInterceptor(token)] if token else []) + [RequestDecodeInterceptor()]
     server = grpc.aio.server(interceptors=interceptors, options=[
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),

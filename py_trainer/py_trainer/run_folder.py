@@ -1,0 +1,279 @@
+"""A run on disk: ``<runs_root>/<run_id>/`` read back into a `RunRecord`, created atomically, and
+tidied after a fault.
+
+`read_run` folds the events log into the record and says exactly what does not read back
+(`UnreadableRun`: "request.json: ...", "events.jsonl line 7: seq 6, expected 7"), so the registry
+can list one damaged folder instead of refusing to start. A checkpoint counts only once the
+training callback has marked it complete (`CHECKPOINT_COMPLETE`): HF writes checkpoint-N in
+place, so a full disk or a kill mid-save leaves a folder that must not be resumed from.
+`disk_full_path` recognises a worker that died of a full disk, whatever the library called it;
+`reconcile_summary` makes summary.json say the state the events log ended in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from py_trainer.atomic import TEMP_SUFFIX, write_atomic, write_json_atomic
+from py_trainer.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted, is_disk_full
+from py_trainer.events import EVENTS_FILE, EventLog, UnreadableLog
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.paths import RUN_ID_RE, validate_run_id
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATES = frozenset({pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
+REQUEST_FILE = "request.json"
+SUMMARY_FILE = "summary.json"
+CHECKPOINT_COMPLETE = "checkpoint-complete.json"
+"""Written into checkpoints/checkpoint-N by the training callback once HF has saved all of it;
+a checkpoint folder without it (a full disk, a kill mid-save) does not count."""
+# A worker failure with this little space left is a full disk, whatever the library said
+# (torch's zip writer reports "[enforce fail at inline_container.cc] unexpected pos ...").
+LOW_SPACE_BYTES = 1024 * 1024
+NO_SPACE_RE = re.compile(r"No space left on device|Errno 28|ENOSPC|StorageFull|disk full at")
+NO_SPACE_PATH_RE = re.compile(r"(?:No space left on device|disk full at)[:\s]+'?([^'\s,;)]+)")
+
+
+class UnreadableRun(ValueError):
+    """A run folder that cannot be read back; the message says what."""
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    folder: Path
+    request: pb.TrainRequest
+    log: EventLog
+    state: int = pb.RUN_STATE_UNSPECIFIED
+    reason: str = ""
+    current_step: int = 0
+    result: pb.RunResult | None = None
+    create_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    process: asyncio.subprocess.Process | None = None
+    cancel_requested: bool = False
+    resume: bool = False
+    """The next worker continues from the last complete checkpoint (set by ResumeRun)."""
+    launched: bool = False
+    """The worker is an accelerate launcher (several ranks), not one process."""
+    unreadable: bool = False
+    """Listed FAILED from memory only: nothing is ever written into its folder."""
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def apply(self, ev: pb.RunEvent) -> None:
+        """Fold one event into the derived state (used both live and when loading from disk)."""
+        t = ev.time.ToNanoseconds() / 1e9
+        if self.create_time is None:
+            self.create_time = t
+        kind = ev.WhichOneof("kind")
+        if kind == "state_change":
+            self.state = ev.state_change.state
+            self.reason = ev.state_change.reason
+            if self.state == pb.RUN_STATE_RUNNING and self.start_time is None:
+                self.start_time = t
+            if self.state in TERMINAL_STATES:
+                self.end_time = t
+            elif self.state == pb.RUN_STATE_QUEUED:  # queued again by ResumeRun: not ended any more
+                self.end_time = None
+        elif kind == "train_step":
+            self.current_step = ev.train_step.step
+        elif kind == "result":
+            self.result = ev.result
+
+    def to_proto(self, queue_position: int = 0) -> pb.Run:
+        run = pb.Run(
+            run_id=self.run_id,
+            state=self.state,
+            request=self.request,
+            last_seq=self.log.last_seq,
+            current_step=self.current_step,
+            reason=self.reason,
+            queue_position=queue_position,
+        )
+        for name in ("create_time", "start_time", "end_time"):
+            t = getattr(self, name)
+            if t is not None:
+                getattr(run, name).FromNanoseconds(int(t * 1e9))
+        if self.result is not None:
+            run.result.CopyFrom(self.result)
+        return run
+
+    def listed_artifacts(self) -> dict[str, pb.Artifact]:
+        """The result's artifacts by path (their sha256 was computed when they were listed)."""
+        return {a.path: a for a in self.result.artifacts} if self.result is not None else {}
+
+
+def read_run(folder: Path) -> RunRecord:
+    """The run in `folder` with its events folded in; UnreadableRun says what does not read back."""
+    run_id = folder.name
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise UnreadableRun(f"folder name {run_id!r} is not a run id")
+    try:
+        request = load_request(folder)
+    except FileNotFoundError:
+        raise UnreadableRun(f"{REQUEST_FILE} is missing") from None
+    except (json_format.Error, ValueError, RecursionError, OSError) as err:  # UnicodeDecodeError is a ValueError
+        raise UnreadableRun(f"{REQUEST_FILE}: {type(err).__name__}: {str(err)[:200]}") from None
+    try:
+        events = EventLog(folder, run_id)
+    except UnreadableLog as err:
+        raise UnreadableRun(str(err)) from None
+    except OSError as err:
+        raise UnreadableRun(f"{EVENTS_FILE}: {err}") from None
+    rec = RunRecord(run_id=run_id, folder=folder, request=request, log=events)
+    for ev in events.events:
+        rec.apply(ev)
+    return rec
+
+
+def unreadable_record(folder: Path, what: str) -> RunRecord:
+    """A FAILED stand-in for a run folder that does not read back; the folder is left as it is."""
+    rec = RunRecord(run_id=folder.name, folder=folder, request=pb.TrainRequest(run_id=folder.name),
+                    log=EventLog.unloaded(folder, folder.name),
+                    state=pb.RUN_STATE_FAILED, reason=f"unreadable run folder: {what}", unreadable=True)
+    try:
+        rec.create_time = rec.end_time = folder.stat().st_mtime
+    except OSError:
+        pass
+    return rec
+
+
+def disk_full_path(reason: str, folder: Path) -> str:
+    """Where the disk filled up, if a worker's failure `reason` (or the free space) says it did."""
+    m = NO_SPACE_PATH_RE.search(reason)
+    if m:
+        return m.group(1)
+    if NO_SPACE_RE.search(reason):
+        return str(folder)
+    try:
+        if shutil.disk_usage(folder).free < LOW_SPACE_BYTES:
+            return str(folder)
+    except OSError:
+        pass
+    return ""
+
+
+def remove_temp_entries(folder: Path) -> None:
+    """Remove what a writer that died left half-done in a run folder: ``.adapter.*`` folders and
+    ``.*.tmp`` files (complete files are renamed in, so a dot-name is never the real thing)."""
+    for p in list(folder.glob(".*")) + list(folder.glob("checkpoints/.*")):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.endswith(TEMP_SUFFIX):
+            p.unlink(missing_ok=True)
+
+
+def disk_full_error(runs_root: Path) -> ResourceExhausted:
+    return ResourceExhausted("", f"disk full at {runs_root}: no space for a new run; free some space and retry")
+
+
+def reconcile_summary(rec: RunRecord) -> None:
+    """Make summary.json (written by the worker) state what the events log says the run ended as."""
+    path = rec.folder / SUMMARY_FILE
+    if rec.state not in TERMINAL_STATES or not path.is_file():
+        return
+    try:
+        summary = json.loads(path.read_text())
+        name = pb.RunState.Name(rec.state).removeprefix("RUN_STATE_")
+        if summary.get("state") != name:
+            summary.update(state=name, state_reason=rec.reason)
+            write_json_atomic(path, summary)
+    except (OSError, ValueError) as err:
+        log.warning("run %s: could not reconcile %s: %s", rec.run_id, path, err)
+
+
+def create_run_folder(runs_root: Path, request: pb.TrainRequest) -> tuple[Path, pb.TrainRequest]:
+    """Create ``<runs_root>/<run_id>/request.json`` atomically (built under a temp name, renamed in,
+    so a half-created run never shows); an empty run_id gets a fresh one. Returns (folder, request
+    with its run_id). A full disk is RESOURCE_EXHAUSTED naming the runs root, leaving nothing."""
+    request = pb.TrainRequest.FromString(request.SerializeToString())
+    request.run_id = request.run_id or new_run_id()
+    validate_run_id(request.run_id)
+    runs_root = Path(runs_root)
+    folder = runs_root / request.run_id
+    if folder.exists():
+        raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists")
+    tmp = None
+    try:
+        runs_root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=runs_root, prefix=f".{request.run_id}."))
+        write_atomic(tmp / REQUEST_FILE, json_format.MessageToJson(request, preserving_proto_field_name=True))
+        os.rename(tmp, folder)  # refuses to replace a folder another creator made meanwhile
+    except OSError as err:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(err):
+            raise disk_full_error(runs_root) from None
+        if folder.exists():
+            raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists") from None
+        raise
+    return folder, request
+
+
+def load_request(folder: Path) -> pb.TrainRequest:
+    """The effective request of the run in `folder`."""
+    return json_format.Parse((Path(folder) / REQUEST_FILE).read_text(encoding="utf-8"), pb.TrainRequest())
+
+
+@dataclass
+class StoredRun:
+    """A run as read from disk, without a registry (for `py-trainer evaluate`)."""
+
+    run_id: str
+    folder: Path
+    state: int
+
+
+def find_stored_run(runs_root: Path, run_id: str) -> StoredRun:
+    """Read one run's state from its events log; NOT_FOUND when there is no such run folder,
+    FAILED_PRECONDITION when it does not read back."""
+    validate_run_id(run_id)
+    folder = Path(runs_root) / run_id
+    if not (folder / REQUEST_FILE).is_file():
+        raise NotFound("run_id", f"no run {run_id!r} in {runs_root}")
+    try:
+        rec = read_run(folder)
+    except UnreadableRun as err:
+        raise FailedPrecondition("run_id", f"unreadable run folder: {err}") from None
+    return StoredRun(run_id=run_id, folder=folder, state=rec.state)
+
+
+def new_run_id() -> str:
+    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
+
+
+def latest_checkpoint(folder: Path) -> str:
+    """Relative path of the newest complete checkpoint folder (one with CHECKPOINT_COMPLETE), or ''."""
+    ckdir = folder / "checkpoints"
+    if not ckdir.is_dir():
+        return ""
+    steps = []
+    for d in ckdir.iterdir():
+        name, _, num = d.name.partition("-")
+        if d.is_dir() and name == "checkpoint" and num.isdigit() and (d / CHECKPOINT_COMPLETE).is_file():
+            steps.append((int(num), d.name))
+    return f"checkpoints/{max(steps)[1]}" if steps else ""
+
+
+def tail_text(path: Path, n: int = 600) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - n))
+            data = f.read(n)
+    except OSError:
+        return ""
+    return " | ".join(l for l in data.decode(errors="replace").splitlines()[-6:] if l.strip())
