@@ -146,6 +146,7 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "clustered_mean_se": _plain(stats.clustered_mean_se),
     "hamed_rao_trend": _plain(stats.hamed_rao_trend),
     "planned_paired_sd": _plain(stats.planned_paired_sd),
+    "kendall_w": _plain(stats.kendall_w),
     "Rng": _rng,
 }
 

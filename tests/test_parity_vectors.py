@@ -43,7 +43,7 @@ def test_every_function_has_vectors():
         "studentTQuantile", "mean", "sampleSd", "standardError", "wilsonInterval", "mcnemarExactP",
         "pairedComparison", "pairedBootstrapCI", "requiredNForDelta", "minimumDetectableEffect", "cohenKappa",
         "fleissKappa", "startVsEnd", "trend", "Rng", "nanMean", "nanSampleSd", "bootstrapMeanCI",
-        "tangoScoreInterval", "operatingCharacteristic", "passAtK", "holmAdjust", "clusteredMeanSE", "hamedRaoTrend", "plannedPairedSd",
+        "tangoScoreInterval", "operatingCharacteristic", "passAtK", "holmAdjust", "clusteredMeanSE", "hamedRaoTrend", "plannedPairedSd", "kendallW",
         "relativeChangeCI", "kendallTauB",
     }
     for path in FILES:

@@ -342,3 +342,61 @@ def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
                            "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env())
     assert proc.returncode == 2 and "k:" in proc.stderr and not (tmp_path / "x").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 10: the SOP's 1-5 scores, Kendall's W next to Fleiss' kappa, contradicting rankings
+
+
+def _scored_group(scores, prefs):
+    return {"prompt": "p", "responses": [{"id": f"r{i}", "text": f"t{i}", "scores": s} for i, s in enumerate(scores)],
+            "preferences": prefs}
+
+
+@pytest.mark.parametrize("scores,key", [
+    ({"correctness": 6, "helpfulness": 3}, "responses[0].scores.correctness"),
+    ({"correctness": 3}, "responses[0].scores.helpfulness"),
+    ({"correctness": 3, "helpfulness": 2.5}, "responses[0].scores.helpfulness"),
+    ({"correctness": 3, "helpfulness": 2, "style": 4}, "responses[0].scores.style"),
+    ("5/5", "responses[0].scores"),
+])
+def test_check_group_validates_the_sop_scores(scores, key):
+    with pytest.raises(GroupFormatError) as e:
+        check_group(_scored_group([scores, {"correctness": 1, "helpfulness": 1}], [0, 1]), need_ranks=True)
+    assert e.value.key == key
+
+
+def test_scores_survive_the_proto_round_trip():
+    from py_trainer.preference_data import group_from_json, group_to_json, response_scores
+
+    obj = _scored_group([{"correctness": 5, "helpfulness": 4}, {"correctness": 2, "helpfulness": 3}], [0, 1])
+    check_group(obj, need_ranks=True)
+    g = group_from_json(obj)
+    assert response_scores(g) == {"r0": {"correctness": 5, "helpfulness": 4}, "r1": {"correctness": 2, "helpfulness": 3}}
+    back = group_to_json(g)
+    assert back["responses"] == obj["responses"] and back["metadata"] == {}
+
+
+def test_annotator_check_flags_a_ranking_that_contradicts_both_scores():
+    from py_trainer.annotation import score_contradictions
+    from py_trainer.preference_data import group_from_json
+
+    # r1 is ranked first, but r0 is more correct AND more helpful; r2 vs r0 contradicts one score only
+    obj = _scored_group([{"correctness": 5, "helpfulness": 5}, {"correctness": 2, "helpfulness": 3},
+                         {"correctness": 4, "helpfulness": 5}], [1, 0, 2])
+    found = score_contradictions([group_from_json(obj)])
+    assert [(c.better, c.worse) for c in found] == [("r1", "r0"), ("r1", "r2")]
+    assert found[0].line() == "group 0: ranks r1 above r0, but r0 scores higher on correctness (5 vs 2) and helpfulness (5 vs 3)"
+    consistent = _scored_group([{"correctness": 5, "helpfulness": 5}, {"correctness": 2, "helpfulness": 3}], [0, 1])
+    assert score_contradictions([group_from_json(consistent)]) == []
+
+
+def test_kendall_w_is_reported_next_to_fleiss_kappa():
+    groups = [make_group(i, k=4) for i in range(6)]
+    same = {name: annotate(groups, lambda b, g: [0, 1, 2, 3]) for name in ("a", "b", "c")}
+    rep = annotator_agreement(same)
+    assert rep.kendall_w_mean == pytest.approx(1.0) and rep.kendall_w_groups == 6
+    lines = rep.lines()
+    assert lines[0].startswith("Fleiss' kappa on rank positions 1.000") and "Kendall's W 1.000" in lines[1]
+    rev = {"a": annotate(groups, lambda b, g: [0, 1, 2, 3]), "b": annotate(groups, lambda b, g: [3, 2, 1, 0])}
+    assert annotator_agreement(rev).kendall_w_mean == pytest.approx(0.0)

@@ -498,3 +498,16 @@ def test_planned_paired_sd_matches_simulated_pairs(p0, delta):
         fix = (~a) & (rng.random(m) < delta / (1 - p0))
         d2 = (a | fix).astype(float) - a.astype(float)
         assert abs(stats.planned_paired_sd(p0, delta, model="conversions").sd_diff - d2.std(ddof=1)) < 3e-3
+
+
+@FAST
+@given(st.integers(2, 6).flatmap(lambda m: st.integers(3, 8).flatmap(lambda n: st.lists(
+    st.lists(st.one_of(st.integers(0, 3), st.floats(0, 1)), min_size=n, max_size=n), min_size=m, max_size=m))))
+def test_kendall_w_is_friedmans_tie_corrected_chi_square_over_m_n_minus_1(ratings):
+    res = stats.kendall_w(ratings)
+    assume(res.w is not None)
+    m, n = len(ratings), len(ratings[0])
+    chi2 = ss.friedmanchisquare(*[[ratings[i][j] for i in range(m)] for j in range(n)]).statistic
+    assume(math.isfinite(chi2))
+    assert close(res.chi_square, chi2, rel=1e-9, abs_=1e-12)
+    assert close(res.w, chi2 / (m * (n - 1)), rel=1e-9, abs_=1e-12)

@@ -6,7 +6,11 @@ batch; `check_annotator_batch` rejects a returned batch if, on any gold group, s
 is more than one position from the expert's (and reports Kendall's tau-b against gold per gold
 group, `stats.kendall_tau_b`); `annotator_agreement` gives Fleiss' kappa across annotators who
 ranked the same groups (`stats.fleiss_kappa`; subjects are (group, response) pairs, categories are
-rank positions, so kappa is nominal agreement on "which place did this response get").
+rank positions, so kappa is nominal agreement on "which place did this response get"), as the
+annotation SOP names it, next to Kendall's W per group (`stats.kendall_w`: the positions of one
+permutation are not independent ratings, which Fleiss' kappa assumes; W is the measure for
+rankings); `score_contradictions` flags a ranking that puts a response above one that the same
+annotator scored higher on BOTH of the SOP's 1-5 scores (correctness and helpfulness).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Mapping, Sequence
 
 from py_trainer import stats
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference_data import is_permutation, normalise_text
+from py_trainer.preference_data import is_permutation, normalise_text, ranking_pairs, response_scores
 
 GOLD_EVERY = 10
 """`insert_gold_groups` puts one gold group after every this many groups."""
@@ -180,6 +184,65 @@ def rank_count_table(batches: Mapping[str, Sequence[pb.RankedGroup]]) -> tuple[l
 
 
 @dataclass
+class ScoreContradiction:
+    """A ranking that contradicts both SOP scores: `better` is ranked above `worse`, yet `worse`
+    has the higher correctness AND the higher helpfulness."""
+
+    batch_index: int
+    better: str
+    worse: str
+    better_scores: dict[str, int]
+    worse_scores: dict[str, int]
+
+    def line(self) -> str:
+        b, w = self.better_scores, self.worse_scores
+        return (f"group {self.batch_index}: ranks {self.better} above {self.worse}, but {self.worse} scores higher on "
+                f"correctness ({w['correctness']} vs {b['correctness']}) and helpfulness ({w['helpfulness']} vs {b['helpfulness']})")
+
+
+def score_contradictions(groups: Sequence[pb.RankedGroup]) -> list[ScoreContradiction]:
+    """Every (better, worse) pair of an annotated group whose scores both say the opposite."""
+    out: list[ScoreContradiction] = []
+    for b, g in enumerate(groups):
+        scores = response_scores(g)
+        if not scores or not g.ranks or not is_permutation(list(g.ranks), len(g.responses)):
+            continue
+        ids = [r.id for r in g.responses]
+        for hi, lo in ranking_pairs(list(g.ranks)):
+            sb, sw = scores.get(ids[hi]), scores.get(ids[lo])
+            if not sb or not sw or len(sb) < 2 or len(sw) < 2:
+                continue
+            if sw["correctness"] > sb["correctness"] and sw["helpfulness"] > sb["helpfulness"]:
+                out.append(ScoreContradiction(b, ids[hi], ids[lo], sb, sw))
+    return out
+
+
+def kendall_w_by_group(batches: Mapping[str, Sequence[pb.RankedGroup]]) -> list[float]:
+    """Kendall's W of the annotators' ranks for every group all of them ranked (same responses);
+    groups where W is undefined are left out."""
+    names = list(batches)
+    per = []
+    for name in names:
+        m: dict[str, dict[str, int]] = {}
+        for g in batches[name]:
+            if g.ranks and is_permutation(list(g.ranks), len(g.responses)):
+                m[_key(g)] = _ranks_by_id(g)
+        per.append(m)
+    out: list[float] = []
+    for g in batches[names[0]]:
+        key = _key(g)
+        if not all(key in m for m in per):
+            continue
+        ids = sorted(per[0][key])
+        if len(ids) < 2 or not all(sorted(m[key]) == ids for m in per):
+            continue
+        w = stats.kendall_w([[m[key][rid] for rid in ids] for m in per]).w
+        if w is not None:
+            out.append(w)
+    return out
+
+
+@dataclass
 class AgreementReport:
     """Agreement across annotators and each annotator against gold."""
 
@@ -190,6 +253,23 @@ class AgreementReport:
     expected_agreement: float
     gold: dict[str, GoldCheckReport]
     """Per annotator: the gold check of their batch (empty when no gold groups were given)."""
+    kendall_w_mean: float = math.nan
+    """Mean over the common groups of Kendall's W (1 = the annotators order every group alike);
+    NaN when no group has a defined W."""
+    kendall_w_groups: int = 0
+    contradictions: dict[str, list[ScoreContradiction]] = None  # type: ignore[assignment]
+    """Per annotator: rankings that contradict both of their own SOP scores."""
+
+    def lines(self) -> list[str]:
+        k = "undefined" if self.fleiss_kappa is None or self.fleiss_kappa != self.fleiss_kappa else f"{self.fleiss_kappa:.3f}"
+        w = "undefined" if self.kendall_w_mean != self.kendall_w_mean else f"{self.kendall_w_mean:.3f}"
+        out = [f"Fleiss' kappa on rank positions {k} ({self.subjects} (group, response) subjects, {self.raters} annotators; "
+               f"the SOP's measure, but it treats a permutation's positions as independent)",
+               f"Kendall's W {w} (mean over {self.kendall_w_groups} groups; the agreement measure for rankings)"]
+        for name, found in (self.contradictions or {}).items():
+            for c in found:
+                out.append(f"{name}: {c.line()}")
+        return out
 
 
 def annotator_agreement(batches: Mapping[str, Sequence[pb.RankedGroup]],
@@ -203,6 +283,8 @@ def annotator_agreement(batches: Mapping[str, Sequence[pb.RankedGroup]],
     fk = stats.fleiss_kappa(table)
     gold = {name: check_annotator_batch(b, gold_groups, max_deviation=max_deviation)
             for name, b in batches.items()} if gold_groups else {}
+    ws = kendall_w_by_group(batches)
     return AgreementReport(fleiss_kappa=fk.kappa, subjects=fk.subjects, raters=fk.raters,
                            observed_agreement=fk.observed_agreement, expected_agreement=fk.expected_agreement,
-                           gold=gold)
+                           gold=gold, kendall_w_mean=sum(ws) / len(ws) if ws else math.nan, kendall_w_groups=len(ws),
+                           contradictions={name: score_contradictions(b) for name, b in batches.items()})

@@ -5,6 +5,11 @@ The format is one group per line::
     {"prompt": "...", "responses": [{"id": "r0", "text": "..."}, ...],
      "preferences": [1, 0, 2], "metadata": {...}}
 
+A response may also carry the annotation SOP's two 1-5 scores, ``"scores": {"correctness": 4,
+"helpfulness": 3}`` (integers 1..5, 5 = best; both or neither). They travel through the proto in
+the group's metadata under ``response_scores`` (response id -> scores), so the RankedGroup message
+is unchanged, and annotation.py flags a ranking that contradicts both.
+
 ``preferences[i]`` is the rank of ``responses[i]`` (0 = best) and must be a permutation of
 0..K-1 (no ties); ``[]`` (or a missing key) means "not annotated yet", which is what the
 SampleGroups RPC and `preference.sample_groups_to_jsonl` write for annotators. ``metadata`` is free-form
@@ -100,6 +105,8 @@ def check_group(obj: Any, *, need_ranks: bool) -> None:
         seen[rid] = i
         if not isinstance(text, str):
             raise GroupFormatError(f"responses[{i}].text", "must be a string")
+        if "scores" in r:
+            check_scores(r["scores"], f"responses[{i}].scores")
     prefs = obj.get("preferences", [])
     if not isinstance(prefs, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in prefs):
         raise GroupFormatError("preferences", "must be a list of integer ranks")
@@ -114,21 +121,61 @@ def check_group(obj: Any, *, need_ranks: bool) -> None:
         raise GroupFormatError("metadata", "must be a JSON object")
 
 
+SCORE_KEYS = ("correctness", "helpfulness")
+"""The annotation SOP's two per-response scores, integers 1..5 (5 = best)."""
+SCORES_METADATA_KEY = "response_scores"
+"""Where the scores travel in a RankedGroup's metadata: {response id: {correctness, helpfulness}}."""
+
+
+def check_scores(scores: Any, key: str) -> None:
+    """Raise GroupFormatError unless `scores` is {"correctness": 1..5, "helpfulness": 1..5}."""
+    if not isinstance(scores, dict):
+        raise GroupFormatError(key, 'must be an object {"correctness": 1-5, "helpfulness": 1-5}')
+    extra = sorted(set(scores) - set(SCORE_KEYS))
+    if extra:
+        raise GroupFormatError(f"{key}.{extra[0]}", f"is not a score (the SOP's are {', '.join(SCORE_KEYS)})")
+    for k in SCORE_KEYS:
+        v = scores.get(k)
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 5:
+            raise GroupFormatError(f"{key}.{k}", f"must be an integer 1-5, got {v!r}")
+
+
 def group_from_json(obj: dict) -> pb.RankedGroup:
-    """A checked JSON group as the proto's RankedGroup (`preferences` -> `ranks`)."""
+    """A checked JSON group as the proto's RankedGroup (`preferences` -> `ranks`; per-response
+    scores into metadata[SCORES_METADATA_KEY])."""
     g = pb.RankedGroup(prompt=obj["prompt"], ranks=obj.get("preferences") or [])
+    scores = {}
     for r in obj["responses"]:
         g.responses.add(id=r["id"], text=r["text"])
-    if obj.get("metadata"):
-        g.metadata.update(obj["metadata"])
+        if "scores" in r:
+            scores[r["id"]] = dict(r["scores"])
+    meta = dict(obj.get("metadata") or {})
+    if scores:
+        meta[SCORES_METADATA_KEY] = scores
+    if meta:
+        g.metadata.update(meta)
     return g
 
 
+def response_scores(g: pb.RankedGroup) -> dict[str, dict[str, int]]:
+    """The per-response SOP scores a group carries (response id -> scores); {} when none."""
+    if not g.HasField("metadata") or SCORES_METADATA_KEY not in g.metadata.fields:
+        return {}
+    raw = _ints_back(json_format.MessageToDict(g.metadata)).get(SCORES_METADATA_KEY) or {}
+    return {rid: {k: v[k] for k in SCORE_KEYS if k in v} for rid, v in raw.items() if isinstance(v, dict)}
+
+
 def group_to_json(g: pb.RankedGroup) -> dict:
-    """A RankedGroup as one JSONL object (`ranks` -> `preferences`)."""
-    meta = json_format.MessageToDict(g.metadata) if g.HasField("metadata") else {}
-    return {"prompt": g.prompt, "responses": [{"id": r.id, "text": r.text} for r in g.responses],
-            "preferences": list(g.ranks), "metadata": _ints_back(meta)}
+    """A RankedGroup as one JSONL object (`ranks` -> `preferences`; scores back on their responses)."""
+    meta = _ints_back(json_format.MessageToDict(g.metadata)) if g.HasField("metadata") else {}
+    scores = meta.pop(SCORES_METADATA_KEY, None) or {}
+    responses = []
+    for r in g.responses:
+        item = {"id": r.id, "text": r.text}
+        if r.id in scores:
+            item["scores"] = scores[r.id]
+        responses.append(item)
+    return {"prompt": g.prompt, "responses": responses, "preferences": list(g.ranks), "metadata": meta}
 
 
 def _ints_back(x):

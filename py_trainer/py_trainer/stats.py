@@ -44,6 +44,7 @@ __all__ = [
     "ClusteredMean",
     "HamedRaoTrend",
     "PlannedPairedSd",
+    "KendallW",
     "Rng",
     "normal_cdf",
     "normal_quantile",
@@ -73,6 +74,7 @@ __all__ = [
     "clustered_mean_se",
     "hamed_rao_trend",
     "planned_paired_sd",
+    "kendall_w",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -1276,6 +1278,59 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> FleissKappa:
     return FleissKappa(
         subjects=subjects, raters=raters, categories=k, observed_agreement=p_bar, expected_agreement=pe, kappa=kappa
     )
+
+
+@dataclass(frozen=True)
+class KendallW:
+    """Result of kendall_w (w and chi_square are None when undefined)."""
+
+    raters: int
+    items: int
+    w: float | None
+    chi_square: float | None
+
+
+def kendall_w(ratings: Sequence[Sequence[float]]) -> KendallW:
+    """Kendall's W with the tie correction for m raters x n items (method in stats.ts's kendallW)."""
+    m = len(ratings)
+    if m == 0:
+        _fail("empty", "ratings has no raters")
+    n = len(ratings[0])
+    for i in range(m):
+        if len(ratings[i]) != n:
+            _fail("length_mismatch", f"rater {i} rates {len(ratings[i])} items, rater 0 rates {n}")
+        for j in range(n):
+            _check_number(f"ratings[{i}][{j}]", ratings[i][j])
+    if m < 2:
+        _fail("too_few", f"needs at least 2 raters, got {m}")
+    if n < 2:
+        _fail("too_few", f"needs at least 2 items, got {n}")
+    sums = [0.0] * n
+    ties = 0.0
+    for i in range(m):
+        row = [float(x) for x in ratings[i]]
+        r = _average_ranks(row)
+        for j in range(n):
+            sums[j] += r[j]
+        ordered = sorted(row)
+        run = 1
+        for k in range(1, n + 1):
+            if k < n and ordered[k] == ordered[k - 1]:
+                run += 1
+            else:
+                ties += float(run * run * run - run)
+                run = 1
+    mf, nf = float(m), float(n)
+    center = (mf * (nf + 1)) / 2
+    ss = 0.0
+    for j in range(n):
+        dev = sums[j] - center
+        ss += dev * dev
+    denom = mf * mf * (nf * nf * nf - nf) - mf * ties
+    if not denom > 0:
+        return KendallW(raters=m, items=n, w=None, chi_square=None)
+    w = (12 * ss) / denom
+    return KendallW(raters=m, items=n, w=w, chi_square=mf * (nf - 1) * w)
 
 
 # ---------------------------------------------------------------------------------------------

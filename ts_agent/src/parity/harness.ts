@@ -183,6 +183,7 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   holmAdjust: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.holmAdjust(a[0]) },
   clusteredMeanSE: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.clusteredMeanSE(a[0], a[1]) },
   hamedRaoTrend: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.hamedRaoTrend(a[0], o) },
+  kendallW: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.kendallW(a[0]) },
   plannedPairedSd: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.plannedPairedSd(a[0], a[1], o as { model: "conversions" }) },
   // args: [seed, count, n] -> count nextUint32 draws, then count nextIndex(n) draws, from one stream
   Rng: {

@@ -393,6 +393,19 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
         return { args: [xs, clusters] };
       }),
     ),
+  kendallW: fc
+    .record({ m: mostly(fc.integer({ min: 2, max: 6 }), fc.constantFrom(0, 1)), n: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)), perm: fc.boolean(), noise: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
+    .chain(({ m, n, perm, noise }) => {
+      const row = perm
+        ? fc.shuffledSubarray([...Array(n).keys()], { minLength: n, maxLength: n })
+        : fc.array(fc.oneof(fc.integer({ min: 0, max: 3 }), score), { minLength: n, maxLength: n });
+      return fc.array(row, { minLength: m, maxLength: m }).map((rows) => {
+        const out: unknown[][] = rows.map((r) => [...r]);
+        if (noise === 1 && out.length > 0) out[0].push(0); // ragged
+        if (noise === 2 && out.length > 0 && out[0].length > 0) out[0][0] = NaN;
+        return { args: [out] };
+      });
+    }),
   plannedPairedSd: fc
     .record({
       pBase: mostly(fc.oneof(finite(0, 1), fc.constantFrom(0, 1, 0.5)), fc.constantFrom<unknown>(-0.1, 1.1, NaN)),

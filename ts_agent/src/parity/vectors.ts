@@ -530,6 +530,18 @@ const INPUTS: Record<string, Input[]> = {
     ["two is too few", [[1, 2]]],
     ["alpha 1", [CURVE], { alpha: 1 }],
   ],
+  kendallW: [
+    ["3 annotators rank 4 responses the same", [[[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3]]]],
+    ["two reversed rankings", [[[0, 1, 2], [2, 1, 0]]]],
+    ["Siegel & Castellan style, with ties", [[[1, 2.5, 2.5, 4, 5], [2, 1, 3, 4, 5], [1, 2, 3, 5, 4]]]],
+    ["scores, not ranks", [[[0.9, 0.2, 0.5], [0.8, 0.1, 0.7], [0.3, 0.2, 0.9]]]],
+    ["every rater ties everything: undefined", [[[1, 1, 1], [2, 2, 2]]]],
+    ["one rater", [[[0, 1, 2]]]],
+    ["one item", [[[0], [0]]]],
+    ["ragged", [[[0, 1], [0, 1, 2]]]],
+    ["empty", [[]]],
+    ["NaN", [[[0, NaN], [0, 1]]]],
+  ],
   plannedPairedSd: [
     ["conversions, base 0.3, +5 pp", [0.3, 0.05], { model: "conversions" }],
     ["independent, base 0.3, +5 pp", [0.3, 0.05], { model: "independent" }],

@@ -1368,6 +1368,63 @@ export function fleissKappa(table: ReadonlyArray<ReadonlyArray<number>>): Fleiss
   return { subjects, raters, categories: k, observedAgreement: pBar, expectedAgreement: pe, kappa };
 }
 
+/** Result of kendallW. */
+export interface KendallW {
+  raters: number;
+  items: number;
+  /** Kendall's coefficient of concordance with the tie correction; null when undefined (every
+   *  rater ties every item) */
+  w: number | null;
+  /** Friedman's chi-square m (n - 1) W (df n - 1); null with w */
+  chiSquare: number | null;
+}
+
+/**
+ * Kendall's W for m raters ranking the same n items (rows = raters, columns = items; values are
+ * ranks or scores, re-ranked per rater with average ranks for ties):
+ * W = 12 S / (m^2 (n^3 - n) - m sum_i T_i), S = sum_j (R_j - m (n + 1) / 2)^2, R_j the rank sum
+ * of item j, T_i = sum over rater i's tie groups of t^3 - t. For rankings this is the agreement
+ * measure to use: Fleiss' kappa on rank positions treats the positions of one permutation as
+ * independent ratings, which they are not. m (n - 1) W is Friedman's tie-corrected chi-square
+ * (scipy.stats.friedmanchisquare). Needs m >= 2 and n >= 2.
+ */
+export function kendallW(ratings: ReadonlyArray<ReadonlyArray<number>>): KendallW {
+  const m = ratings.length;
+  if (m === 0) fail("empty", "ratings has no raters");
+  const n = ratings[0].length;
+  for (let i = 0; i < m; i++) {
+    if (ratings[i].length !== n) fail("length_mismatch", `rater ${i} rates ${ratings[i].length} items, rater 0 rates ${n}`);
+    for (let j = 0; j < n; j++) checkNumber(`ratings[${i}][${j}]`, ratings[i][j]);
+  }
+  if (m < 2) fail("too_few", `needs at least 2 raters, got ${m}`);
+  if (n < 2) fail("too_few", `needs at least 2 items, got ${n}`);
+  const sums = new Array<number>(n).fill(0);
+  let ties = 0;
+  for (let i = 0; i < m; i++) {
+    const r = averageRanks(ratings[i]);
+    for (let j = 0; j < n; j++) sums[j] += r[j];
+    const sorted = sortNumbers([...ratings[i]]);
+    let run = 1;
+    for (let k = 1; k <= n; k++) {
+      if (k < n && sorted[k] === sorted[k - 1]) run++;
+      else {
+        ties += run * run * run - run;
+        run = 1;
+      }
+    }
+  }
+  const center = (m * (n + 1)) / 2;
+  let ss = 0;
+  for (let j = 0; j < n; j++) {
+    const dev = sums[j] - center;
+    ss += dev * dev;
+  }
+  const denom = m * m * (n * n * n - n) - m * ties;
+  if (!(denom > 0)) return { raters: m, items: n, w: null, chiSquare: null };
+  const w = (12 * ss) / denom;
+  return { raters: m, items: n, w, chiSquare: m * (n - 1) * w };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Training curves
 
