@@ -183,3 +183,44 @@ describe("baseline reuse and replacement (issue 10)", () => {
     assert.match(md, /REPLACED the baseline of 2026-11-01T00:00:00\.000Z \(3 run\(s\) had been judged on that one\): "task file regenerated"/);
   });
 });
+
+describe("ranked-preference runs (issue 10)", () => {
+  test("get their own section (pairwise accuracy with CIs, win rate, margin, consistency), the DPO TCO with a reference model, and no +20% criterion on a 0.5 start", async () => {
+    const { TrainMode } = await import("../src/gen/grpo/trainer/v1/trainer_service_pb.js");
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+    const dir = join(evalsDir, "runs", "p1");
+    mkdirSync(dir, { recursive: true });
+    const start = Array.from({ length: 24 }, () => 0.5);
+    const end = Array.from({ length: 24 }, (_, i) => (i % 4 === 0 ? 0.5 : 0.9));
+    const run = create(RunSchema, {
+      runId: "p1",
+      state: RunState.SUCCEEDED,
+      request: { mode: TrainMode.RANKED_PREFERENCE, preference: { beta: 0.1 }, runtime: { precision: "fp32" } },
+      result: {
+        startReward: { step: 0n, mean: 0.5, ciLow: 0.5, ciHigh: 0.5, numPrompts: 24, samplesPerPrompt: 0, perPrompt: start },
+        endReward: { step: 20n, mean: 0.8, ciLow: 0.72, ciHigh: 0.87, numPrompts: 24, samplesPerPrompt: 0, perPrompt: end },
+        relativeChange: 0.6,
+        relativeChangeCiLow: 0.44,
+        relativeChangeCiHigh: 0.74,
+        stepsCompleted: 20n,
+        totalParams: 1_000_000n,
+        trainableParams: 50_000n,
+        preferenceMetrics: { pairwiseAccuracy: 0.8, groupWinRate: 0.75, winMargin: 0.6, preferenceConsistency: 0.02 },
+      },
+    });
+    writeFileSync(join(dir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }));
+    const { path, analysis } = writeReport(evalsDir, "p1", new Date("2026-11-29T12:00:00Z"));
+    const md = readFileSync(path, "utf8");
+    assert.match(analysis.milestone.reward.reason, /^not applicable: a ranked-preference run's held-out reward is pairwise accuracy, 0\.5 by construction/);
+    assert.match(md, /## Ranked preference: held-out groups/);
+    assert.match(md, /\| pairwise accuracy \| 0\.500 \| 0\.800 \| 0\.720 to 0\.870 \(bootstrap over groups\)/);
+    assert.match(md, /\| pairwise accuracy, end - step 0 \|  \| \+0\.300 \| 0\.\d{3} to 0\.\d{3} \(paired bootstrap/);
+    assert.match(md, /\| group win rate \|  \| 0\.750 \| 0\.\d{3} to 0\.\d{3} \(Wilson over 24 groups/);
+    assert.match(md, /\| win margin \|  \| 0\.600 \|/);
+    assert.match(md, /## PPO \(RLHF\) vs DPO: total cost of ownership/);
+    assert.match(md, /\| DPO \+ LoRA \| reference \|/);
+    assert.match(md, /DPO always needs the reference model/);
+    assert.doesNotMatch(md, /prompts x 0/);
+    assert.match(md, /_Not applicable to a ranked-preference run/);
+  });
+});

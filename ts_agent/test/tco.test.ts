@@ -53,3 +53,13 @@ test("formatBytes uses binary prefixes", () => {
   assert.equal(formatBytes(1536), "1.50 KiB");
   assert.equal(formatBytes(3 * 1024 * 1024 * 1024), "3.00 GiB");
 });
+
+test("ranked preference: DPO always carries the reference (free with LoRA, a frozen copy in full FT); PPO-RLHF adds critic and reward model", async () => {
+  const { tcoMemoryPreference } = await import("../src/agent/report/tco.js");
+  const c = tcoMemoryPreference({ baseParams: 1_000_000, loraParams: 50_000, precision: "fp32", beta: 0.1 });
+  assert.deepEqual(c.map((x) => x.name), ["DPO + LoRA", "DPO + full fine-tuning", "PPO (RLHF) + LoRA", "PPO (RLHF) + full fine-tuning"]);
+  assert.deepEqual(c[0].lines.map((l) => [l.role, l.total]), [["policy", 4_800_000], ["reference", 0]]);
+  assert.deepEqual(c[1].lines.map((l) => l.role), ["policy", "reference"]);
+  assert.equal(c[1].lines[1].total, 4_000_000);
+  assert.deepEqual(c[2].lines.map((l) => l.role), ["policy", "reference", "critic", "reward model"]);
+});

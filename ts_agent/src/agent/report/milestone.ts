@@ -102,6 +102,9 @@ export interface DownstreamEvidence {
 
 export interface MilestoneInput {
   reward: RewardEvidence | null;
+  /** why the reward criterion does not apply to this run (e.g. ranked preference); it is then
+   *  INCONCLUSIVE with this reason */
+  rewardNotApplicable?: string;
   downstream: DownstreamEvidence | null;
   baseline: BaselineMatch;
 }
@@ -208,7 +211,9 @@ export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
 }
 
 export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
-  const reward = judgeReward(input.reward);
+  const reward: CriterionResult = input.rewardNotApplicable
+    ? { verdict: "INCONCLUSIVE", reason: `not applicable: ${input.rewardNotApplicable}` }
+    : judgeReward(input.reward);
   const downstream = judgeDownstream(input.downstream);
   const parts = (pred: (c: CriterionResult) => boolean) =>
     [

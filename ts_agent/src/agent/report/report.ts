@@ -14,7 +14,7 @@ import { join, relative } from "node:path";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
-import { RunEventSchema, RunSchema, RunState, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunEventSchema, RunSchema, RunState, TrainMode, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { matchBaseline, readBaseline, runsJudgedOn, type Baseline, type BaselineMatch } from "../eval/baseline.js";
 import {
   ADAPTER_VARIANT,
@@ -28,7 +28,7 @@ import {
   type EvalRecord,
 } from "../eval/harness.js";
 import { writeFileAtomic } from "../workspace.js";
-import { operatingCharacteristic, requiredNForDelta } from "../eval/stats.js";
+import { operatingCharacteristic, pairedBootstrapCI, requiredNForDelta, wilsonInterval, type Interval } from "../eval/stats.js";
 import {
   attribute,
   curveFeatures,
@@ -52,7 +52,16 @@ import {
   type RewardEvidence,
 } from "./milestone.js";
 import { POWER_CSV, POWER_SVG, powerCsv, powerCurve, powerSvg, type PowerCurve } from "./power.js";
-import { TCO_QUALITATIVE, bytesPerParam, formatBytes, tcoMemory, type MemoryConfig, type Precision, type TcoInput } from "./tco.js";
+import {
+  TCO_QUALITATIVE,
+  bytesPerParam,
+  formatBytes,
+  tcoMemory,
+  tcoMemoryPreference,
+  type MemoryConfig,
+  type Precision,
+  type TcoInput,
+} from "./tco.js";
 
 export const REPORT_FILE = "report.md";
 
@@ -134,6 +143,8 @@ export interface ReportAnalysis {
   tco: { input: TcoInput; precisionNote: string; configs: MemoryConfig[] } | null;
   /** P(PASS) against the true delta for several n; null without a paired comparison with spread */
   power: PowerCurve | null;
+  /** ranked-preference runs only: their own held-out metrics */
+  preference: PreferenceAnalysis | null;
   pending: string[];
 }
 
@@ -186,6 +197,69 @@ export function downstreamSignal(c: Comparison | null, reward: RewardEvidence | 
   };
 }
 
+/** A ranked-preference run's held-out numbers (its "reward" is pairwise accuracy). */
+export interface PreferenceAnalysis {
+  groups: number;
+  startPairwise: number;
+  endPairwise: number;
+  endPairwiseCi: Interval;
+  /** end - start pairwise accuracy, paired percentile bootstrap over groups */
+  change: number;
+  changeCi: Interval | null;
+  groupWinRate: number | null;
+  /** Wilson interval over the groups (ties counted as their expectation, rounded) */
+  groupWinRateCi: Interval | null;
+  winMargin: number | null;
+  consistency: number | null;
+  /** TRL's DPO training metrics, first vs last logged step */
+  trainCurve: Array<{ key: string; first: number; last: number; steps: number }>;
+  beta: number;
+}
+
+export function isPreferenceRun(run: Run | null): boolean {
+  return run?.request?.mode === TrainMode.RANKED_PREFERENCE;
+}
+
+/** The ranked-preference section's numbers, from run.json and the logged steps. */
+export function preferenceAnalysis(run: Run | null, steps: ReadonlyArray<StepMetrics>): PreferenceAnalysis | null {
+  if (!isPreferenceRun(run)) return null;
+  const r = run!.result;
+  const start = r?.startReward;
+  const end = r?.endReward;
+  const pm = r?.preferenceMetrics;
+  const groups = end?.numPrompts ?? 0;
+  let changeCi: Interval | null = null;
+  if (start && end && start.perPrompt.length === end.perPrompt.length && start.perPrompt.length >= 2) {
+    const a = [...start.perPrompt];
+    const b = [...end.perPrompt];
+    if (a.every(Number.isFinite) && b.every(Number.isFinite)) changeCi = pairedBootstrapCI(a, b, { resamples: 2000, seed: 0 });
+  }
+  let winCi: Interval | null = null;
+  if (pm && groups > 0 && Number.isFinite(pm.groupWinRate)) {
+    const w = wilsonInterval(Math.min(groups, Math.max(0, Math.round(pm.groupWinRate * groups))), groups);
+    winCi = { lower: w.lower, upper: w.upper };
+  }
+  const trainCurve: PreferenceAnalysis["trainCurve"] = [];
+  for (const key of ["rewards/accuracies", "rewards/margins", "loss"]) {
+    const xs = steps.map((s) => s.metrics[key]).filter((x): x is number => typeof x === "number" && Number.isFinite(x));
+    if (xs.length > 0) trainCurve.push({ key, first: xs[0], last: xs[xs.length - 1], steps: xs.length });
+  }
+  return {
+    groups,
+    startPairwise: start?.mean ?? NaN,
+    endPairwise: end?.mean ?? NaN,
+    endPairwiseCi: { lower: end?.ciLow ?? NaN, upper: end?.ciHigh ?? NaN },
+    change: (end?.mean ?? NaN) - (start?.mean ?? NaN),
+    changeCi,
+    groupWinRate: pm ? pm.groupWinRate : null,
+    groupWinRateCi: winCi,
+    winMargin: pm ? pm.winMargin : null,
+    consistency: pm ? pm.preferenceConsistency : null,
+    trainCurve,
+    beta: run!.request?.preference?.beta ?? 0.1,
+  };
+}
+
 function rewardEvidence(run: Run | null): RewardEvidence | null {
   const r = run?.result;
   if (!r?.startReward || !r.endReward) return null;
@@ -206,13 +280,14 @@ function tcoFor(run: Run | null): ReportAnalysis["tco"] {
   const given = run?.request?.runtime?.precision ?? "";
   const precision: Precision = given === "bf16" || given === "fp16" ? given : "fp32";
   const precisionNote = given ? `${given} (from the run's request)` : "fp32 (the request left it empty: fp32 on CPU)";
+  const preference = isPreferenceRun(run);
   const input: TcoInput = {
     baseParams: Number(r.totalParams),
     loraParams: Number(r.trainableParams),
     precision,
-    beta: run?.request?.grpo?.beta ?? 0,
+    beta: preference ? (run?.request?.preference?.beta ?? 0.1) : (run?.request?.grpo?.beta ?? 0),
   };
-  return { input, precisionNote, configs: tcoMemory(input) };
+  return { input, precisionNote, configs: preference ? tcoMemoryPreference(input) : tcoMemory(input) };
 }
 
 export function analyzeReport(input: ReportInput): ReportAnalysis {
@@ -250,8 +325,18 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
       }
     }
   }
-  const reward = rewardEvidence(input.run);
-  const milestone = judgeMilestone({ reward, downstream: downstreamEvidence(comparison, baseSource), baseline: baselineMatch });
+  const preference = preferenceAnalysis(input.run, input.steps);
+  // A ranked-preference run's held-out "reward" is pairwise accuracy, 0.5 by construction at step 0:
+  // the +20% relative criterion does not apply to it (its own section reports it instead).
+  const reward = preference ? null : rewardEvidence(input.run);
+  const milestone = judgeMilestone({
+    reward,
+    rewardNotApplicable: preference
+      ? "a ranked-preference run's held-out reward is pairwise accuracy, 0.5 by construction at step 0 (see the ranked-preference section)"
+      : undefined,
+    downstream: downstreamEvidence(comparison, baseSource),
+    baseline: baselineMatch,
+  });
   const features = curveFeatures(input.steps);
   const attribution = attribute(features, downstreamSignal(comparison, reward));
   const tco = tcoFor(input.run);
@@ -285,7 +370,7 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   if (ev && ev.humanAgreement.length === 0) pending.push("human labels: no task row has `human_label`; kappa against humans is pending.");
   if (!tco) pending.push("TCO: run.json has no parameter counts.");
   const power = comparison?.paired && comparison.paired.sdDiff > 0 ? powerCurve(comparison.paired.sdDiff, comparison.n, DOWNSTREAM_MIN_DELTA) : null;
-  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, power, pending };
+  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, power, preference, pending };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,6 +469,46 @@ function splitsSection(ev: EvalRecord): string[] {
   return out;
 }
 
+/** The ranked-preference section: pairwise accuracy, group win rate, win margin, consistency. */
+function preferenceSection(p: PreferenceAnalysis): string[] {
+  const out: string[] = [];
+  const ci = (x: Interval | null) => (x && Number.isFinite(x.lower) && Number.isFinite(x.upper) ? `${f3(x.lower)} to ${f3(x.upper)}` : "-");
+  const num = (x: number | null) => (x === null || !Number.isFinite(x) ? "-" : f3(x));
+  out.push("## Ranked preference: held-out groups");
+  out.push("");
+  out.push(
+    `${p.groups} held-out groups (no sampling: every response of a group is scored by the implicit reward beta * log(pi / pi_ref), beta = ${p.beta}). ` +
+      "At step 0 the policy is its own reference, so every score is 0 and pairwise accuracy is 0.5 by construction: the change, not a ratio to 0.5, is the signal.",
+  );
+  out.push("");
+  out.push(
+    table(
+      ["metric", "step 0", "end", "95% CI", "what it is"],
+      [
+        ["pairwise accuracy", num(p.startPairwise), num(p.endPairwise), `${ci(p.endPairwiseCi)} (bootstrap over groups)`, "share of ordered pairs whose better response scores higher (ties 1/2)"],
+        ["pairwise accuracy, end - step 0", "", `${p.change >= 0 ? "+" : ""}${num(p.change)}`, `${ci(p.changeCi)} (paired bootstrap over groups, 2000 resamples, seed 0)`, "the learning signal"],
+        ["group win rate", "", num(p.groupWinRate), `${ci(p.groupWinRateCi)} (Wilson over ${p.groups} groups, ties rounded)`, "share of groups whose top-scored response is in the human top 2"],
+        ["win margin", "", num(p.winMargin), "- (needs per-group margins from the sidecar)", "mean human-rank gap between the model's pick and its runner-up"],
+        ["preference consistency", "", num(p.consistency), "- (needs per-group values from the sidecar)", "mean sd of the implicit score across repeated scoring passes (lower = more consistent)"],
+      ],
+    ),
+  );
+  out.push("");
+  if (p.trainCurve.length > 0) {
+    out.push(
+      "Training curve (TRL's DPO metrics, first -> last logged step): " +
+        p.trainCurve.map((c) => `${c.key} ${f3(c.first)} -> ${f3(c.last)} (${c.steps} steps)`).join("; ") +
+        ". The reward-vs-step plot above is the same run.",
+    );
+    out.push("");
+  }
+  if (p.groups < MIN_HELDOUT_PROMPTS) {
+    out.push(`_Only ${p.groups} held-out groups: too few for these intervals to mean much (raise preference.num_held_out_groups to >= ${MIN_HELDOUT_PROMPTS})._`);
+    out.push("");
+  }
+  return out;
+}
+
 export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   const out: string[] = [];
   const run = input.run;
@@ -421,9 +546,12 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   }
 
   // -- held-out reward
-  out.push("## Held-out reward: step 0 vs end");
+  if (a.preference) out.push(...preferenceSection(a.preference));
+  else out.push("## Held-out reward: step 0 vs end");
   out.push("");
-  if (r?.startReward && r.endReward) {
+  if (a.preference) {
+    // the preference section above replaces the GRPO held-out reward table
+  } else if (r?.startReward && r.endReward) {
     const rows = [r.startReward, r.endReward].map((h) => [
       String(h.step),
       f3(h.mean),
@@ -589,6 +717,10 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   // -- attribution
   out.push("## Attribution (DESIGN.md's table applied to this run)");
   out.push("");
+  if (a.preference) {
+    out.push("_Not applicable to a ranked-preference run: the table reads GRPO's reward curve, KL and frac_reward_zero_std. See the ranked-preference section._");
+    out.push("");
+  }
   out.push("What the curves show:");
   out.push("");
   for (const line of describeFeatures(a.features)) out.push(`- ${line}`);
@@ -615,7 +747,7 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   out.push("");
 
   // -- TCO
-  out.push("## PPO vs GRPO: total cost of ownership");
+  out.push(a.preference ? "## PPO (RLHF) vs DPO: total cost of ownership" : "## PPO vs GRPO: total cost of ownership");
   out.push("");
   if (!a.tco) {
     out.push("_run.json has no parameter counts._");
@@ -625,7 +757,7 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
     out.push(
       `This model: P = ${t.baseParams.toLocaleString("en-US")} base parameters, L = ${t.loraParams.toLocaleString("en-US")} LoRA parameters (trainable), ` +
         `precision ${a.tco.precisionNote} so b = ${b} bytes per weight and gradient; AdamW keeps 2 fp32 states = 8 bytes per trainable parameter; beta = ${t.beta} ` +
-        `(${t.beta > 0 ? "a reference model is needed" : "no reference model"}).`,
+        `(${a.preference ? "DPO always needs the reference model: its implicit reward is beta * log(pi / pi_ref)" : t.beta > 0 ? "a reference model is needed" : "no reference model"}).`,
     );
     out.push("");
     const rows: string[][] = [];

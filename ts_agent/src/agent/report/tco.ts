@@ -18,6 +18,10 @@
  *               its own adapter on its own copy of the base).
  *   reward model PPO with a learned RM (RLHF): frozen, taken here as the size of the policy.
  *               GRPO here uses verifiable, programmatic rewards (exact_match + format): none.
+ * Ranked-preference runs (DPO): the reference model is not optional (the implicit reward is
+ * beta * log(pi / pi_ref)); with LoRA it is again the policy with the adapter disabled, with full
+ * fine-tuning a frozen copy. Its RLHF alternative is PPO with a reward model trained on the same
+ * rankings (`tcoMemoryPreference`).
  * Mixed-precision fp32 master weights (another 4 bytes per trainable param when b = 2) are not
  * included; the report says so.
  */
@@ -54,7 +58,7 @@ export interface MemoryLine {
 
 export interface MemoryConfig {
   name: string;
-  algorithm: "GRPO" | "PPO";
+  algorithm: "GRPO" | "PPO" | "DPO";
   tuning: "LoRA" | "full";
   lines: MemoryLine[];
   total: number;
@@ -90,6 +94,25 @@ export function tcoMemory(t: TcoInput): MemoryConfig[] {
         lines.push(frozen("reward model", t));
       }
       configs.push({ name: `${algorithm} + ${tuning === "LoRA" ? "LoRA" : "full fine-tuning"}`, algorithm, tuning, lines, total: lines.reduce((s, l) => s + l.total, 0) });
+    }
+  }
+  return configs;
+}
+
+/** Memory for a ranked-preference run: DPO (policy + reference, always) and PPO-RLHF (policy,
+ *  reference, critic, reward model), each with LoRA and with full fine-tuning. */
+export function tcoMemoryPreference(t: TcoInput): MemoryConfig[] {
+  const configs: MemoryConfig[] = [];
+  for (const algorithm of ["DPO", "PPO"] as const) {
+    for (const tuning of ["LoRA", "full"] as const) {
+      const lines: MemoryLine[] = [trained("policy", t, tuning)];
+      lines.push(tuning === "LoRA" ? line("reference", 0, 0, 0, "0 (adapter disabled)") : frozen("reference", t));
+      if (algorithm === "PPO") {
+        lines.push(trained("critic", t, tuning));
+        lines.push(frozen("reward model", t));
+      }
+      const name = `${algorithm === "PPO" ? "PPO (RLHF)" : "DPO"} + ${tuning === "LoRA" ? "LoRA" : "full fine-tuning"}`;
+      configs.push({ name, algorithm, tuning, lines, total: lines.reduce((s, l) => s + l.total, 0) });
     }
   }
   return configs;
