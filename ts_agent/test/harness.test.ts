@@ -245,3 +245,23 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
     assert.deepEqual(h.meanPassAtK({ name: "x", tasks: [{ taskId: "a", samples: [{ completion: "", scores: { exact_match: 1 } }] }] }), []);
   });
 });
+
+test("grader kappa with K > 1 samples uses per-task means (tasks are the unit), linearly weighted", async () => {
+  const { graderAgreement } = await import("../src/agent/eval/harness.js");
+  const sample = (a: number, b: number) => ({ completion: "", scores: { exact_match: a, exact_match_lenient: b } });
+  const v = {
+    name: "adapter",
+    tasks: [
+      { taskId: "a", samples: [sample(1, 1), sample(0, 1)] },
+      { taskId: "b", samples: [sample(0, 0), sample(0, 0)] },
+      { taskId: "c", samples: [sample(1, 1), sample(1, 1)] },
+      { taskId: "d", samples: [sample(0, 1), sample(0, 0)] },
+    ],
+  };
+  const k = graderAgreement(v)!;
+  assert.equal(k.n, 4); // tasks, not 8 samples
+  assert.match(k.what, /per-task means of 2 samples, linear weights/);
+  const ref = cohenKappa([0.5, 0, 1, 0], [1, 0, 1, 0.5], { weights: "linear", categories: [0, 0.5, 1] });
+  assert.equal(k.kappa, ref.kappa);
+  assert.equal(k.se, ref.se);
+});

@@ -477,20 +477,53 @@ function kappaOf(what: string, r1: Array<string | number>, r2: Array<string | nu
   };
 }
 
-/** Strict vs lenient grader over every (task, sample) of a variant where both are scorable. */
+/**
+ * Strict vs lenient grader on a variant, with the TASK as the unit: with one sample per task,
+ * plain kappa over the tasks; with K > 1 samples, linearly weighted kappa over the per-task means
+ * (ordinal categories 0, 1/K, ..., 1; only samples both graders scored), so the SE does not
+ * count a task's K samples as independent items.
+ */
 export function graderAgreement(variant: VariantScores, strict = PRIMARY_GRADER, lenient = LENIENT_GRADER): Agreement | null {
+  const k = Math.max(0, ...variant.tasks.map((t) => t.samples.length));
   const r1: number[] = [];
   const r2: number[] = [];
   for (const t of variant.tasks) {
+    let s1 = 0;
+    let s2 = 0;
+    let n = 0;
     for (const s of t.samples) {
       const x = s.scores[strict];
       const y = s.scores[lenient];
       if (x === undefined || y === undefined || Number.isNaN(x) || Number.isNaN(y)) continue;
-      r1.push(x);
-      r2.push(y);
+      s1 += x;
+      s2 += y;
+      n++;
+    }
+    if (n === 0) continue;
+    if (k <= 1) {
+      r1.push(s1);
+      r2.push(s2);
+    } else {
+      // per-task means on the grid of K: a task with fewer scorable samples is rounded onto it
+      r1.push(Math.round((s1 / n) * k) / k);
+      r2.push(Math.round((s2 / n) * k) / k);
     }
   }
-  return kappaOf(`${strict} vs ${lenient} (${variant.name})`, r1, r2);
+  const what = `${strict} vs ${lenient} (${variant.name})`;
+  if (k <= 1) return kappaOf(what, r1, r2);
+  if (r1.length === 0) return null;
+  const categories = Array.from({ length: k + 1 }, (_, i) => i / k);
+  const w = cohenKappa(r1, r2, { weights: "linear", categories });
+  let same = 0;
+  for (let i = 0; i < r1.length; i++) if (r1[i] === r2[i]) same++;
+  return {
+    what: `${what}, per-task means of ${k} samples, linear weights`,
+    n: r1.length,
+    observedAgreement: same / r1.length,
+    kappa: w.kappa,
+    se: w.se,
+    note: w.kappa === null ? "undefined: both raters put every task in one category" : "",
+  };
 }
 
 /**
