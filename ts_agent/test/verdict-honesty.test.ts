@@ -121,3 +121,17 @@ test("the seed's case (N=29, +10.3 pp): INCONCLUSIVE with required n about 70, a
   assert.ok(causes.some((x) => /underpowered/.test(x)), `fired: ${causes.join(" / ")}`);
   assert.ok(!causes.includes("reward hacking or loose grader"));
 });
+
+test("near the boundary (n=200, 8 losses vs 18 wins) the exact McNemar test governs: the verdict cannot flip with a bootstrap seed", () => {
+  const [a, b] = pairs(200, 100, 18, 8);
+  const c = compareScores(a, b);
+  assert.deepEqual(c.paired!.discordant, { b: 8, c: 18 });
+  assert.equal(c.decision!.test, "exact McNemar test");
+  assert.ok(Math.abs(c.decision!.p! - 0.0755) < 1e-3);
+  assert.equal(c.decision!.rejects, false);
+  const ev = downstreamEvidence(c, "baseline.json")!;
+  const v = judgeMilestone({ reward: reward(), downstream: ev, baseline: { status: "match" } });
+  assert.equal(v.downstream.verdict, "INCONCLUSIVE");
+  assert.match(v.downstream.reason, /exact McNemar test p=0\.076/);
+  assert.match(v.downstream.reason, /P\(PASS \| true delta = \+5 pp\) = 0\.\d\d at n=200/);
+});

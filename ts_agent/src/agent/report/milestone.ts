@@ -72,6 +72,9 @@ export interface RewardEvidence {
   ciHigh: number;
   numPrompts: number;
   samplesPerPrompt: number;
+  /** P(PASS | true relative change = +20%) at this many prompts (normal approximation from the
+   *  CI's width); null when unknown */
+  pPassAtThreshold?: number | null;
 }
 
 /** The paired downstream comparison, all FRACTIONS except n. */
@@ -166,8 +169,12 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
   if (r.ciHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.ciHigh)} < ${need}` };
   if (r.ciLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}` };
+  const oc =
+    r.pPassAtThreshold === undefined || r.pPassAtThreshold === null
+      ? ""
+      : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${r.numPrompts} prompts`;
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && r.ciLow > 0) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0 (${POINT_GATE})` };
+    return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0 (${POINT_GATE}${oc})` };
   }
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but the CI includes 0` };
   return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.ciHigh)}` };

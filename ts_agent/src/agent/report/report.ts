@@ -271,7 +271,16 @@ function rewardEvidence(run: Run | null): RewardEvidence | null {
     ciHigh: r.relativeChangeCiHigh,
     numPrompts: r.endReward.numPrompts,
     samplesPerPrompt: r.endReward.samplesPerPrompt,
+    pPassAtThreshold: rewardPassProbability(r.relativeChangeCiLow, r.relativeChangeCiHigh, r.endReward.numPrompts),
   };
+}
+
+/** P(PASS | true relative change = +20%) from the CI's width (se = width / (2 z)), by the
+ *  normal approximation; null when the CI is not finite or has no width. */
+export function rewardPassProbability(lo: number, hi: number, prompts: number): number | null {
+  if (!Number.isFinite(lo) || !Number.isFinite(hi) || !(hi > lo) || prompts < 1) return null;
+  const se = (hi - lo) / (2 * 1.959963984540054);
+  return operatingCharacteristic(REWARD_MIN_RELATIVE_CHANGE, se * Math.sqrt(prompts), prompts, { threshold: REWARD_MIN_RELATIVE_CHANGE }).pPass;
 }
 
 function tcoFor(run: Run | null): ReportAnalysis["tco"] {
