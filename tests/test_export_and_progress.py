@@ -63,3 +63,16 @@ def test_off_a_tty_one_line_every_n_steps_or_10_s():
         line.update(f"step {i}", force=i == 12)
     # the first update (no line shown yet), every 5th, and the forced last one
     assert out.getvalue().splitlines() == ["step 1", "step 5", "step 10", "step 12"]
+
+
+def test_data_sample_reports_progress(tmp_path, tiny_model_home):
+    req = tmp_path / "sample.yaml"
+    req.write_text("prompts: ['Case: cash deposits just under the threshold.\\n', 'Case: wires out again.\\n']\n"
+                   "k: 2\nmax_new_tokens: 8\nseed: 3\n")
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(req), str(tmp_path / "g.jsonl"),
+                           "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(l.startswith("sampled 1/2 prompts x 2 responses, elapsed ") for l in lines), proc.stdout
+    assert any(l.startswith("sampled 2/2 prompts x 2 responses, elapsed ") for l in lines), proc.stdout

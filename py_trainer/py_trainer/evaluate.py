@@ -6,14 +6,17 @@ The base model is loaded once with `from_pretrained`; adapters are attached with
 padding (`models.generate_completions`), K samples per task. Every completion gets every
 grader's score (NaN = unscorable), so the TS harness can re-grade and pair them task by task.
 
-Evaluation runs in a thread of the sidecar process (generation releases the GIL); progress is
-streamed as EvaluateProgress events, then exactly one EvaluateResult.
+Evaluation runs on the sidecar's one inference thread (`models.INFERENCE`), so concurrent calls
+queue instead of loading models over each other, and each gives what it would give alone;
+progress is streamed as EvaluateProgress events, then exactly one EvaluateResult. A caller that
+goes away stops the generation at the next batch (and a queued job never starts).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,8 @@ from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import attach_adapters, generate_completions, load_model, resolve_adapter
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, generate_completions, load_model,
+                               resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
 
 
@@ -130,19 +134,36 @@ async def evaluate_stream(req: pb.EvaluateRequest, registry) -> AsyncIterator[pb
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
+    stop = threading.Event()
+
     def progress(p: pb.EvaluateProgress) -> None:
+        if stop.is_set():  # called between batches: the caller is gone, stop generating
+            raise GenerationCancelled()
         loop.call_soon_threadsafe(queue.put_nowait, p)
 
-    task = asyncio.create_task(asyncio.to_thread(run_evaluation, plan, registry.data_root, progress))
-    while True:
-        getter = asyncio.create_task(queue.get())
-        done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            yield pb.EvaluateResponse(progress=getter.result())
-            continue
-        getter.cancel()
-        while not queue.empty():
-            yield pb.EvaluateResponse(progress=queue.get_nowait())
-        yield pb.EvaluateResponse(result=task.result())
-        return
+    def job() -> pb.EvaluateResult:
+        if stop.is_set():  # the caller left while this job waited for the inference thread
+            raise GenerationCancelled()
+        return run_evaluation(plan, registry.data_root, progress)
+
+    task = loop.run_in_executor(INFERENCE, job)
+    task.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody waits
+    getter = None
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield pb.EvaluateResponse(progress=getter.result())
+                continue
+            getter.cancel()
+            while not queue.empty():
+                yield pb.EvaluateResponse(progress=queue.get_nowait())
+            yield pb.EvaluateResponse(result=task.result())
+            return
+    finally:
+        stop.set()
+        if getter is not None:
+            getter.cancel()
+        task.cancel()  # a job still waiting for the inference thread never starts
 

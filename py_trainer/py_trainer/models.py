@@ -5,6 +5,13 @@ as for a local folder under the data root or a hub id, so a real model works the
 GPU machine. Generation left-pads prompts and re-seeds the torch generator per batch from
 (seed, batch index): the same call gives the same completions whether it runs before or after
 other work, which is what makes step-0 vs end held-out rewards comparable.
+
+In the sidecar, every model load and generation (Evaluate, SampleGroups) runs on the one
+`INFERENCE` thread, one job at a time: transformers' loading is not thread-safe (concurrent
+`from_pretrained` calls fail with "Cannot copy out of meta tensor" and leave torch's global
+state broken for every later load), and the torch RNG that seeds sampling is process-global, so
+serialised jobs are also what makes a job's results identical to a solo run. Training runs in
+its own worker process and is not affected.
 """
 
 from __future__ import annotations
@@ -12,11 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.model_files import check_adapter_folder
 from py_trainer.paths import resolve_under
 
 # ---------------------------------------------------------------------------------------------
@@ -88,11 +97,11 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
                                                         "not SUCCEEDED (nor CANCELLED with a kept adapter)")
         if not (path / "adapter_config.json").is_file():
             raise NotFound(f"{field}.run_id", f"run {ref.run_id!r} has no adapter/")
+        check_adapter_folder(path, f"{field}.run_id", f"run {ref.run_id!r}'s adapter/")
         return path
     if src == "path":
         path = resolve_under(data_root, ref.path, f"{field}.path")
-        if not (path / "adapter_config.json").is_file():
-            raise NotFound(f"{field}.path", f"{ref.path!r} has no adapter_config.json (not a PEFT adapter folder)")
+        check_adapter_folder(path, f"{field}.path", repr(ref.path))
         return path
     raise InvalidArgument(field, "needs `run_id` or `path`")
 
@@ -135,6 +144,14 @@ def count_params(model, trainable_only: bool = False) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Generation
+
+
+INFERENCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
+"""The one thread that loads models and generates in the sidecar process (see the module docstring)."""
+
+
+class GenerationCancelled(Exception):
+    """Raised between batches when the caller went away: stop generating for nobody."""
 
 
 def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, temperature: float = 1.0,

@@ -6,6 +6,10 @@ responses wherever it sits in the request), by one of three strategies: a top-p 
 temperature; a different instruction suffix per response (the group's prompt stays the original);
 or over-generating N and keeping the top K by a registry scorer (ties: earlier draw first, exact
 duplicates only when nothing else is left). Groups come out with empty ranks, ready to annotate.
+
+In the sidecar each step of sampling runs on the one inference thread (`models.INFERENCE`), so
+concurrent calls never load models over each other; every draw seeds itself, so a group is the
+same however calls interleave. A caller that goes away stops the sampling at the next draw.
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import threading
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 from py_trainer.atomic import write_jsonl_atomic
 from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMPLE, check_base_model, check_knobs,
                                check_runtime, fill_defaults, finite)
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import attach_adapters, generate_completions, load_model, resolve_adapter
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, generate_completions, load_model,
+                               resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
 
@@ -87,7 +93,8 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
         if not req.k <= req.overgenerate_n <= MAX_OVERGENERATE:
             raise InvalidArgument("overgenerate_n", f"must be in [k = {req.k}, {MAX_OVERGENERATE}], got {req.overgenerate_n}")
         if not req.HasField("scorer"):
-            req.scorer.name = "format"
+            raise InvalidArgument("scorer", "is required for SAMPLING_STRATEGY_OVERGENERATE_TOP_K "
+                                            "(the reward that picks the top k, e.g. {name: format})")
         checked_scorer(req.scorer, "scorer")
     else:
         if req.overgenerate_n:
@@ -113,10 +120,12 @@ _STRATEGY_NAMES = {pb.SAMPLING_STRATEGY_TOP_P_LADDER: "top_p_ladder",
                    pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K: "overgenerate_top_k"}
 
 
-def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Path | None = None) -> Iterator[pb.RankedGroup]:
+def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Path | None = None,
+                  should_stop: Callable[[], bool] = lambda: False) -> Iterator[pb.RankedGroup]:
     """Yield one unannotated RankedGroup per prompt, in prompt order (`req` already validated).
 
-    Blocking (loads the model, then generates); each response is one generate call with its own seed.
+    Blocking (loads the model, then generates); each response is one generate call with its own
+    seed. GenerationCancelled once `should_stop()` turns true (checked before every draw).
     """
     import torch
 
@@ -128,6 +137,8 @@ def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Pat
     strategy = _STRATEGY_NAMES[req.strategy]
 
     def draw(prompt_text: str, top_p: float, seed: int) -> str:
+        if should_stop():
+            raise GenerationCancelled()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             return generate_completions(model, tokenizer, [prompt_text], k=1, temperature=req.temperature, top_p=top_p,
                                         max_new_tokens=req.max_new_tokens, seed=seed)[0][0]
@@ -184,16 +195,24 @@ async def sample_groups_stream(request: pb.SampleGroupsRequest, registry) -> Asy
     """The SampleGroups RPC: validate (InvalidArgument naming the field), then generate in a worker
     thread and yield each group as soon as it is sampled."""
     req, adapter_dir = validate_sample_request(request, registry.data_root, registry)
-    it = sample_groups(req, registry.data_root, adapter_dir)
+    stop = threading.Event()
+    it = sample_groups(req, registry.data_root, adapter_dir, should_stop=stop.is_set)
     done = object()
+    loop = asyncio.get_running_loop()
+    step = None
     try:
         while True:
-            group = await asyncio.to_thread(next, it, done)
+            step = loop.run_in_executor(INFERENCE, next, it, done)
+            group = await step
             if group is done:
                 return
             yield pb.SampleGroupsResponse(group=group)
     finally:
+        stop.set()
+        if step is not None and not step.done():
+            step.cancel()  # not started yet: never starts; running: stops at its next draw
+            step.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             it.close()
-        except ValueError:  # still running in its thread after a cancelled RPC; it ends on its own
+        except ValueError:  # still running on the inference thread; it stops at its next draw
             pass

@@ -27,7 +27,7 @@ from py_trainer import stats
 from py_trainer.atomic import write_json_atomic
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import count_params, load_model, save_adapter_atomic
-from py_trainer.runs import file_artifacts, load_request
+from py_trainer.runs import CHECKPOINT_COMPLETE, file_artifacts, load_request
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,11 @@ def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Call
                 on_log(state, logs)
 
         def on_save(self, args, state, control, **kw):
+            # HF writes checkpoint-N in place and calls on_save once all of it is on disk: only
+            # now does it count (runs.latest_checkpoint ignores a folder without the marker).
+            if state.is_world_process_zero:
+                write_json_atomic(Path(args.output_dir) / f"checkpoint-{state.global_step}" / CHECKPOINT_COMPLETE,
+                                  {"step": state.global_step, "time": time.time()})
             emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
                 step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
 

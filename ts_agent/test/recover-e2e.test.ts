@@ -7,18 +7,20 @@
  *   and is fetched again from byte 0;
  * - Ctrl-C detaches and prints the `agent watch` / `agent cancel` commands; a second Ctrl-C within
  *   2 s cancels the run; the CANCELLED run downloads with its kept adapter, which `agent eval`
- *   evaluates (Evaluate accepts a CANCELLED run's kept adapter).
+ *   evaluates (Evaluate accepts a CANCELLED run's kept adapter);
+ * - `agent export` writes the PEFT folder or a merged model that from_pretrained loads, and
+ *   `agent eval --adapter PATH` evaluates a PEFT folder under the sidecar's data root.
  * Budgets are tiny: 4 prompts x 4 generations, 12 new tokens.
  */
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { PYTHON, REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 const AGENT = join(REPO, "ts_agent", "bin", "agent");
 let sc: RunningSidecar;
@@ -59,7 +61,11 @@ function agent(args: string[]) {
 
 /** Start `agent train` in the background; resolves once its output matches `until`. */
 async function trainUntil(configPath: string, until: RegExp) {
-  const proc = spawn(AGENT, ["train", "--config", configPath, "--address", sc.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
+  // its own process group, signalled as a terminal does (bin/agent may run node under tsx)
+  const proc = spawn(AGENT, ["train", "--config", configPath, "--address", sc.address, "--evals-dir", evalsDir], {
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   let out = "";
   proc.stdout.on("data", (d) => (out += d));
   proc.stderr.on("data", (d) => (out += d));
@@ -75,7 +81,7 @@ async function trainUntil(configPath: string, until: RegExp) {
     proc.stdout.on("data", check);
     proc.on("exit", () => rej(new Error(`agent train exited early:\n${out}`)));
   });
-  return { proc, output: () => out, exited };
+  return { proc, output: () => out, exited, signal: (sig: NodeJS.Signals) => process.kill(-proc.pid!, sig) };
 }
 
 function files(dir: string): string[] {
@@ -89,7 +95,7 @@ const sha256 = (path: string) => createHash("sha256").update(readFileSync(path))
 
 test("a client killed mid-run: the run is recovered with agent watch, and agent download is idempotent", { timeout: 600_000 }, async () => {
   const t = await trainUntil(config("recover-1", 12), /^step \d+\/12 /m);
-  t.proc.kill("SIGKILL");
+  t.signal("SIGKILL");
   assert.equal(await t.exited, "SIGKILL");
   const local = join(evalsDir, "runs", "recover-1");
   assert.ok(!existsSync(join(local, "run.json")), "a stranded run's folder never looks complete");
@@ -129,20 +135,39 @@ test("a client killed mid-run: the run is recovered with agent watch, and agent 
 
   const report2 = agent(["report", "recover-1"]);
   assert.equal(report2.code, 0, report2.stderr);
+
+  // agent export: the PEFT folder as is, and merged into a model from_pretrained loads
+  const plain = agent(["export", "recover-1", "--out", join(evalsDir, "exported")]);
+  assert.equal(plain.code, 0, plain.stderr);
+  assert.equal(sha256(join(evalsDir, "exported", "adapter_model.safetensors")), sha256(join(local, "adapter", "adapter_model.safetensors")));
+  const merged = agent(["export", "recover-1", "--merge", "--out", join(evalsDir, "merged")]);
+  assert.equal(merged.code, 0, merged.stdout + merged.stderr);
+  const load = spawnSync(PYTHON, ["-c", "import sys\nfrom transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(sys.argv[1])\nprint('lora', sum('lora_' in n for n, _ in m.named_parameters()))", join(evalsDir, "merged")], {
+    encoding: "utf8",
+    env: { ...process.env, HF_HUB_OFFLINE: "1" },
+  });
+  assert.equal(load.status, 0, load.stderr);
+  assert.match(load.stdout, /^lora 0$/m);
+
+  // agent eval --adapter PATH: any PEFT folder under the sidecar's data root
+  cpSync(join(local, "adapter"), join(sc.dataRoot, "adapters", "r1"), { recursive: true });
+  const byPath = agent(["eval", "--adapter", "adapters/r1", "--limit", "4"]);
+  assert.equal(byPath.code, 0, byPath.stdout + byPath.stderr);
+  assert.ok(existsSync(join(evalsDir, "runs", "r1", "eval.json")));
 });
 
 test("Ctrl-C detaches with the watch/cancel commands; a second Ctrl-C cancels; the kept adapter evaluates", { timeout: 600_000 }, async () => {
   const t = await trainUntil(config("ctrlc-1", 400), /^step \d+\/400 /m);
-  t.proc.kill("SIGINT");
+  t.signal("SIGINT");
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`no detach message:\n${t.output()}`)), 10_000);
-    const check = () => /agent watch ctrlc-1/.test(t.output()) && (clearTimeout(timer), res());
+    const check = () => /Ctrl-C again within 2 s/.test(t.output()) && (clearTimeout(timer), res());
     t.proc.stdout.on("data", check);
     check();
   });
   assert.match(t.output(), new RegExp(`re-attach: +agent watch ctrlc-1 --address ${sc.address} --evals-dir ${evalsDir}`));
   assert.match(t.output(), /cancel: +agent cancel ctrlc-1 .*Ctrl-C again within 2 s/);
-  t.proc.kill("SIGINT");
+  t.signal("SIGINT");
   assert.equal(await t.exited, 130, t.output());
   assert.match(t.output(), /cancel requested: run ctrlc-1 is CANCELL/);
   assert.doesNotMatch(t.output(), /^\s+at /m);

@@ -80,6 +80,52 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One writer per run folder
+
+/**
+ * Run `fn` holding `<dir>/.lock` (created exclusively, holding our pid): a second downloader of
+ * the same run (an orphaned `agent train` and an `agent watch`, say) waits for the first and then
+ * finds its files verified, instead of both appending to one .partial. A lock whose pid is gone
+ * is taken over.
+ */
+export async function withDirLock<T>(dir: string, fn: () => Promise<T>, opts: { waitMs?: number; onWait?: (pid: number) => void } = {}): Promise<T> {
+  const lock = join(dir, ".lock");
+  const deadline = Date.now() + (opts.waitMs ?? 15 * 60_000);
+  let told = false;
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: "wx" });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const pid = Number(readFileSync(lock, "utf8").trim() || "0");
+      if (!pid || !isAlive(pid)) {
+        rmSync(lock, { force: true }); // its holder died
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${lock}: held by pid ${pid} for too long`);
+      if (!told) opts.onWait?.(pid);
+      told = true;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // User mistakes
 
 /**

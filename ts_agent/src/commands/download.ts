@@ -24,6 +24,7 @@ export const command: CommandHandler = async (argv, client) => {
   const runId = positionals[0];
   try {
     const out = await downloadRun(client, runId, evalsDirOrDefault(values["evals-dir"]), {
+      onWait: (pid) => console.log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`),
       onArtifact: (art, fetched) => console.log(`${fetched ? "fetched " : "verified"} ${art.path} (${art.sizeBytes} bytes, sha256 ${art.sha256.slice(0, 12)})`),
     });
     const what = out.fetched.length ? `${out.fetched.length} fetched, ${out.kept.length} already there` : `all ${out.kept.length} already there and verified`;

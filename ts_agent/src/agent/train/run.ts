@@ -33,7 +33,7 @@ import {
   type TrainRequest,
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarClient, SidecarError, isTerminal, runStateName, sha256File } from "../../sidecar/client.js";
-import { EVALS_DIR, RUN_RECORD, UserError, didYouMean, readJsonFile, runDir, writeFileAtomic } from "../workspace.js";
+import { EVALS_DIR, RUN_RECORD, UserError, didYouMean, readJsonFile, runDir, withDirLock, writeFileAtomic } from "../workspace.js";
 
 // ---------------------------------------------------------------------------------------------
 // Progress
@@ -242,9 +242,11 @@ async function followAndDownload(
   stream: AsyncIterable<RunEvent>,
   opts: FollowOptions & { runId?: string },
 ): Promise<TrainOutcome> {
-  const logger = eventLogger(opts.log ?? (() => undefined));
+  const log = opts.log ?? (() => undefined);
+  const logger = eventLogger(log);
   const { runId, events } = await followRun(client, stream, logger.onEvent, { signal: opts.signal, runId: opts.runId });
-  const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events });
+  const onWait = (pid: number) => log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`, true);
+  const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait });
   return { runId, state: dl.run.state, reason: dl.run.reason || logger.reason(), result: dl.run.result, events, localDir: dl.localDir };
 }
 
@@ -287,18 +289,29 @@ async function verifiedLocally(dest: string, art: Artifact): Promise<boolean> {
  * Download a finished run into <evalsDir>/runs/<id>/: every listed artifact (resumed from its
  * .partial, sha256-checked, renamed once verified; a file already there with the listed sha256 is
  * kept), then events.jsonl (the given events, else a replay of the run's log), then run.json.
- * Idempotent. Throws RunNotFinished for a run that is not over.
+ * Idempotent, and one downloader at a time per folder (workspace.withDirLock). Throws
+ * RunNotFinished for a run that is not over.
  */
 export async function downloadRun(
   client: SidecarClient,
   runId: string,
   evalsDir: string,
-  opts: { events?: RunEvent[]; onArtifact?: (art: Artifact, fetched: boolean) => void } = {},
+  opts: { events?: RunEvent[]; onArtifact?: (art: Artifact, fetched: boolean) => void; onWait?: (pid: number) => void } = {},
 ): Promise<DownloadOutcome> {
   const run = await client.getRun(runId);
   if (!isTerminal(run.state)) throw new RunNotFinished(run);
   const localDir = runDir(evalsDir, runId);
   mkdirSync(localDir, { recursive: true });
+  return withDirLock(localDir, () => downloadInto(client, run, localDir, opts), { onWait: opts.onWait });
+}
+
+async function downloadInto(
+  client: SidecarClient,
+  run: Run,
+  localDir: string,
+  opts: { events?: RunEvent[]; onArtifact?: (art: Artifact, fetched: boolean) => void },
+): Promise<DownloadOutcome> {
+  const runId = run.runId;
   const fetched: Artifact[] = [];
   const kept: Artifact[] = [];
   for (const art of run.result?.artifacts ?? []) {
