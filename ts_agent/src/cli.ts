@@ -23,13 +23,6 @@ interface Entry {
   help?: CommandHelp;
 }
 
-const EVAL_FLAG_ROWS: Array<[string, string]> = [
-  ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
-  ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
-  ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
-  ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
-];
-
 /** The command table: name -> one-line summary and its module. */
 const COMMANDS: Record<string, Entry> = {
   health: { summary: "is the sidecar up? (grpc.health.v1)", load: () => import("./commands/health.js") },
@@ -40,16 +33,7 @@ const COMMANDS: Record<string, Entry> = {
   resume: { summary: "continue a FAILED or CANCELLED run from its last checkpoint, then watch it", load: () => import("./commands/resume.js") },
   download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
   eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },
-  baseline: {
-    summary: "the base model on the test split -> agent-evals/baseline.json",
-    load: () => import("./commands/baseline.js"),
-    help: {
-      summary: "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), or print it (show).",
-      usage: "agent baseline set [--force] [options] | agent baseline show [--evals-dir DIR]",
-      flags: [["--force", "replace an existing baseline.json"], ...EVAL_FLAG_ROWS],
-      examples: ["agent baseline set --limit 200", "agent baseline show"],
-    },
-  },
+  baseline: { summary: "the base model on the test split -> agent-evals/baseline.json", load: () => import("./commands/baseline.js") },
   plan: { summary: "before training: required n and MDE for +5 pp at the available test size", load: () => import("./commands/plan.js") },
   report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict", load: () => import("./commands/report.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
