@@ -131,6 +131,9 @@ GRPO: dict[str, Knob] = {
     "temperature": Knob(1.0, Range(0, 10, lo_open=True), "sampling temperature of the rollouts"),
     "top_p": Knob(1.0, Range(0, 1, lo_open=True), "nucleus sampling of the rollouts"),
     "mask_truncated_completions": Knob(False, None, "exclude completions cut at max_completion_length from the loss"),
+    "use_vllm": Knob(False, None, "generate rollouts with vLLM (needs CUDA and the vllm package)"),
+    "vllm_mode": Knob("colocate", Choices(("colocate", "server")), "vLLM in the training process or a trl vllm-serve"),
+    "vllm_gpu_memory_utilization": Knob(0.3, Range(0, 1, lo_open=True), "GPU memory share of vLLM in colocate mode"),
 }
 GRPO_ONLY_FIELDS = tuple(GRPO)
 
@@ -177,6 +180,10 @@ RUNTIME: dict[str, Knob] = {
     "precision": Knob("", Choices(("fp32", "bf16", "fp16")), "empty = fp32 on CPU, bf16 on CUDA"),
     "num_processes": Knob(1, Range(1, 64), ">1 launches the worker through accelerate launch"),
     "gradient_checkpointing": Knob(False, None, "trade compute for memory (also disables the KV cache in generation)"),
+    "prompt_format": Knob("auto", Choices(("auto", "raw", "chat")),
+                          "raw text, or one user message through the chat template; auto = chat when there is one"),
+    "accelerate_config": Knob("", None, "accelerate config file under the data root (DeepSpeed / FSDP), passed through"),
+    "attn_implementation": Knob("", None, "transformers attn_implementation; empty = the model's default"),
     "report_to": Knob(["tensorboard"], None, "transformers' report_to: tensorboard = event files in the run "
                                              "folder's tensorboard/; none = only our events"),
 }
@@ -291,10 +298,13 @@ def check_knobs(msg, table: Mapping[str, Knob], prefix: str, only: tuple[str, ..
         check_knob(prefix + name, knob, value)
 
 
-def check_runtime(rt) -> None:
-    """Fill and check RuntimeSettings; CUDA asked for on a machine without it is FAILED_PRECONDITION."""
-    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "gradient_checkpointing", "report_to"))
+def check_runtime(rt, data_root: Path | None = None, *, training: bool = False) -> None:
+    """Fill and check RuntimeSettings. What this machine cannot honour is FAILED_PRECONDITION naming
+    the field (CUDA, more processes than devices, a missing attention kernel), never silently changed.
+    Only training runs in several processes or through an accelerate config (`training`)."""
+    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "gradient_checkpointing", "report_to", "prompt_format"))
     check_knobs(rt, RUNTIME, "runtime.")
+    check_launch(rt, data_root, training=training)
     for i, name in enumerate(rt.report_to):
         if name not in REPORT_TO_CHOICES:
             raise InvalidArgument(f"runtime.report_to[{i}]", f"must be one of {REPORT_TO_CHOICES}, got {name!r}")
@@ -305,6 +315,45 @@ def check_runtime(rt) -> None:
 
         if not torch.cuda.is_available():
             raise FailedPrecondition("runtime.device", "cuda requested but no CUDA device is available")
+
+
+def check_launch(rt, data_root: Path | None, *, training: bool) -> None:
+    """num_processes, accelerate_config and attn_implementation against this machine."""
+    import os
+
+    if not training:
+        if rt.num_processes > 1:
+            raise InvalidArgument("runtime.num_processes", f"only training runs in several processes, got {rt.num_processes}")
+        if rt.accelerate_config:
+            raise InvalidArgument("runtime.accelerate_config", "only applies to training")
+    if rt.accelerate_config:
+        if data_root is None:
+            raise InvalidArgument("runtime.accelerate_config", "needs a data root")
+        path = resolve_under(data_root, rt.accelerate_config, "runtime.accelerate_config")
+        if not path.is_file():
+            raise InvalidArgument("runtime.accelerate_config", f"{rt.accelerate_config!r} is not a file")
+    if rt.num_processes > 1:
+        import torch
+
+        cuda = rt.device == "cuda" or (rt.device == "auto" and torch.cuda.is_available())
+        have = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+        if rt.num_processes > have:
+            where = f"{have} CUDA device(s)" if cuda else f"{have} CPU core(s)"
+            raise FailedPrecondition("runtime.num_processes",
+                                     f"{rt.num_processes} processes asked for, this machine has {where}")
+    impl = rt.attn_implementation
+    if impl:
+        if not all(c.isalnum() or c in "_-" for c in impl):
+            raise InvalidArgument("runtime.attn_implementation", f"{impl!r} is not an attention implementation name")
+        if impl.startswith("flash_attention"):
+            import importlib.util
+
+            import torch
+
+            if not torch.cuda.is_available():
+                raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs a CUDA device")
+            if importlib.util.find_spec("flash_attn") is None:
+                raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs the flash-attn package")
 
 
 def check_base_model(name: str, data_root: Path, field: str) -> None:

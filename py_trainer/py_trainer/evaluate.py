@@ -26,8 +26,8 @@ from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, generate_completions, load_model,
-                               resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, format_prompts, generate_completions,
+                               load_model, resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
 
 
@@ -87,7 +87,7 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     model = attach_adapters(model, plan.adapters)
     model.eval()
     scorers = {g["name"]: build_scorer(g) for g in plan.graders}
-    prompts = [r.prompt for r in plan.rows]
+    prompts = format_prompts(tokenizer, [r.prompt for r in plan.rows], req.runtime.prompt_format)
     variants = ([] if req.skip_base else ["base"]) + [name for name, _ in plan.adapters]
     result = pb.EvaluateResult(base_model=path)
     for variant in variants:

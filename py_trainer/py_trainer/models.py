@@ -69,7 +69,8 @@ def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    extra = {"attn_implementation": runtime.attn_implementation} if runtime.attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra).to(device)
     return model, tokenizer, path, device, dtype
 
 
@@ -120,11 +121,29 @@ def attach_adapters(model, adapters: list[tuple[str, Path]]):
     return model
 
 
-def save_adapter_atomic(model, dest: Path) -> None:
-    """save_pretrained into a temp folder, fsync, rename: adapter/ is never half-written."""
+def name_adapter_base(folder: Path, base_name: str) -> None:
+    """Make a saved PEFT folder name its base as `base_name` (adapter_config.json's
+    base_model_name_or_path and the model card's ``base_model:``), not the path it was loaded from."""
+    import json
+
+    cfg_path = folder / "adapter_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    old = cfg.get("base_model_name_or_path")
+    cfg["base_model_name_or_path"] = base_name
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    card = folder / "README.md"
+    if old and card.is_file():
+        card.write_text(card.read_text().replace(old, base_name))
+
+
+def save_adapter_atomic(model, dest: Path, base_name: str = "") -> None:
+    """save_pretrained into a temp folder, fsync, rename: adapter/ is never half-written.
+    `base_name`: what the adapter names as its base (see `name_adapter_base`)."""
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
         model.save_pretrained(tmp)
+        if base_name:
+            name_adapter_base(tmp, base_name)
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -146,6 +165,41 @@ def count_params(model, trainable_only: bool = False) -> int:
 # Generation
 
 
+def resolve_prompt_format(prompt_format: str, tokenizer) -> str:
+    """runtime.prompt_format with "auto" resolved: "chat" when the tokenizer carries a chat template."""
+    if prompt_format in ("", "auto"):
+        return "chat" if getattr(tokenizer, "chat_template", None) else "raw"
+    if prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
+        raise ValueError("runtime.prompt_format: chat, but the tokenizer has no chat template")
+    return prompt_format
+
+
+def check_chat_template(base_model: str, data_root: Path, field: str = "runtime.prompt_format") -> None:
+    """FAILED_PRECONDITION naming `field` when the base model's tokenizer has no chat template."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root))
+    if not getattr(tokenizer, "chat_template", None):
+        raise FailedPrecondition(field, f"chat, but the tokenizer of {base_model or 'the embedded default model'!r} "
+                                        "has no chat template (use raw or auto)")
+
+
+def chat_messages(prompt: str) -> list[dict]:
+    """A prompt as TRL's conversational format: one user message."""
+    return [{"role": "user", "content": prompt}]
+
+
+def format_prompts(tokenizer, prompts: list[str], prompt_format: str) -> list[str]:
+    """The text the model sees: raw, or one user message through the chat template with the
+    generation prompt, exactly as TRL's `maybe_apply_chat_template` renders a conversational row."""
+    fmt = resolve_prompt_format(prompt_format, tokenizer)
+    if fmt == "raw":
+        return list(prompts)
+    return [tokenizer.apply_chat_template(chat_messages(p), tokenize=False, add_generation_prompt=True)
+            for p in prompts]
+
+
+
 INFERENCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
 """The one thread that loads models and generates in the sidecar process (see the module docstring)."""
 
@@ -154,14 +208,78 @@ class GenerationCancelled(Exception):
     """Raised between batches when the caller went away: stop generating for nobody."""
 
 
+SHARED_PREFIX_MIN_TOKENS = 16
+"""A prompt prefix shared by fewer tokens than this is not cached on its own (too little to save)."""
+
+
+def shared_prefix_length(rows: list[list[int]]) -> int:
+    """How many leading token ids every row has in common, leaving each row at least one of its own."""
+    if len(rows) < 2:
+        return 0
+    first, n = rows[0], min(len(r) for r in rows) - 1
+    for r in rows[1:]:
+        i = 0
+        while i < n and r[i] == first[i]:
+            i += 1
+        n = i
+    return max(n, 0)
+
+
+def prefix_cache(model, ids: list[int], device):
+    """The KV cache of one row of token ids, or None where it cannot be resumed by `generate` as a
+    plain prefix (anything but full-attention `DynamicLayer`s: sliding windows, linear attention)."""
+    import torch
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    if getattr(model.config, "is_encoder_decoder", False):
+        return None
+    out = model(input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1)
+    cache = getattr(out, "cache", None)
+    if not isinstance(cache, DynamicCache) or not all(type(layer) is DynamicLayer for layer in cache.layers):
+        return None
+    return cache
+
+
+def pad_batch(rows: list[list[int]], shared: int, pad_id: int, device):
+    """Token rows as [shared prefix | left padding | the row's own tokens] plus the attention mask.
+    The positions (the mask's running count) are those plain left padding gives, and the shared
+    prefix sits at the front, where a cache of it says it is; `shared` = 0 is plain left padding."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for j, r in enumerate(rows):
+        own = len(r) - shared
+        input_ids[j, :shared] = torch.tensor(r[:shared], dtype=torch.long)
+        mask[j, :shared] = 1
+        input_ids[j, width - own:] = torch.tensor(r[shared:], dtype=torch.long)
+        mask[j, width - own:] = 1
+    return input_ids.to(device), mask.to(device)
+
+
 def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, temperature: float = 1.0,
                          top_p: float = 1.0, max_new_tokens: int = 32, seed: int = 0, batch_size: int = 64,
                          max_prompt_length: int | None = None,
                          on_batch: Callable[[int], None] | None = None) -> list[list[str]]:
     """Return `k` decoded completions per prompt (special tokens stripped), in prompt order.
 
-    temperature 0 means greedy decoding (then all k samples are identical; pass k=1).
+    temperature 0 means greedy decoding (then all k samples are identical; pass k=1). Sampling
+    re-seeds torch per batch from (seed, batch index), batches taken in prompt order.
+
+    Two things cut the work without changing what is generated (tests/test_generation_speed.py):
+    - the longest token prefix that all prompts share (the AML instruction block, about 40% of a
+      prompt) runs through the model once; every batch starts from a copy of its KV cache, so only
+      each prompt's own tokens are prefilled (vLLM's prefix caching, for the one shared prefix);
+      greedy and sampling alike, for a model whose cache is plain full attention;
+    - greedy decoding batches the prompts longest first (as lm-evaluation-harness does), so a
+      batch pads to a near-equal length. Sampling keeps prompt order, so each sample stays drawn
+      in the batch, and from the seed, it always was.
+    `on_batch(done)` gets the number of prompts finished so far after every batch.
     """
+    import copy
+
     import torch
 
     was_training = model.training
@@ -170,16 +288,26 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     device = next(model.parameters()).device
-    out: list[list[str]] = []
     greedy = temperature == 0
+    ids = tokenizer(list(prompts), truncation=max_prompt_length is not None, max_length=max_prompt_length,
+                    add_special_tokens=False)["input_ids"] if prompts else []
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i])) if greedy else list(range(len(ids)))
+    out: list[list[str]] = [[] for _ in ids]
     with torch.no_grad():
-        for b, start in enumerate(range(0, len(prompts), batch_size)):
-            batch = prompts[start:start + batch_size]
-            enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=max_prompt_length is not None,
-                            max_length=max_prompt_length, add_special_tokens=False).to(device)
+        shared_len = shared_prefix_length(ids)
+        shared = prefix_cache(model, ids[0][:shared_len], device) if shared_len >= SHARED_PREFIX_MIN_TOKENS else None
+        shared_len = shared_len if shared is not None else 0
+        for b, start in enumerate(range(0, len(order), batch_size)):
+            rows = order[start:start + batch_size]
+            input_ids, mask = pad_batch([ids[i] for i in rows], shared_len, tokenizer.pad_token_id, device)
+            resume = {}
+            if shared is not None:
+                resume["cache"] = copy.deepcopy(shared)
+                resume["cache"].batch_repeat_interleave(len(rows) * k)  # generate expands the rows k times, not a cache
             torch.manual_seed((seed * 1_000_003 + b) % 2**63)
             gen = model.generate(
-                **enc,
+                input_ids=input_ids,
+                attention_mask=mask,
                 do_sample=not greedy,
                 temperature=None if greedy else temperature,
                 top_p=None if greedy else top_p,
@@ -188,10 +316,11 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
                 num_return_sequences=k,
                 pad_token_id=tokenizer.pad_token_id,
                 eos_token_id=tokenizer.eos_token_id,
+                **resume,
             )
-            texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            for i in range(len(batch)):
-                out.append(texts[i * k:(i + 1) * k])
+            texts = tokenizer.batch_decode(gen[:, input_ids.shape[1]:], skip_special_tokens=True)
+            for j, i in enumerate(rows):
+                out[i] = texts[j * k:(j + 1) * k]
             if on_batch:
                 on_batch(min(start + batch_size, len(prompts)))
     if was_training:

@@ -26,8 +26,8 @@ from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMP
                                check_runtime, fill_defaults, finite)
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, generate_completions, load_model,
-                               resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, format_prompts, generate_completions,
+                               load_model, resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
 
@@ -140,7 +140,8 @@ def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Pat
         if should_stop():
             raise GenerationCancelled()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            return generate_completions(model, tokenizer, [prompt_text], k=1, temperature=req.temperature, top_p=top_p,
+            text = format_prompts(tokenizer, [prompt_text], req.runtime.prompt_format)
+            return generate_completions(model, tokenizer, text, k=1, temperature=req.temperature, top_p=top_p,
                                         max_new_tokens=req.max_new_tokens, seed=seed)[0][0]
 
     for prompt in req.prompts:

@@ -21,6 +21,7 @@ from py_trainer.errors import InvalidArgument, RequestError
 from py_trainer.evaluate import plan_evaluation, run_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.runs import EventLog, create_run_folder, find_stored_run
+from py_trainer.launch import is_multi_process
 from py_trainer.worker import RunStopped, failure_reason, train_run, validate_train_request
 
 
@@ -227,6 +228,12 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
     stop = {"flag": False}
     signal.signal(signal.SIGINT, lambda *_: stop.__setitem__("flag", True))
     log.append(state_change=pb.StateChange(state=pb.RUN_STATE_RUNNING))
+    if is_multi_process(eff.runtime):
+        state, reason = train_in_ranks(folder, Path(data_root), eff.runtime, log, progress, line)
+        line.end()
+        print(f"{eff.run_id}: {pb.RunState.Name(state)} {reason}".rstrip())
+        print(f"run folder: {folder}")
+        return 0 if state == pb.RUN_STATE_SUCCEEDED else 1
     try:
         state = train_run(folder, Path(data_root), emit, lambda: stop["flag"])
         reason = ""
@@ -239,6 +246,46 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
     print(f"{eff.run_id}: {pb.RunState.Name(state)} {reason}".rstrip())
     print(f"run folder: {folder}")
     return 0 if state == pb.RUN_STATE_SUCCEEDED else 1
+
+
+def train_in_ranks(folder: Path, data_root: Path, rt: pb.RuntimeSettings, log: EventLog, progress, line):
+    """Several ranks through `accelerate launch` (`launch.launch_argv`), as the sidecar runs them;
+    rank 0 appends the events itself (``--events-log``) and this process shows them as they come.
+    Ctrl-C asks every rank to stop after its step. Returns (state, reason)."""
+    import subprocess
+
+    from py_trainer.launch import ask_to_stop, clear_stop, launch_argv
+    from py_trainer.runs import tail_text
+
+    clear_stop(folder)
+    argv = launch_argv(rt, data_root) + ["--run-dir", str(folder), "--data-root", str(data_root), "--events-log"]
+    with open(folder / "worker.log", "ab") as worker_log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=worker_log, stderr=worker_log)
+    signal.signal(signal.SIGINT, lambda *_: ask_to_stop(folder, proc, launched=True))
+    seen = log.last_seq
+
+    def show_new() -> EventLog:
+        nonlocal seen
+        current = EventLog(folder, folder.name)
+        for ev in current.events[seen:]:
+            kind = ev.WhichOneof("kind")
+            if kind == "train_step":
+                progress.step(ev.train_step.step, ev.train_step.max_steps, ev.train_step.metrics)
+            elif kind == "warning":
+                line.say(f"warning [{ev.warning.code}] at step {ev.warning.step}: {ev.warning.message}")
+        seen = current.last_seq
+        return current
+
+    while proc.poll() is None:
+        time.sleep(0.5)
+        show_new()
+    current = show_new()
+    last = next((e.state_change for e in reversed(current.events) if e.WhichOneof("kind") == "state_change"), None)
+    if last is not None and last.state in (pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED):
+        return last.state, last.reason
+    reason = f"ranks exited with {proc.returncode}; worker.log ends: {tail_text(folder / 'worker.log')}"
+    current.append(state_change=pb.StateChange(state=pb.RUN_STATE_FAILED, reason=reason))
+    return pb.RUN_STATE_FAILED, reason
 
 
 class _StoredRuns:

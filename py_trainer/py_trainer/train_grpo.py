@@ -25,9 +25,9 @@ from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_
                                          ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
 from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
 from py_trainer.data import split_rows, task_rows
-from py_trainer.errors import InvalidArgument
+from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import generate_completions
+from py_trainer.models import chat_messages, format_prompts, generate_completions
 from py_trainer.rewards import (RewardFunctionError, build_scorer, check_reward_specs, composed_guarded_scorer,
                                 guarded_scorer, reward_spec_dict)
 from py_trainer.training import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, numeric_metrics
@@ -54,6 +54,15 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
             f"per_device_train_batch_size * gradient_accumulation_steps = "
             f"{g.per_device_train_batch_size * g.gradient_accumulation_steps} must be divisible by "
             f"num_generations = {g.num_generations} (each prompt's group must be complete)")
+    if g.use_vllm:
+        import importlib.util
+
+        import torch
+
+        if not torch.cuda.is_available() or out.runtime.device == "cpu":
+            raise FailedPrecondition("grpo.use_vllm", "vLLM generation needs a CUDA device")
+        if importlib.util.find_spec("vllm") is None:
+            raise FailedPrecondition("grpo.use_vllm", "the vllm package is not installed (pip install vllm)")
     check_lora(out.lora)
     rows = task_rows(out.dataset, data_root, "dataset", need_answers=True)
     ho = out.held_out
@@ -92,6 +101,8 @@ def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
         def reward(prompts, completions, answers, _scorer=scorer, **_):
             out = []
             for i, (c, a) in enumerate(zip(completions, answers)):
+                if isinstance(c, list):  # conversational rows: TRL hands the assistant message(s)
+                    c = c[-1]["content"] if c else ""
                 try:
                     out.append(_scorer(c, list(a)))
                 except RewardFunctionError as err:
@@ -104,9 +115,11 @@ def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
 
 
 def held_out_scores(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int, g: pb.GrpoConfig,
-                    step: int, seed: int) -> list[float]:
-    """Mean composed reward per held-out prompt, K samples each, sampling as in training."""
-    comps = generate_completions(model, tokenizer, [r.prompt for r in rows], k=k, temperature=g.temperature,
+                    step: int, seed: int, prompt_format: str = "raw") -> list[float]:
+    """Mean composed reward per held-out prompt, K samples each, sampling and prompt format as in
+    training."""
+    prompts = format_prompts(tokenizer, [r.prompt for r in rows], prompt_format)
+    comps = generate_completions(model, tokenizer, prompts, k=k, temperature=g.temperature,
                                  top_p=g.top_p, max_new_tokens=g.max_completion_length, seed=seed,
                                  max_prompt_length=g.max_prompt_length)
     per_prompt = []
@@ -178,9 +191,10 @@ class GrpoMode:
 
     def prepare(self, run: RunContext) -> None:
         self.train_rows, self.held_rows = split_rows(run.req, run.data_root)
-        write_jsonl_atomic(run.run_dir / "grpo_train.jsonl",
-                           [{"id": r.id, "prompt": r.prompt, "answers": list(r.answers)} for r in self.train_rows],
-                           ensure_ascii=True)
+        if run.is_main:
+            write_jsonl_atomic(run.run_dir / "grpo_train.jsonl",
+                               [{"id": r.id, "prompt": r.prompt, "answers": list(r.answers)} for r in self.train_rows],
+                               ensure_ascii=True)
         self.specs = [reward_spec_dict(s) for s in run.req.rewards]
         self.scorer = composed_guarded_scorer(self.specs)
         self.eval_seed = run.req.grpo.seed + EVAL_SEED_OFFSET
@@ -189,7 +203,7 @@ class GrpoMode:
     def _measure(self, run: RunContext, model, step: int) -> tuple[int, list[float]]:
         return step, held_out_scores(model, run.tokenizer, self.held_rows, self.scorer,
                                      k=run.req.held_out.samples_per_prompt, g=run.req.grpo, step=step,
-                                     seed=self.eval_seed)
+                                     seed=self.eval_seed, prompt_format=run.prompt_format)
 
     def measure_start(self, run: RunContext):
         start = self._measure(run, run.model, 0)
@@ -233,6 +247,9 @@ class GrpoMode:
             temperature=g.temperature,
             top_p=g.top_p,
             mask_truncated_completions=g.mask_truncated_completions,
+            use_vllm=g.use_vllm,
+            vllm_mode=g.vllm_mode,
+            vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
             reward_weights=[s["weight"] for s in self.specs],
             gradient_checkpointing=run.req.runtime.gradient_checkpointing,
         )
@@ -240,7 +257,10 @@ class GrpoMode:
             model=run.model,
             reward_funcs=trl_reward_funcs(self.specs),
             args=cfg,
-            train_dataset=Dataset.from_list([{"prompt": r.prompt, "answers": list(r.answers)} for r in self.train_rows]),
+            # chat: TRL's conversational format, rendered by the same template as format_prompts
+            train_dataset=Dataset.from_list([
+                {"prompt": chat_messages(r.prompt) if run.prompt_format == "chat" else r.prompt,
+                 "answers": list(r.answers)} for r in self.train_rows]),
             processing_class=run.tokenizer,
             peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                    target_modules=list(lora.target_modules) or "all-linear", task_type="CAUSAL_LM"),

@@ -58,7 +58,7 @@ from py_trainer.curves import PREFERENCE_CSV_COLUMNS, write_steps_csv
 from py_trainer.data import load_ranked_groups, split_groups
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import generate_completions
+from py_trainer.models import format_prompts, generate_completions
 from py_trainer.preference_data import ranking_pairs
 from py_trainer.training import Emit, RunContext, held_out_reward_proto, numeric_metrics
 
@@ -389,6 +389,9 @@ class PreferenceMode:
         g = run.req.grpo
         self.max_length = g.max_prompt_length + g.max_completion_length
         self.train_groups, self.held_groups = split_groups(run.req, run.data_root)
+        if run.prompt_format == "chat":  # the same rendered prompt in training and held-out scoring
+            for grp in self.train_groups + self.held_groups:
+                grp.prompt = format_prompts(run.tokenizer, [grp.prompt], "chat")[0]
         all_pairs = expand_pairs(self.train_groups)
         self.pairs, self.dropped, self.truncated = fit_pairs(all_pairs, run.tokenizer, self.max_length)
         if self.dropped:
@@ -402,7 +405,8 @@ class PreferenceMode:
         if not self.pairs:
             raise ValueError(f"no training pair fits in max_length = {self.max_length} tokens "
                              "(grpo.max_prompt_length + grpo.max_completion_length)")
-        write_jsonl_atomic(run.run_dir / "pref_train.jsonl", self.pairs)
+        if run.is_main:
+            write_jsonl_atomic(run.run_dir / "pref_train.jsonl", self.pairs)
         self.watch = GapWatch(run.emit)
 
     def measure_start(self, run: RunContext) -> HeldOutMeasurement:
@@ -413,14 +417,15 @@ class PreferenceMode:
                                       max_length=self.max_length, seed=g.seed + 7919,
                                       max_new_tokens=min(longest, g.max_completion_length))
         start = self.monitor.measure(run.model, 0)
-        run.emit_step(0, g.max_steps, start.as_metrics())
+        if not run.resume_from:  # a resumed run already logged its step 0
+            run.emit_step(0, g.max_steps, start.as_metrics())
         log.info("step-0 held-out pairwise accuracy %.3f on %d groups", start.metrics.pairwise_accuracy,
                  len(self.held_groups))
         self.last = start
         return start
 
     def on_log(self, run: RunContext, state, logs: dict) -> None:
-        if "rewards/accuracies" not in logs:  # skip the end-of-train summary log
+        if "rewards/accuracies" not in logs or not run.is_main:  # the end-of-train summary log; other ranks
             return
         metrics = numeric_metrics(logs)
         self.last = self.monitor.measure(run.trainer.model, state.global_step)

@@ -16,6 +16,7 @@ One run, in order (every file atomically, in the run folder):
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +27,9 @@ from google.protobuf import json_format
 from py_trainer import stats
 from py_trainer.atomic import write_json_atomic
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import count_params, load_model, save_adapter_atomic
-from py_trainer.runs import CHECKPOINT_COMPLETE, file_artifacts, load_request
+from py_trainer.models import count_params, load_model, resolve_prompt_format, save_adapter_atomic
+from py_trainer.events import EventLog
+from py_trainer.runs import CHECKPOINT_COMPLETE, file_artifacts, latest_checkpoint, load_request
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,17 @@ class RunContext:
     steps: list[dict] = field(default_factory=list)
     """One dict per logged step (metric keys verbatim, plus ``step``), for the curves."""
     trainer: Any = None
+    rank: int = 0
+    world: int = 1
+    """This process's rank and the number of ranks (accelerate / torchrun); rank 0 alone writes."""
+    resume_from: str = ""
+    """The checkpoint folder a resumed run continues from ('' = a fresh run)."""
+    prompt_format: str = "raw"
+    """"raw" or "chat" (runtime.prompt_format with "auto" resolved against the tokenizer)."""
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
 
     def emit_step(self, step: int, max_steps: int, metrics: dict[str, float]) -> None:
         self.steps.append(dict(metrics, step=step))
@@ -118,14 +131,33 @@ def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig, report_to=()) -
     )
 
 
-def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None]):
+def stop_on_every_rank(should_stop: Callable[[], bool]) -> bool:
+    """should_stop() agreed by all ranks (any rank asked to stop -> all stop after this step), so a
+    cancel never leaves one rank waiting in a collective for another that has left."""
+    stop = bool(should_stop())
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        import torch
+
+        flag = torch.tensor([1 if stop else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        stop = bool(flag.item())
+    return stop
+
+
+def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None],
+                       rank: int = 0, world: int = 1):
     """The TrainerCallback every training mode uses: stop after the current step when cancelled
-    (saving a checkpoint), report each saved checkpoint, and hand each log dict to `on_log(state, logs)`."""
+    (saving a checkpoint; all ranks agree), report each saved checkpoint, and hand each log dict
+    to `on_log(state, logs)`. With several ranks, each logs its steps to its own log."""
     from transformers import TrainerCallback
 
     class RunEventCallback(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
-            if should_stop():
+            if world > 1:
+                log.info("rank %d/%d finished step %d", rank, world, state.global_step)
+            if stop_on_every_rank(should_stop):
                 control.should_training_stop = True
                 control.should_save = True
 
@@ -181,10 +213,37 @@ def held_out_reward_proto(step: int, per_unit: list[float], *, seed: int, unit: 
 # The skeleton
 
 
+def portable_base_name(base_model: str) -> str:
+    """What an adapter names as its base: the hub id or data-root-relative path the user asked
+    for, or the embedded default model's name; never a cache path of this machine."""
+    if base_model:
+        return base_model
+    from py_trainer.tiny_model import default_model_dir
+
+    return default_model_dir().name
+
+
+def resume_point(run: RunContext) -> str:
+    """The checkpoint a resumed run continues from, and the curve up to it (from the events log):
+    steps logged after that checkpoint are trained again, so the curve stays continuous."""
+    ckpt = latest_checkpoint(run.run_dir)
+    if not ckpt:
+        raise RuntimeError(f"cannot resume {run.run_dir.name}: no complete checkpoint")
+    at = int(ckpt.rsplit("-", 1)[1])
+    seen: dict[int, dict] = {}
+    for ev in EventLog(run.run_dir, run.run_dir.name).events:
+        if ev.WhichOneof("kind") == "train_step" and ev.train_step.step <= at:
+            seen[ev.train_step.step] = dict(ev.train_step.metrics, step=ev.train_step.step)
+    run.steps = [seen[k] for k in sorted(seen)]
+    log.info("resuming %s from %s (%d logged steps kept)", run.run_dir.name, ckpt, len(run.steps))
+    return ckpt
+
+
 def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool],
-                 mode: TrainingMode) -> int:
+                 mode: TrainingMode, *, resume: bool = False) -> int:
     """Train one run with `mode`; emit its events; return the proposed terminal RunState
-    (SUCCEEDED, or CANCELLED when should_stop() turned true). Raises on failure."""
+    (SUCCEEDED, or CANCELLED when should_stop() turned true). Raises on failure. `resume`: continue
+    from the run's last complete checkpoint (optimizer, scheduler, RNG state) as the same run."""
     from transformers import set_seed
 
     t0 = time.time()
@@ -192,24 +251,33 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     req = load_request(run_dir)
     set_seed(req.grpo.seed)
     model, tokenizer, model_path, device, dtype = load_model(req.base_model, data_root, req.runtime)
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     run = RunContext(run_dir=run_dir, data_root=data_root, req=req, emit=emit, should_stop=should_stop,
-                     model=model, tokenizer=tokenizer, model_path=model_path, device=device, dtype=dtype)
+                     model=model, tokenizer=tokenizer, model_path=model_path, device=device, dtype=dtype,
+                     rank=rank, world=world, prompt_format=resolve_prompt_format(req.runtime.prompt_format, tokenizer))
+    if resume:
+        run.resume_from = resume_point(run)
     total_params = count_params(model)
     mode.prepare(run)
     if should_stop():
         raise RunStopped()
-    start = mode.measure_start(run)
+    # Held-out measurement is rank 0's alone (it involves no collective): the other ranks go ahead
+    # and wait for it in the first gradient all-reduce.
+    start = mode.measure_start(run) if run.is_main else None
 
-    callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs))
+    callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs), rank, world)
     run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to),
                                      callback)
     route_trainer_logs(run.trainer, run_dir / TENSORBOARD_DIR)
     trainable = count_params(run.trainer.model, trainable_only=True)
-    run.trainer.train()
-    stopped = should_stop()
+    run.trainer.train(resume_from_checkpoint=str(run_dir / run.resume_from) if run.resume_from else None)
+    stopped = stop_on_every_rank(should_stop)
     done_steps = run.trainer.state.global_step
+    if not run.is_main:
+        log.info("rank %d/%d done at step %d", rank, world, done_steps)
+        return pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
 
-    save_adapter_atomic(run.trainer.model, run_dir / "adapter")
+    save_adapter_atomic(run.trainer.model, run_dir / "adapter", base_name=portable_base_name(req.base_model))
     result = pb.RunResult(start_reward=mode.held_out(run, start), steps_completed=done_steps,
                           total_params=total_params, trainable_params=trainable)
     end = None
@@ -225,7 +293,8 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     state = pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
     summary = json_format.MessageToDict(result, preserving_proto_field_name=True)
     summary.update(run_id=run_dir.name, state=pb.RunState.Name(state).removeprefix("RUN_STATE_"),
-                   base_model=model_path, **extras)
+                   base_model=portable_base_name(req.base_model), base_model_path=model_path,
+                   resumed_from=run.resume_from or None, world_size=world, prompt_format=run.prompt_format, **extras)
     write_json_atomic(run_dir / "summary.json", summary)
     result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + [TENSORBOARD_DIR, "summary.json"]))
     emit(pb.RunEvent(result=result))

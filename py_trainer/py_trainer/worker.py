@@ -30,8 +30,10 @@ from google.protobuf import json_format
 from py_trainer.config import check_base_model, check_runtime
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models import check_chat_template
 from py_trainer.paths import validate_run_id
 from py_trainer.rewards import RewardFunctionError
+from py_trainer.launch import CANCEL_FILE
 from py_trainer.runs import load_request
 from py_trainer.train_grpo import GrpoMode, validate_grpo_request
 from py_trainer.train_preference import PreferenceMode, validate_preference_request
@@ -62,15 +64,19 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainReq
         raise InvalidArgument("mode", f"unknown mode {out.mode}")
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
-    check_runtime(out.runtime)
+    check_runtime(out.runtime, data_root, training=True)
+    if out.runtime.prompt_format == "chat":
+        check_chat_template(out.base_model, data_root)
     MODES[out.mode][0](out, data_root)
     return out
 
 
-def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool]) -> int:
-    """Train one run in the mode its request names; return the proposed terminal RunState."""
+def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool], *,
+              resume: bool = False) -> int:
+    """Train one run in the mode its request names; return the proposed terminal RunState.
+    `resume`: continue from the run's last complete checkpoint."""
     mode = MODES[load_request(run_dir).mode][1]()
-    return run_training(run_dir, data_root, emit, should_stop, mode)
+    return run_training(run_dir, data_root, emit, should_stop, mode, resume=resume)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -111,18 +117,41 @@ class SocketEmitter:
             os._exit(3)
 
 
+class LogEmitter:
+    """Rank 0 of a standalone multi-process run: events straight into events.jsonl (no sidecar);
+    a state change is recorded too, since no supervisor will."""
+
+    def __init__(self, run_dir: Path):
+        from py_trainer.events import EventLog
+
+        self.log = EventLog(run_dir, run_dir.name) if int(os.environ.get("RANK", "0")) == 0 else None
+
+    def __call__(self, ev: pb.RunEvent) -> None:
+        if self.log is not None:
+            kind = ev.WhichOneof("kind")
+            self.log.append(**{kind: getattr(ev, kind)})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="py_trainer.worker")
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--data-root", type=Path, required=True)
+    ap.add_argument("--resume", action="store_true", help="continue from the run's last complete checkpoint")
+    ap.add_argument("--events-log", action="store_true",
+                    help="no sidecar: rank 0 appends events to the run's events.jsonl itself (standalone runs)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _die_with_parent()
     stop = {"flag": False}
     signal.signal(signal.SIGUSR1, lambda *_: stop.__setitem__("flag", True))
-    emit = SocketEmitter(os.environ.get("PY_TRAINER_EVENTS_SOCK"))
+    if args.events_log:
+        emit = LogEmitter(args.run_dir)
+    else:
+        emit = SocketEmitter(os.environ.get("PY_TRAINER_EVENTS_SOCK"))
+    cancel_file = args.run_dir / CANCEL_FILE
     try:
-        state = train_run(args.run_dir, args.data_root, emit, lambda: stop["flag"])
+        state = train_run(args.run_dir, args.data_root, emit, lambda: stop["flag"] or cancel_file.exists(),
+                          resume=args.resume)
     except RunStopped:
         emit(pb.RunEvent(state_change=pb.StateChange(state=pb.RUN_STATE_CANCELLED, reason="cancelled before training")))
         return 0

@@ -158,6 +158,12 @@ export class SidecarClient {
     return res.run!;
   }
 
+  /** Queue a FAILED or CANCELLED run again; it continues from its last complete checkpoint. */
+  async resumeRun(runId: string, opts?: CallOptions): Promise<Run> {
+    const res = await this.call(() => this.raw.resumeRun({ runId }, this.unary(opts)));
+    return res.run!;
+  }
+
   /** Start a run and stream its events to the end. Aborting the signal drops the stream only. */
   async *train(req: MessageInitShape<typeof TrainRequestSchema>, opts?: CallOptions): AsyncGenerator<RunEvent> {
     for await (const res of this.stream(() => this.raw.train(create(TrainRequestSchema, req), opts))) {

@@ -1,0 +1,70 @@
+"""How a run's training process is started and asked to stop: one worker process, or several
+ranks through `accelerate launch`.
+
+- One process: ``python -m py_trainer.worker``.
+- ``runtime.num_processes`` > 1 or ``runtime.accelerate_config``: ``accelerate launch`` with that
+  many ranks (torchrun underneath; without CUDA the ranks train on CPU over the gloo backend).
+  Every rank trains; rank 0 alone writes run files and events. A user's accelerate config
+  (DeepSpeed ZeRO, FSDP) goes to ``--config_file`` unchanged.
+- Stop after the current step: `CANCEL_FILE` in the run folder, which every rank checks at each
+  step end (and all agree, `training.stop_on_every_rank`), plus SIGUSR1 for a single worker. An
+  accelerate launcher is never sent SIGUSR1: it would die, and its ranks with it, instead of
+  stopping cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.paths import resolve_under
+
+log = logging.getLogger(__name__)
+
+CANCEL_FILE = "cancel-requested"
+"""Touched in the run folder to ask every rank of a worker to stop after the current step."""
+WORKER = ["-m", "py_trainer.worker"]
+
+
+def is_multi_process(rt: pb.RuntimeSettings) -> bool:
+    return rt.num_processes > 1 or bool(rt.accelerate_config)
+
+
+def launch_argv(rt: pb.RuntimeSettings, data_root: Path) -> list[str]:
+    """The command that starts a run's training (the caller appends --run-dir/--data-root)."""
+    if not is_multi_process(rt):
+        return [sys.executable, *WORKER]
+    argv = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(max(1, rt.num_processes)),
+            "--num_machines", "1", "--main_process_port", str(free_port())]
+    if rt.accelerate_config:
+        argv += ["--config_file", str(resolve_under(data_root, rt.accelerate_config, "runtime.accelerate_config"))]
+    else:
+        # --multi_gpu selects accelerate's torchrun launcher; without CUDA the ranks run on CPU (gloo)
+        argv += ["--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    return argv + WORKER
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (for the ranks' rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ask_to_stop(folder: Path, process, *, launched: bool) -> None:
+    """Ask a running worker (`process`, an asyncio or subprocess process) to stop after its step."""
+    try:
+        (Path(folder) / CANCEL_FILE).touch()
+    except OSError as err:
+        log.warning("%s: cannot write %s: %s", folder, CANCEL_FILE, err)
+    if process is not None and process.returncode is None and not launched:
+        process.send_signal(signal.SIGUSR1)
+
+
+def clear_stop(folder: Path) -> None:
+    """Forget an old stop request (before a worker starts or a run resumes)."""
+    (Path(folder) / CANCEL_FILE).unlink(missing_ok=True)
