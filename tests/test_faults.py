@@ -84,14 +84,16 @@ def env(tiny_model_home):
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 48 MiB tmpfs at tmp_path/disk (root only); skipped with the printed reason otherwise."""
+def small_disk(tmp_path, capsys):
+    """A 48 MiB tmpfs at tmp_path/disk (root only); skipped with the reason printed to the
+    terminal (past pytest's capture, so `make test` shows it) otherwise."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if proc.returncode != 0:
         reason = f"cannot mount a tmpfs for the full-disk test (needs root): {proc.stderr.strip() or proc.returncode}"
-        print(f"SKIP: {reason}", file=sys.stderr)
+        with capsys.disabled():
+            print(f"\nSKIPPED full-disk fault test: {reason}", flush=True)
         pytest.skip(reason)
     try:
         yield mnt
@@ -494,6 +496,11 @@ def test_an_events_append_on_a_full_disk_fails_the_run_and_stops_the_worker(smal
         assert str(ei.value).startswith(f"disk full at {runs}")
         assert not (runs / "more").exists() and temp_leftovers(runs) == []
         await reg.close()
+        # A sidecar starts on that runs root while the disk is still full, and serves the run.
+        again = RunRegistry(runs, small_disk, worker_argv=[sys.executable, "-c", FAKE_WORKER])
+        await again.start()
+        assert again.runs["appends"].state == pb.RUN_STATE_FAILED and again.runs["appends"].reason == rec.reason
+        await again.close()
 
     asyncio.run(main())
 

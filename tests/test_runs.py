@@ -91,6 +91,7 @@ def test_cancel_mid_run_keeps_checkpoint(tmp_path, env):
         ckpts = sorted((folder / "checkpoints").glob("checkpoint-*"))
         assert ckpts, "the last checkpoint must be kept"
         assert (ckpts[-1] / "adapter_model.safetensors").exists()
+        assert (ckpts[-1] / "checkpoint-complete.json").exists(), "a checkpoint counts once marked complete"
         assert (folder / "adapter" / "adapter_config.json").exists()
         kinds = [e.WhichOneof("kind") for e in read_events(folder)]
         assert "checkpoint" in kinds

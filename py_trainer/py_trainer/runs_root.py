@@ -23,6 +23,7 @@ from py_trainer.errors import is_disk_full
 LOCK_FILE = ".sidecar.lock"
 RESERVE_FILE = ".space-reserve"
 RESERVE_BYTES = 256 * 1024
+PID_WIDTH = 16
 # Below this much free space (besides the reserve) no run is created or started: it could not
 # write a checkpoint, and a run that fails at once for want of space helps nobody.
 MIN_FREE_BYTES = 1024 * 1024
@@ -50,9 +51,12 @@ class RunsRootLock:
             os.close(fd)
             raise RunsRootBusy(f"runs root {self.path.parent} is in use by another sidecar (pid {holder}); "
                                f"stop it or pick another --runs-root") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
+        try:  # fixed width, written over the old pid: no new block needed on a full disk
+            os.pwrite(fd, f"{os.getpid()}\n".ljust(PID_WIDTH).encode(), 0)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
 
     def release(self) -> None:
         if self.fd is not None:
