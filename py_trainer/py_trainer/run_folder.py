@@ -87,6 +87,8 @@ class RunRecord:
                 self.start_time = t
             if self.state in TERMINAL_STATES:
                 self.end_time = t
+            elif self.state == pb.RUN_STATE_QUEUED:  # queued again by a resume: not ended, no result yet
+                self.end_time, self.result = None, None
             elif self.state == pb.RUN_STATE_QUEUED:  # queued again by ResumeRun: not ended any more
                 self.end_time = None
         elif kind == "train_step":

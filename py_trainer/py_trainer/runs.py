@@ -265,9 +265,15 @@ class RunRegistry:
             raise FailedPrecondition("", "the sidecar is shutting down")
         if len(self.queue) >= self.max_queue:
             raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
+        if not self.reserve.ensure():
+            raise disk_full_error(self.runs_root)
+        try:  # written before anything changes: a full disk refuses the resume, the run stays as it was
+            ev = rec.log.append(state_change=pb.StateChange(state=pb.RUN_STATE_QUEUED, reason=f"resumed from {ckpt}"))
+        except DiskFull:
+            raise disk_full_error(self.runs_root) from None
         clear_stop(rec.folder)
-        rec.cancel_requested, rec.resume, rec.result = False, True, None
-        self._transition(rec, pb.RUN_STATE_QUEUED, f"resumed from {ckpt}")
+        rec.cancel_requested, rec.resume = False, True
+        self._applied(rec, ev)
         self.queue.append(run_id)
         self._wake.set()
         return rec
