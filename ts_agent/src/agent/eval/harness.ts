@@ -650,9 +650,10 @@ export interface SplitResult {
 export interface TypologyComparison {
   typology: string;
   n: number;
-  baseAccuracy: number;
-  adapterAccuracy: number;
-  delta: number;
+  /** null without a paired task (JSON has no NaN) */
+  baseAccuracy: number | null;
+  adapterAccuracy: number | null;
+  delta: number | null;
   /** the decision interval (Tango for 0/1, paired t otherwise); null when n < 2 */
   lower: number | null;
   upper: number | null;
@@ -676,12 +677,20 @@ export function typologyBreakdown(
     const pick = (m: ReadonlyMap<string, number>) => new Map(ids.filter((id) => m.has(id)).map((id) => [id, m.get(id)!]));
     const c = compareScores(pick(base), pick(candidate));
     const p = c.paired;
+    // means over the paired tasks (also for a single pair, where there is no comparison object)
+    let sa = 0;
+    let sb = 0;
+    for (const id of c.taskIds) {
+      sa += base.get(id)!;
+      sb += candidate.get(id)!;
+    }
+    const mean = (x: number) => (c.n > 0 ? x / c.n : null);
     out.push({
       typology,
       n: c.n,
-      baseAccuracy: p ? p.meanA : NaN,
-      adapterAccuracy: p ? p.meanB : NaN,
-      delta: p ? p.meanDiff : NaN,
+      baseAccuracy: mean(sa),
+      adapterAccuracy: mean(sb),
+      delta: c.n > 0 ? (p ? p.meanDiff : sb / c.n - sa / c.n) : null,
       lower: c.decision ? c.decision.lower : null,
       upper: c.decision ? c.decision.upper : null,
       test: c.decision ? c.decision.test : "-",

@@ -1,0 +1,75 @@
+/**
+ * The demo path in miniature against a real sidecar (issue 10): a short GRPO run, `agent baseline
+ * set --limit 8`, `agent eval` (the test split and its held-out-template companion in ONE Evaluate
+ * request), and `agent report`: the report carries the decision interval and governing test, the
+ * in-distribution and held-out-template deltas side by side, per typology with Holm-adjusted p,
+ * the power curve, and calls 10 logged steps "undetermined". Tiny budgets; the verdict itself is
+ * INCONCLUSIVE at n=8, which is the point.
+ */
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+
+import { main } from "../src/cli.js";
+import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { trainViaSidecar } from "../src/agent/train/run.js";
+import { RunState, SidecarClient } from "../src/sidecar/client.js";
+import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+
+let sc: RunningSidecar;
+
+before(async () => {
+  sc = await startSidecar();
+});
+after(async () => {
+  await sc?.stop("SIGTERM");
+});
+
+test("train 10 steps, baseline, eval with held-out templates, report", { timeout: 600_000 }, async () => {
+  const client = new SidecarClient({ address: sc.address });
+  const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+  const rows = readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; answers: string[] })
+    .filter((r) => r.split === "train")
+    .slice(0, 64)
+    .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
+  const request = create(TrainRequestSchema, {
+    runId: "report-e2e",
+    dataset: { source: { case: "inline", value: { rows } } },
+    rewards: [{ name: "exact_match", weight: 1 }],
+    grpo: { maxSteps: 10, seed: 1n },
+    heldOut: { numPrompts: 8, samplesPerPrompt: 2 },
+  });
+  const out = await trainViaSidecar(client, request, { evalsDir, log: () => undefined });
+  assert.equal(out.state, RunState.SUCCEEDED, out.reason);
+
+  const log = console.log;
+  const lines: string[] = [];
+  console.log = (...a: unknown[]) => lines.push(a.join(" "));
+  try {
+    const flags = ["--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"];
+    assert.equal(await main(["baseline", "set", ...flags]), 0);
+    assert.equal(await main(["eval", "report-e2e", ...flags]), 0);
+    assert.equal(await main(["report", "report-e2e", "--evals-dir", evalsDir]), 0);
+  } finally {
+    console.log = log;
+  }
+  assert.ok(lines.some((l) => /^held-out templates \(8 tasks\): adapter - base [+-]\d+\.\d pp/.test(l)), lines.join("\n"));
+  const dir = join(evalsDir, "runs", "report-e2e");
+  const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
+  assert.equal(ev.taskSet.n, 8);
+  assert.equal(ev.heldOutTemplate.taskSet.split, "test_heldout_template");
+  assert.equal(ev.heldOutTemplate.taskSet.n, 8);
+  const md = readFileSync(join(dir, "report.md"), "utf8");
+  assert.match(md, /held-out set of 8 prompts|too few prompts to carry a CI/);
+  assert.match(md, /### In-distribution vs held-out templates[\s\S]*\| test_heldout_template \| 8 \|/);
+  assert.match(md, /Per typology \(p from the governing test; Holm-adjusted/);
+  assert.match(md, /curve too short|undetermined/);
+  if (existsSync(join(dir, "power-curve.csv"))) assert.match(md, /power-curve\.svg/);
+});
