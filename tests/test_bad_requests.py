@@ -30,7 +30,7 @@ STREAMING = {"Train", "WatchRun", "DownloadArtifact", "Evaluate", "SampleGroups"
 MESSAGES = {"Train": pb.TrainRequest, "WatchRun": pb.WatchRunRequest, "GetRun": pb.GetRunRequest,
             "ListRuns": pb.ListRunsRequest, "CancelRun": pb.CancelRunRequest,
             "DownloadArtifact": pb.DownloadArtifactRequest, "Evaluate": pb.EvaluateRequest,
-            "SampleGroups": pb.SampleGroupsRequest}
+            "SampleGroups": pb.SampleGroupsRequest, "ResumeRun": pb.ResumeRunRequest}
 
 
 def rows(n=30):
@@ -193,6 +193,15 @@ CASES = [
     ("CancelRun", {"run_id": "damaged"}, FP, "run_id:"),
     ("CancelRun", raw_with_bad_string(pb.CancelRunRequest, run_id="MARKER"), IA, "run_id:"),
     ("CancelRun", GARBAGE, IA, "request:"),
+    # -- ResumeRun ------------------------------------------------------------------------
+    ("ResumeRun", {"run_id": ""}, IA, "run_id:"),
+    ("ResumeRun", {"run_id": "done\n"}, IA, "run_id:"),
+    ("ResumeRun", {"run_id": "nope"}, NF, "run_id:"),
+    ("ResumeRun", {"run_id": "done"}, FP, "run_id:"),
+    ("ResumeRun", {"run_id": "failed-run"}, FP, "run_id:"),
+    ("ResumeRun", {"run_id": "damaged"}, FP, "run_id:"),
+    ("ResumeRun", raw_with_bad_string(pb.ResumeRunRequest, run_id="MARKER"), IA, "run_id:"),
+    ("ResumeRun", GARBAGE, IA, "request:"),
     # -- DownloadArtifact -----------------------------------------------------------------
     ("DownloadArtifact", {"run_id": "done", "path": ""}, IA, "path:"),
     ("DownloadArtifact", {"run_id": "done", "path": "../failed-run/request.json"}, IA, "path:"),
