@@ -74,7 +74,12 @@ serve: setup
 demo: setup
 	scripts/demo.sh
 
-bench: setup
+# lm-evaluation-harness for scripts/bench_eval.py: the bench extra, installed only here.
+.stamps/bench: .stamps/venv py_trainer/pyproject.toml
+	$(PY) -m pip install -q -e 'py_trainer[dev,bench]'
+	@touch $@
+
+bench: setup .stamps/bench
 	scripts/bench.sh
 
 clean:

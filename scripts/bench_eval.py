@@ -1,13 +1,23 @@
-"""Evaluate's batched single-load path vs a naive loop, side by side, at N = 50, 200 and 800 tasks.
+"""Evaluate side by side with what a user would run instead, in one run, on the same model folder.
 
-- batched: `py_trainer.evaluate.run_evaluation`, the code behind the Evaluate RPC: the base model
-  loaded once, the adapter attached with PEFT and switched, prompts generated in left-padded
-  batches;
-- naive: one prompt at a time, and the model (and adapter) reloaded from disk for each variant.
-Both evaluate two variants (base + one adapter), greedy decoding, the same max_new_tokens, the
-same graders. Prints tasks/s for each and the speed-up ratio. Target: at least 5x.
+1. lm-evaluation-harness (the bench extra: `pip install -e 'py_trainer[bench]'`), its HF backend
+   (`HFLM`, `generate_until`) on our task YAML (scripts/lm_eval_tasks/aml_typology.yaml) over
+   the test split of agent-evals/tasks/aml_typology.jsonl, vs `py_trainer.evaluate`'s
+   `run_evaluation` (the code behind the Evaluate RPC) on the same rows. Both: base model + one
+   LoRA adapter, greedy, the same max_new_tokens and batch size, fp32 on CPU (bf16 on CUDA), the
+   embedded default model loaded offline from its folder. lm-eval evaluates one model per call,
+   so the adapter is a second `HFLM(peft=...)` call; Evaluate loads the base once and switches
+   the adapter. Timed per repeat, interleaved (ours, lm-eval, ours, ...), after one untimed
+   warm-up of each: everything a user waits for after imports (model load, task and dataset
+   building, generation, grading). Printed: tasks/s for both (a task counts once per variant),
+   their ratio, the generation-only ratio (time inside `generate_completions` vs inside
+   `HFLM.generate_until`), and the share of completions that are identical, per variant.
+   Target: >= 1.5x lm-eval's tasks/s with identical completions.
+2. a naive loop at N = --sizes: one prompt at a time, model (and adapter) reloaded per variant,
+   vs the same `run_evaluation`. Target: at least 5x.
 
-    .venv/bin/python scripts/bench_eval.py [--sizes 50 200 800]
+    .venv/bin/python scripts/bench_eval.py                          # both, as `make bench`
+    .venv/bin/python scripts/bench_eval.py --sizes --repeats 5      # lm-eval comparison only
 """
 
 from __future__ import annotations
@@ -15,18 +25,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's, datasets' and transformers' progress bars
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
+LM_EVAL_TASKS = REPO / "scripts" / "lm_eval_tasks"
+LM_EVAL_TASK = "aml_typology"
 
 
 def make_adapter(model_dir: str, out: Path) -> Path:
-    """A LoRA adapter with non-zero weights (so switching it on changes the outputs)."""
+    """A LoRA adapter with random non-zero weights, large enough that switching it on changes the
+    outputs: the base model answers money_mule to every test prompt; with it about two thirds of
+    the 264 completions differ from each other, answer-shaped, so 'identical' compares real text."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -37,9 +55,30 @@ def make_adapter(model_dir: str, out: Path) -> Path:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
-                p.normal_(0, 0.01)
+                p.normal_(0, 0.15)
     model.save_pretrained(out)
     return out
+
+
+class Clock:
+    """Seconds spent inside one function, summed over its calls (it is replaced by a timed wrapper)."""
+
+    def __init__(self, owner, name: str):
+        self.seconds = 0.0
+        fn = getattr(owner, name)
+
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.seconds += time.perf_counter() - t
+
+        setattr(owner, name, timed)
+
+
+# ---------------------------------------------------------------------------------------------
+# The three ways to evaluate
 
 
 def naive(model_dir: str, adapter: Path, rows: list[dict], max_new_tokens: int) -> float:
@@ -67,44 +106,143 @@ def naive(model_dir: str, adapter: Path, rows: list[dict], max_new_tokens: int) 
     return time.perf_counter() - t0
 
 
-def batched(data_root: Path, adapter: Path, rows_file: Path, n: int, max_new_tokens: int) -> float:
+def ours(data_root: Path, adapter: Path, rows_file: Path, n: int, max_new_tokens: int,
+         batch_size: int) -> tuple[float, dict[str, dict[str, str]]]:
+    """Evaluate's code path on the first n rows of rows_file: (seconds, {variant: {task id: completion}})."""
     from py_trainer.evaluate import plan_evaluation, run_evaluation
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
-    class Registry:
+    class Registry:  # what plan_evaluation needs: a data root; adapters are paths, not run ids
         def __init__(self, root):
             self.data_root = root
 
+        def get(self, run_id):
+            return None
+
     req = pb.EvaluateRequest(tasks=pb.Dataset(jsonl_path=rows_file.name, limit=n),
                              adapters=[pb.AdapterRef(name="adapter", path=adapter.name)],
-                             max_new_tokens=max_new_tokens, graders=[pb.RewardSpec(name="exact_match")])
+                             max_new_tokens=max_new_tokens, batch_size=batch_size, temperature=0.0,
+                             graders=[pb.RewardSpec(name="exact_match")])
     t0 = time.perf_counter()
     plan = plan_evaluation(req, Registry(data_root))
-    run_evaluation(plan, data_root)
-    return time.perf_counter() - t0
+    result = run_evaluation(plan, data_root)
+    seconds = time.perf_counter() - t0
+    return seconds, {v.name: {t.task_id: t.samples[0].completion for t in v.tasks} for v in result.variants}
+
+
+def lm_eval_run(model_dir: str, adapter: Path, max_new_tokens: int, batch_size: int, device: str,
+                dtype: str, limit: int | None = None) -> tuple[float, dict[str, dict[str, str]]]:
+    """lm-evaluation-harness on the aml_typology task, base then adapter: (seconds, completions)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    t0 = time.perf_counter()
+    out: dict[str, dict[str, str]] = {}
+    for variant, peft in (("base", None), ("adapter", str(adapter))):
+        lm = HFLM(pretrained=model_dir, peft=peft, device=device, dtype=dtype, batch_size=batch_size)
+        res = simple_evaluate(model=lm, tasks=[LM_EVAL_TASK], num_fewshot=0, limit=limit, log_samples=True,
+                              bootstrap_iters=0, gen_kwargs={"max_gen_toks": max_new_tokens},
+                              task_manager=TaskManager(include_path=str(LM_EVAL_TASKS), include_defaults=False))
+        out[variant] = {s["doc"]["id"]: s["resps"][0][0] for s in res["samples"][LM_EVAL_TASK]}
+    return time.perf_counter() - t0, out
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparisons
+
+
+def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], args) -> None:
+    import torch
+
+    import lm_eval  # noqa: F401  (imported before any clock starts, as py_trainer is)
+    from lm_eval.models.huggingface import HFLM
+
+    from py_trainer import evaluate as evaluate_module
+    from py_trainer.models import pick_device
+
+    test = [r for r in rows if r["split"] == "test"]
+    test_file = tmp / "test.jsonl"
+    test_file.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
+                                 for r in test))
+    device = str(pick_device("auto"))
+    dtype = "bfloat16" if device == "cuda" else "float32"  # what Evaluate's runtime.precision "auto" picks
+    os.chdir(REPO)  # the task YAML's data_files path is relative to the repo root
+    print(f"{len(test)} test-split tasks x 2 variants (base + LoRA adapter), greedy, max_new_tokens "
+          f"{args.max_new_tokens}, batch size {args.batch_size}, {device} {dtype}, torch threads "
+          f"{torch.get_num_threads()}; lm-eval {lm_eval_version()}")
+    ours(tmp, adapter, test_file, 8, args.max_new_tokens, args.batch_size)  # warm-up: imports, caches
+    lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype, limit=8)
+    gen_ours = Clock(evaluate_module, "generate_completions")
+    gen_lm = Clock(HFLM, "generate_until")
+    t_ours, t_lm, g_ours, g_lm = [], [], [], []
+    for i in range(args.repeats):
+        g0 = gen_ours.seconds
+        t, c_ours = ours(tmp, adapter, test_file, len(test), args.max_new_tokens, args.batch_size)
+        t_ours.append(t)
+        g_ours.append(gen_ours.seconds - g0)
+        g0 = gen_lm.seconds
+        t, c_lm = lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype)
+        t_lm.append(t)
+        g_lm.append(gen_lm.seconds - g0)
+        print(f"repeat {i}: Evaluate {t_ours[-1]:.2f} s (generation {g_ours[-1]:.2f} s)   "
+              f"lm-eval {t_lm[-1]:.2f} s (generate_until {g_lm[-1]:.2f} s)", flush=True)
+    n = 2 * len(test)
+    a, b = statistics.median(t_ours), statistics.median(t_lm)
+    ratios = sorted(lm / us for us, lm in zip(t_ours, t_lm))
+    print(f"median of {args.repeats}: Evaluate {n / a:.1f} tasks/s, lm-eval {n / b:.1f} tasks/s, ratio {b / a:.2f}x "
+          f"(per-repeat ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x; target >= 1.5x)")
+    print(f"generation only: {statistics.median(g_lm) / statistics.median(g_ours):.2f}x "
+          f"({statistics.median(g_ours):.2f} s vs {statistics.median(g_lm):.2f} s)")
+    for variant in ("base", "adapter"):
+        same = sum(c_ours[variant][r["id"]] == c_lm[variant].get(r["id"]) for r in test)
+        print(f"identical completions, {variant}: {same}/{len(test)} ({100 * same / len(test):.1f}%)")
+
+
+def lm_eval_version() -> str:
+    from importlib.metadata import version
+
+    return version("lm_eval")
+
+
+def compare_naive(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], args) -> None:
+    rows_file = tmp / "tasks.jsonl"
+    rows_file.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
+                                 for r in rows))
+    print(f"{'N':>5} {'naive tasks/s':>14} {'batched tasks/s':>16} {'ratio':>7}")
+    for n in args.sizes:
+        t_naive = naive(model_dir, adapter, rows[:n], args.max_new_tokens)
+        t_batched, _ = ours(tmp, adapter, rows_file, n, args.max_new_tokens, args.batch_size)
+        # tasks/s counts each task once per variant (2 variants).
+        print(f"{n:>5} {2 * n / t_naive:>14.1f} {2 * n / t_batched:>16.1f} {t_naive / t_batched:>6.1f}x", flush=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 800])
-    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[50, 200, 800],
+                    help="N for the naive-loop comparison (none: skip it)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the lm-eval comparison (0: skip it)")
+    ap.add_argument("--max-new-tokens", type=int, default=32, help="Evaluate's default")
+    ap.add_argument("--batch-size", type=int, default=64, help="Evaluate's default; lm-eval gets the same")
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default, one per core)")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from py_trainer.tiny_model import ensure_default_model
 
     model_dir = str(ensure_default_model())
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     adapter = make_adapter(model_dir, tmp / "adapter")
     rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
-    rows_file = tmp / "tasks.jsonl"
-    rows_file.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
-                                 for r in rows))
-    print(f"{'N':>5} {'naive tasks/s':>14} {'batched tasks/s':>16} {'ratio':>7}")
-    for n in args.sizes:
-        subset = rows[:n]
-        t_naive = naive(model_dir, adapter, subset, args.max_new_tokens)
-        t_batched = batched(tmp, adapter, rows_file, n, args.max_new_tokens)
-        # tasks/s counts each task once per variant (2 variants).
-        print(f"{n:>5} {2 * n / t_naive:>14.1f} {2 * n / t_batched:>16.1f} {t_naive / t_batched:>6.1f}x", flush=True)
+    print(f"model {model_dir}")
+    if args.repeats > 0:
+        print("-- vs lm-evaluation-harness (same tasks, same model folder, same decoding)")
+        compare_lm_eval(model_dir, adapter, tmp, rows, args)
+    if args.sizes:
+        print("-- vs a naive loop (one prompt at a time, model reloaded per variant)")
+        compare_naive(model_dir, adapter, tmp, rows, args)
     return 0
 
 

@@ -1,0 +1,137 @@
+"""generate_completions' fast path gives exactly what the plain path gave.
+
+The fast path (models.py): the prompts' shared token prefix is run once and its KV cache reused
+for every batch, and greedy decoding batches prompts longest first. `plain_generate` below is the
+implementation it replaced, verbatim: one left-padded batch after another in prompt order, each
+prompt prefilled in full. Checked on the embedded default model and the AML prompts (a 58-token
+shared instruction block), for the base model and a LoRA adapter (varied completions up to 32
+tokens), greedy; and for sampling, that
+a seed still gives the same samples, in the same order, as the plain path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from py_trainer.models import generate_completions, pad_batch, shared_prefix_length
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
+
+
+def plain_generate(model, tokenizer, prompts, *, k=1, temperature=1.0, top_p=1.0, max_new_tokens=32, seed=0,
+                   batch_size=64):
+    """The plain path: what generate_completions did before the fast path."""
+    import torch
+
+    model.eval()
+    tokenizer.padding_side = "left"
+    out = []
+    greedy = temperature == 0
+    with torch.no_grad():
+        for b, start in enumerate(range(0, len(prompts), batch_size)):
+            batch = prompts[start:start + batch_size]
+            enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
+            torch.manual_seed((seed * 1_000_003 + b) % 2**63)
+            gen = model.generate(**enc, do_sample=not greedy, temperature=None if greedy else temperature,
+                                 top_p=None if greedy else top_p, top_k=None if greedy else 0,
+                                 max_new_tokens=max_new_tokens, num_return_sequences=k,
+                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            texts = tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            for i in range(len(batch)):
+                out.append(texts[i * k:(i + 1) * k])
+    return out
+
+
+@pytest.fixture(scope="module")
+def prompts() -> list[str]:
+    rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
+    return [r["prompt"] for r in rows if r["split"] == "test"]
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    return model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def lora_model(tiny_model_dir):
+    """The embedded model (its own copy: PEFT injects layers in place) with a LoRA adapter whose B
+    matrices are large enough that nearly every test prompt gets its own completion, most of them
+    running to the 32-token limit (the base model answers money_mule to all), so many tokens and
+    near-ties are compared, not one constant answer."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)
+    return peft.eval()
+
+
+def test_shared_prefix_length_leaves_every_row_a_token_of_its_own():
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 9]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2  # a row that is the prefix keeps its last token
+    assert shared_prefix_length([[7, 8]]) == 0  # one prompt: nothing shared
+    assert shared_prefix_length([[1, 2], [3, 4]]) == 0
+
+
+def test_pad_batch_puts_the_prefix_first_and_keeps_plain_positions():
+    ids, mask = pad_batch([[1, 2, 3, 4], [1, 2, 5]], 2, 0, "cpu")
+    assert ids.tolist() == [[1, 2, 3, 4], [1, 2, 0, 5]]
+    assert mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 1]]
+    assert ((mask.cumsum(-1) - 1) * mask).tolist() == [[0, 1, 2, 3], [0, 1, 0, 2]]  # as left padding gives
+
+
+def test_greedy_fast_path_matches_plain_path_on_base_model(model_and_tokenizer, prompts):
+    model, tokenizer = model_and_tokenizer
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    assert shared_prefix_length(ids) >= 50  # the instruction block is shared: the cache is really used
+    for batch_size in (64, 24):
+        fast = generate_completions(model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32,
+                                    batch_size=batch_size)
+        plain = plain_generate(model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32, batch_size=batch_size)
+        assert fast == plain
+
+
+def test_greedy_fast_path_matches_plain_path_with_lora_adapter(model_and_tokenizer, lora_model, prompts):
+    _, tokenizer = model_and_tokenizer
+    fast = generate_completions(lora_model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32)
+    plain = plain_generate(lora_model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32)
+    assert fast == plain
+    with lora_model.disable_adapter():
+        base = generate_completions(lora_model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32)
+        assert base == plain_generate(lora_model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32)
+    assert len({c[0] for c in fast}) > len(prompts) // 2  # varied completions: the comparison means something
+
+
+def test_sampling_is_reproducible_and_keeps_the_plain_contract(model_and_tokenizer, lora_model, prompts):
+    _, tokenizer = model_and_tokenizer
+    subset = prompts[:40]
+    kw = dict(k=3, temperature=1.0, top_p=1.0, max_new_tokens=12, seed=5, batch_size=16)
+    first = generate_completions(lora_model, tokenizer, subset, **kw)
+    assert first == generate_completions(lora_model, tokenizer, subset, **kw)
+    assert [len(c) for c in first] == [3] * len(subset)
+    assert first == plain_generate(lora_model, tokenizer, subset, **kw)  # same batches, same seeds, same samples
+    assert first != generate_completions(lora_model, tokenizer, subset, **dict(kw, seed=6))
+
+
+def test_prompts_without_a_shared_prefix_take_the_plain_path_in_order(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    mixed = ["Case: funds move", "Allowed labels: structuring", "Reply with exactly one label in the form",
+             "An account held by Silverline Trading Inc in San Diego receives deposits", "x"]
+    fast = generate_completions(model, tokenizer, mixed, k=1, temperature=0, max_new_tokens=8, batch_size=2)
+    assert fast == plain_generate(model, tokenizer, mixed, k=1, temperature=0, max_new_tokens=8, batch_size=2)
+    assert generate_completions(model, tokenizer, [], k=1, temperature=0) == []
