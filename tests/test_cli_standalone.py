@@ -123,8 +123,8 @@ def test_check_annotators_accepts_rejects_and_reports_agreement(tmp_path):
     assert "alice: ACCEPTED: 2 gold groups" in out
     assert "careless: REJECTED: 2 gold groups" in out
     want = annotator_agreement({"alice": good, "careless": careless})
-    assert f"Fleiss' kappa {want.fleiss_kappa:.3f}" in out
-    assert f"on {want.subjects} (group, response) pairs" in out
+    assert f"Fleiss' kappa on rank positions {want.fleiss_kappa:.3f} ({want.subjects} (group, response) subjects" in out
+    assert f"Kendall's W {want.kendall_w_mean:.3f}" in out
 
     proc = cli("data", "check-annotators", "--gold", "gold.jsonl", "alice.jsonl", cwd=tmp_path)
     assert proc.returncode == 0 and "alice: ACCEPTED" in proc.stdout
@@ -135,3 +135,14 @@ def test_check_annotators_bad_file_is_one_line_exit_2(tmp_path):
     proc = cli("data", "check-annotators", "a.jsonl", "a.jsonl", cwd=tmp_path)
     assert proc.returncode == 2
     assert "a.jsonl line 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_check_annotators_flags_a_ranking_its_own_scores_contradict(tmp_path):
+    line = {"prompt": "case 1", "preferences": [0, 1],
+            "responses": [{"id": "a", "text": "x", "scores": {"correctness": 1, "helpfulness": 2}},
+                          {"id": "b", "text": "y", "scores": {"correctness": 5, "helpfulness": 4}}]}
+    (tmp_path / "gold.jsonl").write_text(json.dumps(dict(line, prompt="gold", preferences=[1, 0])) + "\n")
+    (tmp_path / "ann.jsonl").write_text(json.dumps(line) + "\n")
+    proc = cli("data", "check-annotators", "--gold", "gold.jsonl", "ann.jsonl", cwd=tmp_path)
+    assert "ann: group 0: ranks a above b, but b scores higher on correctness (5 vs 1) and helpfulness (4 vs 2)" \
+        in proc.stdout, proc.stdout + proc.stderr

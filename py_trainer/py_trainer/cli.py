@@ -145,7 +145,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_data_check_annotators(args: argparse.Namespace) -> int:
     """Each batch file is one annotator's ranked groups (named by its file stem)."""
-    from py_trainer.annotation import annotator_agreement, check_annotator_batch
+    from py_trainer.annotation import annotator_agreement, check_annotator_batch, score_contradictions
     from py_trainer.data import load_ranked_groups
     from py_trainer.errors import RequestError
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -169,17 +169,19 @@ def _cmd_data_check_annotators(args: argparse.Namespace) -> int:
             report = check_annotator_batch(batch, gold)
             ok &= report.accepted
             print(f"{name}: " + "\n".join(report.lines()))
+        for c in score_contradictions(batch):  # a ranking its own 1-5 scores both contradict
+            print(f"{name}: {c.line()}")
     if len(batches) >= 2:
         try:
             agree = annotator_agreement(batches)
         except ValueError as err:
             print(f"agreement: {err}")
         else:
-            kappa = "undefined" if agree.fleiss_kappa is None or agree.fleiss_kappa != agree.fleiss_kappa \
-                else f"{agree.fleiss_kappa:.3f}"
-            print(f"agreement across {agree.raters} annotators on {agree.subjects} (group, response) pairs: "
-                  f"Fleiss' kappa {kappa} (observed {agree.observed_agreement:.3f}, "
-                  f"chance {agree.expected_agreement:.3f})")
+            print(f"agreement across {agree.raters} annotators (observed {agree.observed_agreement:.3f}, "
+                  f"chance {agree.expected_agreement:.3f}):")
+            for line in agree.lines():
+                if not line.startswith(tuple(f"{n}: " for n in batches)):  # contradictions printed above
+                    print(f"  {line}")
     elif not gold:
         print("py-trainer data check-annotators: give --gold and/or at least two batches", file=sys.stderr)
         return 2
