@@ -191,7 +191,10 @@ def test_unreadable_run_folders_are_listed_and_the_rest_served(tmp_path):
     make_run(runs, "torn-tail")
     with open(runs / "torn-tail" / "events.jsonl", "ab") as f:
         f.write(b'{"seq": 4, "ru')
-    before = {name: snapshot(runs / name) for name in os.listdir(runs)}
+    (runs / ".half-made.abcd1234").mkdir()  # a temp run folder a crash left behind: removed
+    (runs / ".half-made.abcd1234" / "request.json").write_text("{}")
+    (runs / ".keep-me").mkdir()  # not ours: left alone
+    before = {name: snapshot(runs / name) for name in os.listdir(runs) if not name.startswith(".")}
 
     with running_sidecar(tmp_path) as sc:
         ch, stub = stub_for(sc)
@@ -217,6 +220,7 @@ def test_unreadable_run_folders_are_listed_and_the_rest_served(tmp_path):
         assert sc.stop() == 0
     after = {name: snapshot(runs / name) for name in os.listdir(runs) if not name.startswith(".")}
     assert after == before, "damaged folders are left exactly as they were, for inspection"
+    assert not (runs / ".half-made.abcd1234").exists() and (runs / ".keep-me").is_dir()
 
 
 def test_second_sidecar_is_refused_and_a_stale_lock_is_taken_over(tmp_path):

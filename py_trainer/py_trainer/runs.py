@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -58,6 +59,8 @@ CANCEL_GRACE_S = 120.0
 SHUTDOWN_GRACE_S = 20.0
 # While the disk is full, how often the scheduler looks for space before starting a queued run.
 SPACE_POLL_S = 1.0
+# `create_run_folder`'s temp name: "." + run id + "." + mkdtemp's 8 random characters.
+TEMP_RUN_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_]{8}")
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
@@ -95,8 +98,8 @@ class RunRegistry:
         self.reserve.ensure()
         for folder in sorted(self.runs_root.iterdir()):
             if folder.name.startswith("."):
-                if folder.is_dir() and not folder.is_symlink():  # a run folder that was never renamed in
-                    shutil.rmtree(folder, ignore_errors=True)
+                if TEMP_RUN_FOLDER_RE.fullmatch(folder.name) and folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder, ignore_errors=True)  # a run folder that was never renamed in
                 continue
             if folder.is_dir() and ((folder / REQUEST_FILE).exists() or (folder / "events.jsonl").exists()):
                 self._load_run(folder)
