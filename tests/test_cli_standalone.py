@@ -146,3 +146,15 @@ def test_check_annotators_flags_a_ranking_its_own_scores_contradict(tmp_path):
     proc = cli("data", "check-annotators", "--gold", "gold.jsonl", "ann.jsonl", cwd=tmp_path)
     assert "ann: group 0: ranks a above b, but b scores higher on correctness (5 vs 1) and helpfulness (4 vs 2)" \
         in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_standalone_train_refuses_a_runs_root_a_sidecar_serves(tmp_path, tiny_model_home):
+    from _sidecar import running_sidecar
+
+    (tmp_path / "run.yaml").write_text("dataset: {inline: {rows: [{prompt: p, answers: [a]}, {prompt: q, answers: [b]}]}}\n")
+    with running_sidecar(tmp_path) as sc:
+        proc = cli("train", "--config", "run.yaml", "--runs-root", str(sc.runs_root), "--data-root", ".", cwd=tmp_path,
+                   env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
+        assert proc.returncode == 2, proc.stderr
+        assert f"pid {sc.proc.pid}" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert [p.name for p in sc.runs_root.iterdir() if not p.name.startswith(".")] == []

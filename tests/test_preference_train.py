@@ -255,7 +255,8 @@ def test_sample_groups_three_strategies(tmp_path, tiny_model_home, monkeypatch):
     assert [m["suffix"] for m in row["metadata"]["responses"]] == suffixes
 
     req = pb.SampleGroupsRequest(prompts=prompts[:1], k=2, max_new_tokens=12,
-                                 strategy=pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K, overgenerate_n=6)
+                                 strategy=pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K, overgenerate_n=6,
+                                 scorer=pb.RewardSpec(name="format"))
     sample_groups_to_jsonl(req, out, tmp_path)
     row = json.loads(out.read_text())
     meta = row["metadata"]

@@ -40,11 +40,9 @@ from py_trainer.errors import RequestError
 from py_trainer.evaluate import evaluate_stream
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from py_trainer.model_files import check_target_modules
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
 from py_trainer.sampling import sample_groups_stream
-from py_trainer.tiny_model import default_model_dir
 from py_trainer.wire import UndecodableRequest, decode_request
 from py_trainer.worker import validate_train_request
 
@@ -93,7 +91,6 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
         effective = validate_train_request(request, self.registry.data_root)
-        check_target_modules(effective.lora, effective.base_model, self.registry.data_root, default_model_dir())
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
         async for ev in self.registry.watch(rec.run_id, 0):

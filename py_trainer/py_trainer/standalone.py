@@ -202,6 +202,27 @@ class TrainProgress:
 
 
 def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "") -> int:
+    """One run with no server. It holds the runs root's lock like a sidecar (a sidecar serving the
+    same root is refused one line, exit 2), and a full disk ends it with one line, never a traceback."""
+    from py_trainer.errors import DiskFull
+    from py_trainer.runs_root import RunsRootBusy, RunsRootLock
+
+    lock = RunsRootLock(runs_root)
+    try:
+        lock.acquire()
+    except RunsRootBusy as err:
+        print(f"py-trainer train: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _train_locked(config, runs_root, data_root, run_id)
+    except DiskFull as err:
+        print(f"py-trainer train: {err}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+
+
+def _train_locked(config: Path, runs_root: Path, data_root: Path, run_id: str) -> int:
     try:
         req = load_request_file(config, pb.TrainRequest())
         if run_id:

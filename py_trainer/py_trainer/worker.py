@@ -30,11 +30,13 @@ from google.protobuf import json_format
 from py_trainer.config import check_base_model, check_runtime
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.model_files import check_target_modules
 from py_trainer.models import check_chat_template
 from py_trainer.paths import validate_run_id
 from py_trainer.rewards import RewardFunctionError
 from py_trainer.launch import CANCEL_FILE
 from py_trainer.runs import load_request
+from py_trainer.tiny_model import default_model_dir
 from py_trainer.train_grpo import GrpoMode, validate_grpo_request
 from py_trainer.train_preference import PreferenceMode, validate_preference_request
 from py_trainer.training import Emit, RunStopped, run_training
@@ -68,6 +70,7 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainReq
     if out.runtime.prompt_format == "chat":
         check_chat_template(out.base_model, data_root)
     MODES[out.mode][0](out, data_root)
+    check_target_modules(out.lora, out.base_model, data_root, default_model_dir())
     return out
 
 
