@@ -7,8 +7,11 @@ export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$PWD/.cache/py-trainer}"
 echo "== CLI start: agent --help from the compiled dist/ vs through tsx"
 scripts/bench_cli.sh
 echo
-echo "== training: in-process TRL vs through the sidecar from the TS client"
+echo "== training: in-process TRL vs through the sidecar from the TS client (interleaved pairs, CI over pairs), and the step-time breakdown"
 .venv/bin/python scripts/bench_train_overhead.py "$@"
 echo
-echo "== evaluation: batched single-load Evaluate vs a naive loop"
+echo "== evaluation: Evaluate vs lm-evaluation-harness (same tasks, model folder, decoding) and vs a naive loop"
 .venv/bin/python scripts/bench_eval.py
+echo
+echo "== GRPO step-time breakdown of the embedded default model in bare TRL, and a PPO-shaped step (scripts/gpu_check.py; on CUDA run it without --model-dir for the Qwen2.5-0.5B shape)"
+.venv/bin/python scripts/gpu_check.py --model-dir "$(.venv/bin/py-trainer init-model)" --steps 12 --batch 16 --generations 8 --completion-tokens 32

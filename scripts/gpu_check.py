@@ -9,7 +9,10 @@ and downloads nothing: the tokenizer is built here (a word-level vocabulary as l
 memory at the real shape.
 
     python scripts/gpu_check.py                      # CUDA: Qwen2.5-0.5B shape, bf16, 20 steps
-    python scripts/gpu_check.py --tiny --steps 3     # CPU (make bench): a tiny shape, fp32
+    python scripts/gpu_check.py --tiny --steps 3     # CPU: a tiny random shape, fp32
+    python scripts/gpu_check.py --model-dir "$(.venv/bin/py-trainer init-model)" --steps 8   # the embedded
+        # default model (or any local Qwen2-style folder), on CUDA when there is one, else CPU; prompts
+        # are the AML train split's (agent-evals/tasks/aml_typology.jsonl) when it is there
 
 Printed (one step = per_device_train_batch_size completions, G per prompt):
 - step time split into generation / reward scoring / rollout log-probs (old and reference policy
@@ -141,14 +144,27 @@ class PhaseTimer:
         return Cb()
 
 
+def aml_prompts(n: int) -> list[str] | None:
+    """The AML train split's prompts (cycled to n), when this script sits in the project's scripts/."""
+    import json
+
+    tasks = Path(__file__).resolve().parents[1] / "agent-evals" / "tasks" / "aml_typology.jsonl"
+    if not tasks.is_file():
+        return None
+    rows = [json.loads(line) for line in tasks.read_text().splitlines() if line.strip()]
+    train = [r["prompt"] for r in rows if r.get("split") == "train"]
+    return [train[i % len(train)] for i in range(n)]
+
+
 def run_grpo(model_dir: Path, args, dtype) -> dict:
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
     from trl import GRPOConfig, GRPOTrainer
 
-    # the word-level tokenizer as built (AutoTokenizer would pick Qwen2's BPE class for this folder)
-    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    # the word-level tokenizer as built (AutoTokenizer would pick Qwen2's BPE class for that folder);
+    # a given --model-dir has its own
+    tok = AutoTokenizer.from_pretrained(model_dir) if args.model_dir else PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     cuda = torch.cuda.is_available() and not args.tiny
     if cuda:
@@ -164,9 +180,13 @@ def run_grpo(model_dir: Path, args, dtype) -> dict:
                      learning_rate=1e-4, max_steps=args.steps, per_device_train_batch_size=args.batch,
                      num_generations=args.generations, max_completion_length=args.completion_tokens,
                      beta=0.04, logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
-                     temperature=1.0, seed=0, dataloader_num_workers=0)
+                     temperature=1.0, seed=0, dataloader_num_workers=0,
+                     gradient_checkpointing=False)  # py-trainer's default (runtime.gradient_checkpointing); TRL's is True
     n_prompts = args.steps * args.batch // args.generations + args.batch
-    ds = Dataset.from_list([{"prompt": p} for p in prompts(n_prompts, args.prompt_tokens, 1000)])
+    texts = (aml_prompts(n_prompts) if args.model_dir else None) or prompts(n_prompts, args.prompt_tokens, 1000)
+    if args.model_dir:  # the real prompts' mean length, for tokens/s and the FLOPs estimate
+        args.prompt_tokens = round(statistics.fmean(len(tok(t, add_special_tokens=False).input_ids) for t in texts))
+    ds = Dataset.from_list([{"prompt": p} for p in texts])
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok,
                           peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"),
@@ -234,13 +254,23 @@ def main(argv=None) -> int:
     ap.add_argument("--generations", type=int, default=8, help="G, completions per prompt")
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--completion-tokens", type=int, default=128)
+    ap.add_argument("--model-dir", default="", help="time this model folder (e.g. the embedded default model: "
+                    "`py-trainer init-model` prints it) instead of a random one; CPU when there is no CUDA")
     args = ap.parse_args(argv)
+    if args.model_dir and not torch.cuda.is_available():
+        args.tiny = True  # the model's own shape, on CPU
     cuda = torch.cuda.is_available() and not args.tiny
     if not cuda and not args.tiny:
         print("gpu_check: no CUDA device; run with --tiny for the CPU smoke version", file=sys.stderr)
         return 2
     dtype = torch.bfloat16 if cuda else torch.float32
     shape = TINY if args.tiny else QWEN25_05B
+    if args.model_dir:
+        import json
+
+        cfg = json.loads((Path(args.model_dir) / "config.json").read_text())
+        shape = {k: cfg[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                     "intermediate_size", "vocab_size")}
     device_name = torch.cuda.get_device_name(0) if cuda else "cpu"
     import transformers
     import trl
@@ -249,9 +279,10 @@ def main(argv=None) -> int:
     print(f"shape: hidden {shape['hidden_size']}, layers {shape['num_hidden_layers']}, heads "
           f"{shape['num_attention_heads']}/{shape['num_key_value_heads']} kv, intermediate {shape['intermediate_size']}, "
           f"vocab {shape['vocab_size']}; {str(dtype).removeprefix('torch.')}; batch {args.batch} completions "
-          f"(G={args.generations}), {args.prompt_tokens} prompt + up to {args.completion_tokens} completion tokens")
+          f"(G={args.generations}), {'the AML train prompts' if args.model_dir else args.prompt_tokens} prompt + up to "
+          f"{args.completion_tokens} completion tokens" + (f"; model {args.model_dir}" if args.model_dir else ""))
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_model_dir(shape, dtype, Path(tmp) / "model")
+        model_dir = Path(args.model_dir) if args.model_dir else build_model_dir(shape, dtype, Path(tmp) / "model")
         t0 = time.perf_counter()
         g = run_grpo(model_dir, args, dtype)
         wall = time.perf_counter() - t0

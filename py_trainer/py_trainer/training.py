@@ -177,6 +177,116 @@ def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Call
     return RunEventCallback()
 
 
+STEP_PHASES = ("generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other",
+               "between_steps")
+TIMER_WARMUP_STEPS = 2  # left out of the medians: the first steps pay one-off costs (allocations, lazy init)
+
+
+class StepTimer:
+    """Where each training step's wall time goes, split as scripts/gpu_check.py splits it (summary.json's
+    ``time_breakdown``; the report's PPO-vs-GRPO compute rows read it). TRL's own methods are wrapped
+    on this trainer instance: generation = `_generate`, scoring = `_calculate_rewards`,
+    rollout_logprobs = the rest of `_generate_and_score_completions` (the old / reference policy
+    forwards TRL runs before the loss), forward = `compute_loss`, backward = `accelerator.backward`;
+    optimizer = between the pre- and post-optimizer-step callbacks; other = the rest of the step;
+    between_steps = from a step's end to the next one's start (logging, our events, checkpoints).
+    A method the trainer lacks (DPO generates nothing) stays 0. On CUDA every boundary synchronises."""
+
+    WRAPPED = (("_generate", "generation"), ("_calculate_rewards", "scoring"),
+               ("_generate_and_score_completions", "rollout"), ("compute_loss", "forward"))
+
+    def __init__(self):
+        self.steps: list[dict[str, float]] = []
+        self.current: dict[str, float] = {}
+        self.marks: dict[str, float] = {}
+        self.sync: Callable[[], None] = lambda: None
+
+    def attach(self, trainer) -> None:
+        import torch
+
+        if torch.cuda.is_available() and next(trainer.model.parameters()).is_cuda:
+            self.sync = torch.cuda.synchronize
+        for name, phase in self.WRAPPED:
+            if callable(getattr(trainer, name, None)):
+                self._wrap(trainer, name, phase)
+        self._wrap(trainer.accelerator, "backward", "backward")
+        trainer.add_callback(self._callback())
+
+    def _wrap(self, owner, name: str, phase: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*a, **kw):
+            self.sync()
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.sync()
+                self.current[phase] = self.current.get(phase, 0.0) + time.perf_counter() - t
+
+        setattr(owner, name, timed)
+
+    def _mark(self, what: str) -> None:
+        self.sync()
+        now = time.perf_counter()
+        if what in ("step_begin", "train_end") and "step_end" in self.marks and self.steps:
+            self.steps[-1]["between_steps"] += now - self.marks.pop("step_end")  # its log, events, checkpoint
+        if what == "step_begin":
+            self.current = {}
+        elif what == "optimizer_end" and "optimizer_begin" in self.marks:
+            self.current["optimizer"] = self.current.get("optimizer", 0.0) + now - self.marks.pop("optimizer_begin")
+        elif what == "step_end" and "step_begin" in self.marks:
+            c = {p: self.current.get(p, 0.0) for p in STEP_PHASES}
+            c["rollout_logprobs"] = max(0.0, self.current.get("rollout", 0.0) - c["generation"] - c["scoring"])
+            c["other"] = max(0.0, now - self.marks["step_begin"] - sum(c.values()))
+            self.steps.append(c)
+        self.marks[what] = now
+
+    def _callback(self):
+        from transformers import TrainerCallback
+
+        mark = self._mark
+
+        class StepTimerCallback(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kw):
+                mark("step_begin")
+
+            def on_pre_optimizer_step(self, args, state, control, **kw):
+                mark("optimizer_begin")
+
+            def on_optimizer_step(self, args, state, control, **kw):
+                mark("optimizer_end")
+
+            def on_step_end(self, args, state, control, **kw):
+                mark("step_end")
+
+            def on_train_end(self, args, state, control, **kw):
+                mark("train_end")
+
+        return StepTimerCallback()
+
+    def summary(self, run_seconds: dict[str, float]) -> dict:
+        """Totals over every step, each phase's share of them, and per-step medians past the warm-up
+        (seconds); `run_seconds`: the run's phases outside the training loop."""
+        import statistics
+
+        measured = self.steps[TIMER_WARMUP_STEPS:] or self.steps
+        totals = {p: sum(s[p] for s in self.steps) for p in STEP_PHASES}
+        whole = sum(totals.values())
+        return {
+            "steps": len(self.steps),
+            "step_seconds_total": {p: round(v, 4) for p, v in totals.items()},
+            "step_share": {p: round(v / whole, 4) if whole else 0.0 for p, v in totals.items()},
+            "median_step_seconds": {p: round(statistics.median(s[p] for s in measured), 5) if measured else 0.0
+                                    for p in STEP_PHASES},
+            "median_step_total_seconds": round(statistics.median(sum(s.values()) for s in measured), 5)
+            if measured else 0.0,
+            "run_seconds": {k: round(v, 3) for k, v in run_seconds.items()},
+            "method": "wall clock; TRL's _generate, _calculate_rewards, _generate_and_score_completions, "
+                      "compute_loss and accelerator.backward wrapped; optimizer between the optimizer-step callbacks",
+        }
+
+
 def route_trainer_logs(trainer, tensorboard_dir: Path) -> None:
     """TensorBoard event files go to the run folder's tensorboard/ (not checkpoints/runs/<date>_<host>),
     and transformers' PrinterCallback (raw log dicts on stdout, added when tqdm is off) is dropped:
@@ -247,6 +357,14 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     from transformers import set_seed
 
     t0 = time.time()
+    phases: dict[str, float] = {}  # run phases outside the training loop, seconds (time_breakdown.run_seconds)
+    lap = [time.perf_counter()]
+
+    def done(phase: str) -> None:
+        now = time.perf_counter()
+        phases[phase] = phases.get(phase, 0.0) + now - lap[0]
+        lap[0] = now
+
     run_dir, data_root = Path(run_dir), Path(data_root)
     req = load_request(run_dir)
     set_seed(req.grpo.seed)
@@ -258,43 +376,54 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     if resume:
         run.resume_from = resume_point(run)
     total_params = count_params(model)
+    done("load")
     mode.prepare(run)
     if should_stop():
         raise RunStopped()
     # Held-out measurement is rank 0's alone (it involves no collective): the other ranks go ahead
     # and wait for it in the first gradient all-reduce.
+    done("prepare")
     start = mode.measure_start(run) if run.is_main else None
+    done("held_out_start")
 
     callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs), rank, world)
     run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to),
                                      callback)
     route_trainer_logs(run.trainer, run_dir / TENSORBOARD_DIR)
     trainable = count_params(run.trainer.model, trainable_only=True)
+    timer = StepTimer()
+    timer.attach(run.trainer)
+    done("build_trainer")
     run.trainer.train(resume_from_checkpoint=str(run_dir / run.resume_from) if run.resume_from else None)
     stopped = stop_on_every_rank(should_stop)
     done_steps = run.trainer.state.global_step
+    done("train")
     if not run.is_main:
         log.info("rank %d/%d done at step %d", rank, world, done_steps)
         return pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
 
     save_adapter_atomic(run.trainer.model, run_dir / "adapter", base_name=portable_base_name(req.base_model))
+    done("save_adapter")
     result = pb.RunResult(start_reward=mode.held_out(run, start), steps_completed=done_steps,
                           total_params=total_params, trainable_params=trainable)
     end = None
     if not stopped:
         end = mode.measure_end(run, done_steps)
+        done("held_out_end")
         result.end_reward.CopyFrom(mode.held_out(run, end))
         rc = stats.relative_change_ci(list(result.start_reward.per_prompt), list(result.end_reward.per_prompt),
                                       seed=req.grpo.seed, resamples=BOOTSTRAP_RESAMPLES)
         result.relative_change, result.relative_change_ci_low, result.relative_change_ci_high = \
             rc.estimate, rc.lower, rc.upper
     extras = mode.finish(run, result, start, end)
+    done("finish")
     result.train_seconds = time.time() - t0
     state = pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
     summary = json_format.MessageToDict(result, preserving_proto_field_name=True)
     summary.update(run_id=run_dir.name, state=pb.RunState.Name(state).removeprefix("RUN_STATE_"),
                    base_model=portable_base_name(req.base_model), base_model_path=model_path,
-                   resumed_from=run.resume_from or None, world_size=world, prompt_format=run.prompt_format, **extras)
+                   resumed_from=run.resume_from or None, world_size=world, prompt_format=run.prompt_format,
+                   time_breakdown=timer.summary(phases), **extras)
     write_json_atomic(run_dir / "summary.json", summary)
     result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + [TENSORBOARD_DIR, "summary.json"]))
     emit(pb.RunEvent(result=result))
