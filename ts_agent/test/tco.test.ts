@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { ADAMW_BYTES_PER_PARAM, bytesPerParam, formatBytes, tcoMemory } from "../src/agent/report/tco.js";
+import { ADAMW_BYTES_PER_PARAM, bytesPerParam, computeSide, formatBytes, parseStepTimeBreakdown, tcoMemory } from "../src/agent/report/tco.js";
 
 // Hand numbers: P = 1000 base params, L = 100 LoRA params.
 //   fp32 (b = 4): trained LoRA model = (1000+100)*4 + 100*4 + 8*100 = 4400 + 400 + 800 = 5600
@@ -62,4 +62,22 @@ test("ranked preference: DPO always carries the reference (free with LoRA, a fro
   assert.deepEqual(c[1].lines.map((l) => l.role), ["policy", "reference"]);
   assert.equal(c[1].lines[1].total, 4_000_000);
   assert.deepEqual(c[2].lines.map((l) => l.role), ["policy", "reference", "critic", "reward model"]);
+});
+
+// Hand numbers: 4 steps; totals generation 4, forward 2, backward 3, optimizer 0.4, the rest 0.6 s
+// -> 2.5 s per step; generation 1.0 s (40%); critic = 2 x 0.5 + 0.75 = 1.75 s (70%).
+test("compute side: per-step means, generation share and the critic estimate from summary.json's time_breakdown", () => {
+  const b = parseStepTimeBreakdown({
+    steps: 4,
+    step_seconds_total: { generation: 4, scoring: 0.2, rollout_logprobs: 0.2, forward: 2, backward: 3, optimizer: 0.4, other: 0.1, between_steps: 0.1 },
+  });
+  assert.ok(b);
+  const c = computeSide(b);
+  assert.equal(c.stepSeconds, 2.5);
+  assert.equal(c.generationShare, 0.4);
+  assert.equal(c.criticSeconds, 1.75);
+  assert.equal(c.criticShare, 0.7);
+  assert.equal(c.phases.reduce((s, p) => s + p.share, 0).toFixed(12), (1).toFixed(12));
+  assert.equal(parseStepTimeBreakdown(undefined), null);
+  assert.equal(parseStepTimeBreakdown({ steps: 0, step_seconds_total: {} }), null);
 });

@@ -55,11 +55,15 @@ import { POWER_CSV, POWER_SVG, powerCsv, powerCurve, powerSvg, type PowerCurve }
 import {
   TCO_QUALITATIVE,
   bytesPerParam,
+  computeSide,
   formatBytes,
+  parseStepTimeBreakdown,
   tcoMemory,
   tcoMemoryPreference,
+  type ComputeSide,
   type MemoryConfig,
   type Precision,
+  type StepTimeBreakdown,
   type TcoInput,
 } from "./tco.js";
 
@@ -87,6 +91,8 @@ export interface ReportInput {
   /** run ids whose eval.json was judged on this baseline and test split (this run included) */
   runsJudged: string[];
   now: Date;
+  /** summary.json's time_breakdown (the run's measured step time by phase), when downloaded */
+  timeBreakdown?: StepTimeBreakdown | null;
 }
 
 function listFiles(dir: string, root = dir): string[] {
@@ -122,7 +128,11 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
   const evalPath = join(dir, EVAL_FILE);
   const evalRecord = existsSync(evalPath) ? (JSON.parse(readFileSync(evalPath, "utf8")) as EvalRecord) : null;
   const baseline = readBaseline(evalsDir);
-  return { runId, run, steps, warnings, evalRecord, baseline, files: listFiles(dir), runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [], now };
+  const summaryPath = join(dir, "summary.json");
+  const timeBreakdown = existsSync(summaryPath)
+    ? parseStepTimeBreakdown((JSON.parse(readFileSync(summaryPath, "utf8")) as { time_breakdown?: unknown }).time_breakdown)
+    : null;
+  return { runId, run, steps, warnings, evalRecord, baseline, files: listFiles(dir), runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [], now, timeBreakdown };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,6 +151,8 @@ export interface ReportAnalysis {
   features: CurveFeatures;
   attribution: RowResult[];
   tco: { input: TcoInput; precisionNote: string; configs: MemoryConfig[] } | null;
+  /** the compute side of PPO vs GRPO, from summary.json's time_breakdown (GRPO runs) */
+  compute?: ComputeSide | null;
   /** P(PASS) against the true delta for several n; null without a paired comparison with spread */
   power: PowerCurve | null;
   /** ranked-preference runs only: their own held-out metrics */
@@ -379,7 +391,8 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   if (ev && ev.humanAgreement.length === 0) pending.push("human labels: no task row has `human_label`; kappa against humans is pending.");
   if (!tco) pending.push("TCO: run.json has no parameter counts.");
   const power = comparison?.paired && comparison.paired.sdDiff > 0 ? powerCurve(comparison.paired.sdDiff, comparison.n, DOWNSTREAM_MIN_DELTA) : null;
-  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, power, preference, pending };
+  const compute = !preference && input.timeBreakdown ? computeSide(input.timeBreakdown) : null;
+  return { reward, comparison, baseSource, baseDisagreements, baselineMatch, milestone, features, attribution, tco, compute, power, preference, pending };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,6 +529,31 @@ function preferenceSection(p: PreferenceAnalysis): string[] {
     out.push("");
   }
   return out;
+}
+
+/** The compute side of PPO vs GRPO: this run's measured step time by phase, and a critic's cost beside it. */
+function renderCompute(c: ComputeSide, numGenerations: number): string[] {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const g = numGenerations > 0 ? `G = ${numGenerations}` : "G";
+  return [
+    `Compute, measured in this run (summary.json \`time_breakdown\`: wall time of every training step, mean ${c.stepSeconds.toFixed(3)} s per step):`,
+    "",
+    table(
+      ["phase", "s per step", "share of step"],
+      c.phases.map((p) => [p.phase.replace("_", " "), p.seconds.toFixed(4), pct(p.share)]),
+    ),
+    "",
+    table(
+      ["", "s per step", "share of this run's step"],
+      [
+        [`GRPO pays: generation of ${g} rollouts per prompt (measured)`, (c.generationShare * c.stepSeconds).toFixed(4), pct(c.generationShare)],
+        ["PPO would add: a policy-sized critic's value forward on the rollout + forward and backward in the update (estimated: 2 x forward + backward as measured here)", c.criticSeconds.toFixed(4), `+${pct(c.criticShare)}`],
+      ],
+    ),
+    "",
+    "The critic estimate is a lower bound: a full-parameter critic's backward also computes weight gradients (this run's LoRA backward computes only the adapter's), " +
+      "and its AdamW step covers every parameter. PPO with one rollout per prompt generates fewer completions per prompt than GRPO's G; per completion trained, generation costs the same.",
+  ];
 }
 
 export function renderReport(input: ReportInput, a: ReportAnalysis): string {
@@ -784,6 +822,7 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
         "the PPO reward model is assumed the size of the policy and frozen; the critic is a policy-sized value model trained alongside it.",
     );
     out.push("");
+    if (a.compute) out.push(...renderCompute(a.compute, input.run?.request?.grpo?.numGenerations ?? 0), "");
     out.push(table(["", "PPO", "GRPO (this project)"], TCO_QUALITATIVE.map((q) => [q.aspect, q.ppo, q.grpo])));
   }
   out.push("");

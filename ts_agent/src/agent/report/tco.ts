@@ -153,3 +153,64 @@ export const TCO_QUALITATIVE: ReadonlyArray<{ aspect: string; ppo: string; grpo:
     grpo: "num_generations (G), beta, epsilon / epsilon_high, learning rate, loss_type, scale_rewards",
   },
 ];
+
+// ---------------------------------------------------------------------------------------------
+// The compute side: this run's measured step time (summary.json's time_breakdown)
+
+/**
+ * summary.json's `time_breakdown` (py_trainer/training.py `StepTimer`): wall seconds summed over
+ * every training step, per phase. Phases: generation, scoring, rollout_logprobs (the old /
+ * reference policy forwards before the loss), forward (the loss forward), backward, optimizer,
+ * other (the rest of a step), between_steps (logging, events, checkpoints).
+ */
+export interface StepTimeBreakdown {
+  steps: number;
+  totals: Record<string, number>;
+}
+
+export const STEP_PHASES = ["generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other", "between_steps"] as const;
+
+/** The time_breakdown object as summary.json writes it (snake_case), or null when absent or malformed. */
+export function parseStepTimeBreakdown(json: unknown): StepTimeBreakdown | null {
+  if (typeof json !== "object" || json === null) return null;
+  const o = json as { steps?: unknown; step_seconds_total?: unknown };
+  if (typeof o.steps !== "number" || o.steps < 1 || typeof o.step_seconds_total !== "object" || o.step_seconds_total === null) return null;
+  const totals: Record<string, number> = {};
+  for (const p of STEP_PHASES) {
+    const v = (o.step_seconds_total as Record<string, unknown>)[p];
+    totals[p] = typeof v === "number" && Number.isFinite(v) ? v : 0;
+  }
+  return { steps: o.steps, totals };
+}
+
+export interface ComputeSide {
+  /** mean seconds per step and share of the step, per measured phase */
+  phases: Array<{ phase: string; seconds: number; share: number }>;
+  stepSeconds: number;
+  generationShare: number;
+  /**
+   * What a PPO critic would add per step, estimated from the same breakdown: a value model the
+   * policy's size run on the same tokens. Its forward + backward in the update = the policy's
+   * measured forward + backward (a lower bound: a full-parameter critic's backward also computes
+   * weight gradients, LoRA's only the adapter's), plus its value forward on the rollout = one more
+   * forward.
+   */
+  criticSeconds: number;
+  criticShare: number;
+}
+
+/** Mean per-step seconds and shares from a breakdown, and the critic estimate beside generation. */
+export function computeSide(b: StepTimeBreakdown): ComputeSide {
+  const total = STEP_PHASES.reduce((s, p) => s + b.totals[p], 0);
+  const per = (p: string) => b.totals[p] / b.steps;
+  const stepSeconds = total / b.steps;
+  const share = (x: number) => (stepSeconds > 0 ? x / stepSeconds : 0);
+  const criticSeconds = 2 * per("forward") + per("backward");
+  return {
+    phases: STEP_PHASES.map((p) => ({ phase: p, seconds: per(p), share: share(per(p)) })),
+    stepSeconds,
+    generationShare: share(per("generation")),
+    criticSeconds,
+    criticShare: share(criticSeconds),
+  };
+}
