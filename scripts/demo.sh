@@ -8,9 +8,6 @@ export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$PWD/.cache/py-trainer}"
 mkdir -p sidecar-data
 LOG=sidecar-data/sidecar.log
 
-echo "== embedded default model (built once, then cached in $PY_TRAINER_HOME)"
-.venv/bin/py-trainer init-model
-
 echo "== starting the sidecar (log: $LOG)"
 .venv/bin/py-trainer serve --host 127.0.0.1 --port 0 --runs-root sidecar-data/runs --data-root . >"$LOG" 2>&1 &
 PID=$!
@@ -22,6 +19,10 @@ stop() {
   fi
 }
 trap stop EXIT
+# Checked (or built) while the sidecar starts: the sidecar needs the model only from the first
+# Evaluate on, and a concurrent build waits on the model cache's lock.
+echo "== embedded default model (built once, then cached in $PY_TRAINER_HOME)"
+.venv/bin/py-trainer init-model
 PORT=""
 for _ in $(seq 1 600); do
   PORT=$(sed -n 's/^py-trainer listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$LOG" | head -1)

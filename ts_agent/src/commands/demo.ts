@@ -39,6 +39,10 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
  * (the default model already answers in format, so a format reward would only add a constant to
  * both ends of the milestone's ratio). 150 steps of 4 prompts x 8 generations: measured on this
  * 2-core machine, held-out exact match 0.117 -> 0.223 in under 3 minutes of training.
+ * max_completion_length 16 (the default is 32): every answer, `<answer>round_tripping</answer>`
+ * plus EOS, is at most 7 tokens, so only rambling samples (0 reward either way) are cut, and they
+ * no longer keep a whole rollout batch, or the held-out measurement's, decoding to 32 tokens;
+ * `agent eval` still generates up to 32 tokens.
  */
 export function defaultDemoRequest(tasksPath: string): TrainRequest {
   const rows = splitTasks(loadTasks(tasksPath), "train");
@@ -46,7 +50,7 @@ export function defaultDemoRequest(tasksPath: string): TrainRequest {
     baseModel: "",
     dataset: { source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } } },
     rewards: [{ name: "exact_match", weight: 1.0 }],
-    grpo: { maxSteps: 150, perDeviceTrainBatchSize: 32, saveSteps: 50, seed: 1n },
+    grpo: { maxSteps: 150, perDeviceTrainBatchSize: 32, saveSteps: 50, seed: 1n, maxCompletionLength: 16 },
     heldOut: { numPrompts: 64, samplesPerPrompt: 4 },
   });
 }
