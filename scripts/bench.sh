@@ -12,6 +12,9 @@ echo "== training: in-process TRL vs through the sidecar from the TS client (int
 echo
 echo "== evaluation: Evaluate vs lm-evaluation-harness (same tasks, model folder, decoding) and vs a naive loop"
 .venv/bin/python scripts/bench_eval.py
+# ... and with the newest trained adapter on this machine (the demo's), the completions Evaluate really sees
+ADAPTER=$(ls -td agent-evals/runs/*/adapter 2>/dev/null | head -1 || true)
+if [ -n "$ADAPTER" ]; then .venv/bin/python scripts/bench_eval.py --sizes --adapter "$ADAPTER"; fi
 echo
 echo "== GRPO step-time breakdown of the embedded default model in bare TRL, and a PPO-shaped step (scripts/gpu_check.py; on CUDA run it without --model-dir for the Qwen2.5-0.5B shape)"
 .venv/bin/python scripts/gpu_check.py --model-dir "$(.venv/bin/py-trainer init-model)" --steps 12 --batch 16 --generations 8 --completion-tokens 32

@@ -7,7 +7,10 @@
    LoRA adapter, greedy, the same max_new_tokens and batch size, fp32 on CPU (bf16 on CUDA), the
    embedded default model loaded offline from its folder. lm-eval evaluates one model per call,
    so the adapter is a second `HFLM(peft=...)` call; Evaluate loads the base once and switches
-   the adapter. Timed per repeat, interleaved (ours, lm-eval, ours, ...), after one untimed
+   the adapter. The adapter: --adapter DIR (a trained one, e.g. the demo run's
+   agent-evals/runs/<run_id>/adapter: answer-shaped completions, as Evaluate really sees), else a
+   random LoRA (varied completions, a third of them running to max_new_tokens: decode-heavy, the
+   shared-prefix cache saves least there). Timed per repeat, interleaved (ours, lm-eval, ours, ...), after one untimed
    warm-up of each: everything a user waits for after imports (model load, task and dataset
    building, generation, grading). Printed: tasks/s for both (a task counts once per variant),
    their ratio, the generation-only ratio (time inside `generate_completions` vs inside
@@ -225,6 +228,8 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32, help="Evaluate's default")
     ap.add_argument("--batch-size", type=int, default=64, help="Evaluate's default; lm-eval gets the same")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default, one per core)")
+    ap.add_argument("--adapter", default="", help="a trained PEFT adapter folder of the embedded model "
+                    "(default: a random LoRA made here)")
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -234,9 +239,14 @@ def main() -> int:
 
     model_dir = str(ensure_default_model())
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    adapter = make_adapter(model_dir, tmp / "adapter")
+    if args.adapter:
+        import shutil
+
+        adapter = Path(shutil.copytree(args.adapter, tmp / "adapter"))
+    else:
+        adapter = make_adapter(model_dir, tmp / "adapter")
     rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
-    print(f"model {model_dir}")
+    print(f"model {model_dir}; adapter {args.adapter or 'random LoRA (make_adapter)'}")
     if args.repeats > 0:
         print("-- vs lm-evaluation-harness (same tasks, same model folder, same decoding)")
         compare_lm_eval(model_dir, adapter, tmp, rows, args)
