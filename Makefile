@@ -61,7 +61,7 @@ test-ts: setup
 	cd ts_agent && npm test --silent
 
 test-py: setup
-	$(PYTEST) -q tests
+	$(PYTEST) -q --durations=15 tests
 
 test: lint arch typecheck test-ts test-py
 
