@@ -151,7 +151,12 @@ def test_check_annotators_flags_a_ranking_its_own_scores_contradict(tmp_path):
 def test_standalone_train_refuses_a_runs_root_a_sidecar_serves(tmp_path, tiny_model_home):
     from _sidecar import running_sidecar
 
-    (tmp_path / "run.yaml").write_text("dataset: {inline: {rows: [{prompt: p, answers: [a]}, {prompt: q, answers: [b]}]}}\n")
+    import yaml
+
+    from test_runs import small_request
+
+    req = json_format.MessageToDict(small_request("locked", max_steps=1), preserving_proto_field_name=True)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(req))
     with running_sidecar(tmp_path) as sc:
         proc = cli("train", "--config", "run.yaml", "--runs-root", str(sc.runs_root), "--data-root", ".", cwd=tmp_path,
                    env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))

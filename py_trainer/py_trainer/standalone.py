@@ -202,11 +202,20 @@ class TrainProgress:
 
 
 def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "") -> int:
-    """One run with no server. It holds the runs root's lock like a sidecar (a sidecar serving the
-    same root is refused one line, exit 2), and a full disk ends it with one line, never a traceback."""
+    """One run with no server. The request is checked first (a mistake creates nothing); then the
+    run holds the runs root's lock like a sidecar (a sidecar serving the same root is refused in
+    one line, exit 2), and a full disk ends it with one line, never a traceback."""
     from py_trainer.errors import DiskFull
     from py_trainer.runs_root import RunsRootBusy, RunsRootLock
 
+    try:
+        req = load_request_file(config, pb.TrainRequest())
+        if run_id:
+            req.run_id = run_id
+        eff = validate_train_request(req, data_root)
+    except RequestError as err:
+        print(f"py-trainer train: {err.message if err.field == 'config' else err}", file=sys.stderr)
+        return 2
     lock = RunsRootLock(runs_root)
     try:
         lock.acquire()
@@ -214,7 +223,7 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         print(f"py-trainer train: {err}", file=sys.stderr)
         return 2
     try:
-        return _train_locked(config, runs_root, data_root, run_id)
+        return _train_locked(eff, runs_root, data_root)
     except DiskFull as err:
         print(f"py-trainer train: {err}", file=sys.stderr)
         return 1
@@ -222,15 +231,11 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         lock.release()
 
 
-def _train_locked(config: Path, runs_root: Path, data_root: Path, run_id: str) -> int:
+def _train_locked(eff: pb.TrainRequest, runs_root: Path, data_root: Path) -> int:
     try:
-        req = load_request_file(config, pb.TrainRequest())
-        if run_id:
-            req.run_id = run_id
-        eff = validate_train_request(req, data_root)
         folder, eff = create_run_folder(runs_root, eff)
     except RequestError as err:
-        print(f"py-trainer train: {err.message if err.field == 'config' else err}", file=sys.stderr)
+        print(f"py-trainer train: {err}", file=sys.stderr)
         return 2
     log = EventLog(folder, eff.run_id)
 

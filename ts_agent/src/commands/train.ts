@@ -88,12 +88,24 @@ export const command: CommandHandler = async (argv, client) => {
   if (!values.config) throw usageError("train", help, "--config FILE is required");
   const request = await loadTrainRequest(values.config);
   if (values["run-id"]) request.runId = values["run-id"];
+  return followAttached(client, values, (opts) => trainViaSidecar(client, request, opts));
+};
+
+/**
+ * Run `follow` (train or watch) with the live progress line and Ctrl-C detaching (a second Ctrl-C
+ * within 2 s cancels), then print the outcome. Exit 0 when the run SUCCEEDED, 130 when detached.
+ */
+export async function followAttached(
+  client: SidecarClient,
+  values: { address?: string; token?: string; "evals-dir"?: string },
+  follow: (opts: { log: (line: string) => void; evalsDir: string; signal: AbortSignal }) => Promise<TrainOutcome>,
+): Promise<number> {
   const controller = new AbortController();
   const ctrlC = ctrlCDetaches(controller);
   const progress = trainProgressPrinter({ stepsOffTty: true });
   let out: TrainOutcome;
   try {
-    out = await trainViaSidecar(client, request, { log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), signal: controller.signal });
+    out = await follow({ log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), signal: controller.signal });
   } catch (err) {
     progress.end();
     if (err instanceof Detached) return ctrlC.afterDetach(client, err.runId, repeatFlags(values));
@@ -104,4 +116,4 @@ export const command: CommandHandler = async (argv, client) => {
   progress.end();
   printOutcome(out);
   return out.state === RunState.SUCCEEDED ? 0 : 1;
-};
+}

@@ -5,11 +5,9 @@
  */
 import { parseArgs } from "node:util";
 
-import { Detached, trainProgressPrinter, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
-import { evalsDirOrDefault } from "../agent/workspace.js";
-import { RunState } from "../sidecar/client.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { ctrlCDetaches, printOutcome } from "./train.js";
+import { watchViaSidecar } from "../agent/train/run.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { followAttached } from "./train.js";
 
 export const help: CommandHelp = {
   summary: "Re-attach to a run: replay its events, follow it live, then download and verify it.",
@@ -22,20 +20,5 @@ export const help: CommandHelp = {
 export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
   if (positionals.length !== 1) throw usageError("watch", help, positionals.length ? "one run id, please" : "which run? give its id");
-  const controller = new AbortController();
-  const ctrlC = ctrlCDetaches(controller);
-  const progress = trainProgressPrinter({ stepsOffTty: true });
-  let out: TrainOutcome;
-  try {
-    out = await watchViaSidecar(client, positionals[0], { log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), signal: controller.signal });
-  } catch (err) {
-    progress.end();
-    if (err instanceof Detached) return ctrlC.afterDetach(client, err.runId, repeatFlags(values));
-    ctrlC.dispose();
-    throw err;
-  }
-  ctrlC.dispose();
-  progress.end();
-  printOutcome(out);
-  return out.state === RunState.SUCCEEDED ? 0 : 1;
+  return followAttached(client, values, (opts) => watchViaSidecar(client, positionals[0], opts));
 };
