@@ -170,6 +170,11 @@ def test_trains_from_ranked_groups_and_heldout_accuracy_rises(tmp_path, tiny_mod
     assert result.preference_metrics.pairwise_accuracy == pytest.approx(end["heldout/pairwise_accuracy"])
     assert result.start_reward.mean == pytest.approx(0.5) and result.end_reward.mean > 0.6
     assert len(result.start_reward.per_prompt) == 16
+    pm = result.preference_metrics  # the per-unit values behind each mean, for the agent's CIs
+    assert len(pm.per_group_win) == len(pm.per_group_margin) == 16 and len(pm.per_prompt_consistency) == 8
+    assert sum(pm.per_group_win) / 16 == pytest.approx(pm.group_win_rate)
+    assert sum(pm.per_group_margin) / 16 == pytest.approx(pm.win_margin)
+    assert all(0 <= w <= 1 for w in pm.per_group_win)
     assert 0 < result.trainable_params < result.total_params
     paths = {a.path for a in result.artifacts}
     assert {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "pref_train.jsonl",

@@ -289,10 +289,10 @@ class HeldOutMonitor:
             if _is_peft(model):
                 pol = sequence_logps(model, self.tokenizer, self.items, max_length=self.max_length)
                 flat = [self.beta * (a - b) for a, b in zip(pol, self.ref_logps)]
-                consistency = self._consistency(model)
+                per_prompt_sd = self._consistency(model)
             else:  # the reference itself: every implicit reward is exactly 0
                 flat = [0.0] * len(self.items)
-                consistency = 0.0
+                per_prompt_sd = [0.0] * min(CONSISTENCY_PROMPTS, len(self.groups))
         scores, i = [], 0
         for g in self.groups:
             scores.append(flat[i:i + len(g.responses)])
@@ -308,10 +308,14 @@ class HeldOutMonitor:
             wins.append(w)
             margins.append(m)
         metrics = pb.PreferenceMetrics(pairwise_accuracy=agree / pairs, group_win_rate=sum(wins) / len(wins),
-                                       win_margin=sum(margins) / len(margins), preference_consistency=consistency)
+                                       win_margin=sum(margins) / len(margins),
+                                       preference_consistency=stats.nan_mean(per_prompt_sd),
+                                       per_group_win=wins, per_group_margin=margins,
+                                       per_prompt_consistency=per_prompt_sd)
         return HeldOutMeasurement(step=step, metrics=metrics, per_group_accuracy=per_group, scores=scores)
 
-    def _consistency(self, model) -> float:
+    def _consistency(self, model) -> list[float]:
+        """The implicit-score sd (n - 1) of each consistency prompt's samples (NaN when undefined)."""
         prompts = [g.prompt for g in self.groups[:CONSISTENCY_PROMPTS]]
         samples = generate_completions(model, self.tokenizer, prompts, k=CONSISTENCY_SAMPLES, temperature=1.0,
                                        top_p=1.0, max_new_tokens=self.max_new_tokens, seed=self.seed)
@@ -321,7 +325,7 @@ class HeldOutMonitor:
             ref = sequence_logps(model, self.tokenizer, items, max_length=self.max_length)
         scores = [self.beta * (a - b) for a, b in zip(pol, ref)]
         k = CONSISTENCY_SAMPLES
-        return stats.nan_mean([stats.nan_sample_sd(scores[j:j + k]) for j in range(0, len(scores), k)])
+        return [stats.nan_sample_sd(scores[j:j + k]) for j in range(0, len(scores), k)]
 
 
 class GapWatch:

@@ -28,7 +28,7 @@ import {
   type EvalRecord,
 } from "../eval/harness.js";
 import { writeFileAtomic } from "../workspace.js";
-import { operatingCharacteristic, pairedBootstrapCI, requiredNForDelta, wilsonInterval, type Interval } from "../eval/stats.js";
+import { bootstrapMeanCI, operatingCharacteristic, pairedBootstrapCI, requiredNForDelta, wilsonInterval, type Interval } from "../eval/stats.js";
 import {
   attribute,
   curveFeatures,
@@ -219,10 +219,16 @@ export interface PreferenceAnalysis {
   change: number;
   changeCi: Interval | null;
   groupWinRate: number | null;
-  /** Wilson interval over the groups (ties counted as their expectation, rounded) */
+  /** percentile bootstrap over the groups' wins (ties as their expectation); Wilson (ties rounded)
+   *  for a run from a sidecar that did not send the per-group values */
   groupWinRateCi: Interval | null;
+  groupWinRateMethod: string;
   winMargin: number | null;
+  /** percentile bootstrap over the groups' margins */
+  winMarginCi: Interval | null;
   consistency: number | null;
+  /** percentile bootstrap over the consistency prompts' sds */
+  consistencyCi: Interval | null;
   /** TRL's DPO training metrics, first vs last logged step */
   trainCurve: Array<{ key: string; first: number; last: number; steps: number }>;
   beta: number;
@@ -247,9 +253,16 @@ export function preferenceAnalysis(run: Run | null, steps: ReadonlyArray<StepMet
     if (a.every(Number.isFinite) && b.every(Number.isFinite)) changeCi = pairedBootstrapCI(a, b, { resamples: 2000, seed: 0 });
   }
   let winCi: Interval | null = null;
-  if (pm && groups > 0 && Number.isFinite(pm.groupWinRate)) {
+  let winMethod = "";
+  const unitCi = (xs: ReadonlyArray<number> | undefined): Interval | null =>
+    xs && xs.length >= 2 ? bootstrapMeanCI(xs, { seed: 0, resamples: 2000 }) : null;
+  if (pm && pm.perGroupWin.length >= 2) {
+    winCi = unitCi(pm.perGroupWin);
+    winMethod = `percentile bootstrap over ${pm.perGroupWin.length} groups, 2000 resamples, seed 0`;
+  } else if (pm && groups > 0 && Number.isFinite(pm.groupWinRate)) {
     const w = wilsonInterval(Math.min(groups, Math.max(0, Math.round(pm.groupWinRate * groups))), groups);
     winCi = { lower: w.lower, upper: w.upper };
+    winMethod = `Wilson over ${groups} groups, ties rounded`;
   }
   const trainCurve: PreferenceAnalysis["trainCurve"] = [];
   for (const key of ["rewards/accuracies", "rewards/margins", "loss"]) {
@@ -265,8 +278,11 @@ export function preferenceAnalysis(run: Run | null, steps: ReadonlyArray<StepMet
     changeCi,
     groupWinRate: pm ? pm.groupWinRate : null,
     groupWinRateCi: winCi,
+    groupWinRateMethod: winMethod,
     winMargin: pm ? pm.winMargin : null,
+    winMarginCi: unitCi(pm?.perGroupMargin),
     consistency: pm ? pm.preferenceConsistency : null,
+    consistencyCi: unitCi(pm?.perPromptConsistency),
     trainCurve,
     beta: run!.request?.preference?.beta ?? 0.1,
   };
@@ -509,9 +525,9 @@ function preferenceSection(p: PreferenceAnalysis): string[] {
       [
         ["pairwise accuracy", num(p.startPairwise), num(p.endPairwise), `${ci(p.endPairwiseCi)} (bootstrap over groups)`, "share of ordered pairs whose better response scores higher (ties 1/2)"],
         ["pairwise accuracy, end - step 0", "", `${p.change >= 0 ? "+" : ""}${num(p.change)}`, `${ci(p.changeCi)} (paired bootstrap over groups, 2000 resamples, seed 0)`, "the learning signal"],
-        ["group win rate", "", num(p.groupWinRate), `${ci(p.groupWinRateCi)} (Wilson over ${p.groups} groups, ties rounded)`, "share of groups whose top-scored response is in the human top 2"],
-        ["win margin", "", num(p.winMargin), "- (needs per-group margins from the sidecar)", "mean human-rank gap between the model's pick and its runner-up"],
-        ["preference consistency", "", num(p.consistency), "- (needs per-group values from the sidecar)", "mean sd of the implicit score across repeated scoring passes (lower = more consistent)"],
+        ["group win rate", "", num(p.groupWinRate), p.groupWinRateCi ? `${ci(p.groupWinRateCi)} (${p.groupWinRateMethod})` : "-", "share of groups whose top-scored response is in the human top 2"],
+        ["win margin", "", num(p.winMargin), p.winMarginCi ? `${ci(p.winMarginCi)} (percentile bootstrap over groups, 2000 resamples, seed 0)` : "- (no per-group margins from the sidecar)", "mean human-rank gap between the model's pick and its runner-up"],
+        ["preference consistency", "", num(p.consistency), p.consistencyCi ? `${ci(p.consistencyCi)} (percentile bootstrap over prompts, 2000 resamples, seed 0)` : "- (no per-prompt values from the sidecar)", "mean sd of the implicit score across repeated scoring passes (lower = more consistent)"],
       ],
     ),
   );
