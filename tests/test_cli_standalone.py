@@ -15,6 +15,7 @@ from _sidecar import REPO, sidecar_env
 from py_trainer.annotation import annotator_agreement, insert_gold_groups
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.preference_data import group_to_json
+from test_preference_data import annotate  # one helper for annotating a batch in tests
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 
@@ -94,24 +95,13 @@ def write_groups(path: Path, groups) -> Path:
     return path
 
 
-def annotated(batch, ranks_of) -> list[pb.RankedGroup]:
-    out = []
-    for b, g in enumerate(batch):
-        a = pb.RankedGroup()
-        a.CopyFrom(g)
-        del a.ranks[:]
-        a.ranks.extend(ranks_of(b, g))
-        out.append(a)
-    return out
-
-
 def test_check_annotators_accepts_rejects_and_reports_agreement(tmp_path):
     gold = [group(100, [0, 1, 2, 3]), group(101, [3, 2, 1, 0])]
     batch = insert_gold_groups([group(i) for i in range(20)], gold)
     expert = {g.prompt: list(g.ranks) for g in gold}
-    good = annotated(batch, lambda b, g: expert.get(g.prompt, [0, 1, 2, 3]))
+    good = annotate(batch, lambda b, g: expert.get(g.prompt, [0, 1, 2, 3]))
     # annotator "careless" swaps best and worst on a gold group (3 positions) and on every 3rd group
-    careless = annotated(batch, lambda b, g: [3, 1, 2, 0] if g.prompt == gold[0].prompt or b % 3 == 0
+    careless = annotate(batch, lambda b, g: [3, 1, 2, 0] if g.prompt == gold[0].prompt or b % 3 == 0
                          else expert.get(g.prompt, [0, 1, 2, 3]))
     write_groups(tmp_path / "gold.jsonl", gold)
     write_groups(tmp_path / "alice.jsonl", good)

@@ -41,6 +41,12 @@ def _ranks_by_id(g: pb.RankedGroup) -> dict[str, int]:
     return {r.id: int(rank) for r, rank in zip(g.responses, g.ranks)}
 
 
+def _annotated_ranks(groups: Sequence[pb.RankedGroup]) -> dict[str, dict[str, int]]:
+    """prompt key -> {response id: rank} for every group of one batch with a valid ranking."""
+    return {_key(g): _ranks_by_id(g) for g in groups
+            if g.ranks and is_permutation(list(g.ranks), len(g.responses))}
+
+
 def insert_gold_groups(groups: Sequence[pb.RankedGroup], gold: Sequence[pb.RankedGroup], *,
                        every: int = GOLD_EVERY) -> list[pb.RankedGroup]:
     """The batch for an annotator: after every `every` groups one gold group (cycling through
@@ -153,13 +159,7 @@ def rank_count_table(batches: Mapping[str, Sequence[pb.RankedGroup]]) -> tuple[l
     names = list(batches)
     if len(names) < 2:
         raise ValueError(f"Fleiss' kappa needs at least 2 annotators, got {len(names)}")
-    per: list[dict[str, dict[str, int]]] = []
-    for name in names:
-        m: dict[str, dict[str, int]] = {}
-        for g in batches[name]:
-            if g.ranks and is_permutation(list(g.ranks), len(g.responses)):
-                m[_key(g)] = _ranks_by_id(g)
-        per.append(m)
+    per = [_annotated_ranks(batches[name]) for name in names]
     first = names[0]
     table, labels = [], []
     width = 0
@@ -221,13 +221,7 @@ def kendall_w_by_group(batches: Mapping[str, Sequence[pb.RankedGroup]]) -> list[
     """Kendall's W of the annotators' ranks for every group all of them ranked (same responses);
     groups where W is undefined are left out."""
     names = list(batches)
-    per = []
-    for name in names:
-        m: dict[str, dict[str, int]] = {}
-        for g in batches[name]:
-            if g.ranks and is_permutation(list(g.ranks), len(g.responses)):
-                m[_key(g)] = _ranks_by_id(g)
-        per.append(m)
+    per = [_annotated_ranks(batches[name]) for name in names]
     out: list[float] = []
     for g in batches[names[0]]:
         key = _key(g)
