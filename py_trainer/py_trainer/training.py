@@ -29,6 +29,7 @@ from py_trainer.atomic import write_json_atomic
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import count_params, load_model, resolve_prompt_format, save_adapter_atomic
 from py_trainer.events import EventLog
+from py_trainer.fused_head import compact_fused_head_on_cpu
 from py_trainer.runs import CHECKPOINT_COMPLETE, file_artifacts, latest_checkpoint, load_request
 
 log = logging.getLogger(__name__)
@@ -386,6 +387,8 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     start = mode.measure_start(run) if run.is_main else None
     done("held_out_start")
 
+    if device.type == "cpu":
+        compact_fused_head_on_cpu()  # TRL's LM head would score every prompt position too (fused_head.py)
     callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs), rank, world)
     run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to),
                                      callback)
