@@ -3,13 +3,17 @@ a training step's time goes on the embedded default model.
 
 A) in-process: `py-trainer train --config` (TRL GRPOTrainer in this very process, no server);
 B) through the sidecar: the TS client calls Train on a running `py-trainer serve`, which spawns a
-   worker process and streams its events back.
-A's clock includes process start, imports and the model load; B's runs from the Train call to the
-run's last event, so it includes the worker's start, imports and model load (the TS client's own
-start is not counted). Pairs are interleaved in ABBA order (A B, B A, A B, ...) so drift on a
-shared machine hits both sides alike. Printed: each pair, the ratio of medians B/A, and the
-geometric mean of the per-pair ratios B_i/A_i with a 95% t-interval on their logs (the CI over
-repeats; target <= 1.02). Then each side's step-time breakdown from the runs' summary.json
+   worker process and streams its events back;
+C) in-process with TRL's fused LM head as TRL ships it, i.e. `fused_head.compact_fused_head_on_cpu`
+   switched off: on CPU every prompt position goes through the head (what a user running bare TRL
+   gets; `scripts/gpu_check.py` times bare TRL without our run around it).
+A's and C's clocks include process start, imports and the model load; B's runs from the Train call
+to the run's last event, so it includes the worker's start, imports and model load (the TS
+client's own start is not counted). Repeats are interleaved (A B C, C B A, ...) so drift on a
+shared machine hits every arm alike. Printed: each repeat, the ratio of medians B/A, and the
+geometric mean of the per-repeat ratios B_i/A_i with a 95% t-interval on their logs (the CI over
+repeats; target <= 1.02); the same for C/A (how much faster than TRL as shipped, same request).
+Then each arm's step-time breakdown from the runs' summary.json
 (`training.StepTimer`: generation / scoring / rollout log-probs / forward / backward / optimizer /
 other / between steps), medians over the repeats, and the run phases outside the training loop.
 
@@ -33,6 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from _sidecar import launch, sidecar_env  # noqa: E402
 
+# Arm C: the CLI with the compact fused head switched off (bench only; the product has no such switch)
+AS_SHIPPED = ("import sys; import py_trainer.training as t; t.compact_fused_head_on_cpu = lambda: False; "
+              "from py_trainer.cli import main; sys.exit(main(sys.argv[1:]))")
 PHASES = ("generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other", "between_steps")
 
 
@@ -91,12 +98,14 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))
     sc = launch(tmp / "sidecar-runs", REPO, env=env)
 
-    def in_process(i: int) -> float:
-        cfg = tmp / f"a{i}.json"
-        cfg.write_text(json.dumps(request(args.steps, f"inproc-{i}")))
+    def in_process(i: int, as_shipped: bool = False) -> float:
+        name = f"{'shipped' if as_shipped else 'inproc'}-{i}"
+        cfg = tmp / f"{name}.json"
+        cfg.write_text(json.dumps(request(args.steps, name)))
+        argv = ["train", "--config", str(cfg), "--runs-root", str(tmp / "inproc-runs"), "--data-root", str(REPO)]
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(cfg),
-                        "--runs-root", str(tmp / "inproc-runs"), "--data-root", str(REPO)],
+        subprocess.run([sys.executable, "-c", AS_SHIPPED, *argv] if as_shipped else
+                       [sys.executable, "-m", "py_trainer.cli", *argv],
                        check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - t0
 
@@ -108,36 +117,43 @@ def main() -> int:
                              check=True, cwd=REPO / "ts_agent", capture_output=True, text=True)
         return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
 
-    a_times, b_times = [], []
+    a_times, b_times, c_times = [], [], []
+    arms = {"A": (a_times, lambda i: in_process(i)), "B": (b_times, lambda i: via_sidecar(i)),
+            "C": (c_times, lambda i: in_process(i, as_shipped=True))}
     try:
         for i in range(args.repeats):
-            if i % 2 == 0:
-                a_times.append(in_process(i))
-                b_times.append(via_sidecar(i))
-            else:
-                b_times.append(via_sidecar(i))
-                a_times.append(in_process(i))
-            print(f"pair {i} ({'AB' if i % 2 == 0 else 'BA'}): in-process {a_times[-1]:.2f} s   "
-                  f"via sidecar (TS client) {b_times[-1]:.2f} s   ratio {b_times[-1] / a_times[-1]:.3f}", flush=True)
+            order = "ABC" if i % 2 == 0 else "CBA"
+            for arm in order:
+                times, run = arms[arm]
+                times.append(run(i))
+            print(f"repeat {i} ({' '.join(order)}): in-process {a_times[-1]:.2f} s   via sidecar (TS client) "
+                  f"{b_times[-1]:.2f} s   TRL's head as shipped {c_times[-1]:.2f} s   "
+                  f"B/A {b_times[-1] / a_times[-1]:.3f}   C/A {c_times[-1] / a_times[-1]:.3f}", flush=True)
     finally:
         sc.stop()
-    a, b = statistics.median(a_times), statistics.median(b_times)
+    a, b, c = statistics.median(a_times), statistics.median(b_times), statistics.median(c_times)
     gm, lo, hi = ratio_ci(a_times, b_times)
     verdict = ("resolved: below 1.02" if hi <= 1.02 else "resolved: above 1.02" if lo > 1.02
                else "not resolved at this n (the CI straddles 1.02)")
-    print(f"\n{args.steps} GRPO steps, {args.repeats} pairs: median in-process {a:.2f} s, via sidecar {b:.2f} s, "
-          f"ratio of medians {b / a:.3f}")
-    print(f"per-pair ratio B/A: geometric mean {gm:.3f}, 95% t-interval [{lo:.3f}, {hi:.3f}] "
+    print(f"\n{args.steps} GRPO steps, {args.repeats} repeats: median in-process {a:.2f} s, via sidecar {b:.2f} s, "
+          f"TRL's head as shipped {c:.2f} s; ratio of medians B/A {b / a:.3f}, C/A {c / a:.3f}")
+    print(f"per-repeat ratio B/A (sidecar overhead): geometric mean {gm:.3f}, 95% t-interval [{lo:.3f}, {hi:.3f}] "
           f"(target <= 1.02; {verdict}); in-process spread {min(a_times):.2f}-{max(a_times):.2f} s")
-    sums_a = [json.loads((tmp / "inproc-runs" / f"inproc-{i}" / "summary.json").read_text())["time_breakdown"]
-              for i in range(args.repeats)]
-    sums_b = [json.loads((tmp / "sidecar-runs" / f"sidecar-{i}" / "summary.json").read_text())["time_breakdown"]
-              for i in range(args.repeats)]
+    gm, lo, hi = ratio_ci(a_times, c_times)
+    print(f"per-repeat ratio C/A (TRL's fused head as shipped vs compact on CPU, whole run): geometric mean "
+          f"{gm:.3f}, 95% t-interval [{lo:.3f}, {hi:.3f}]")
+
+    def summaries(folder: str, prefix: str) -> list[dict]:
+        return [json.loads((tmp / folder / f"{prefix}-{i}" / "summary.json").read_text())["time_breakdown"]
+                for i in range(args.repeats)]
+
+    sums_a, sums_b, sums_c = summaries("inproc-runs", "inproc"), summaries("sidecar-runs", "sidecar"), \
+        summaries("inproc-runs", "shipped")
     g = json.loads((tmp / "inproc-runs" / "inproc-0" / "request.json").read_text())["grpo"]
     print(f"\nstep-time breakdown, embedded default model ({args.steps} steps of "
           f"{g['per_device_train_batch_size']} completions, G = {g['num_generations']}, up to "
           f"{g['max_completion_length']} new tokens; median over {args.repeats} runs of summary.json's time_breakdown):")
-    breakdown_table([("in-process", sums_a), ("via sidecar", sums_b)])
+    breakdown_table([("in-process", sums_a), ("via sidecar", sums_b), ("TRL's head as shipped", sums_c)])
     return 0
 
 
