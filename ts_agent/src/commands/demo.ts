@@ -39,9 +39,10 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
  * (the default model already answers in format, so a format reward would only add a constant to
  * both ends of the milestone's ratio). 150 steps of 4 prompts x 8 generations: measured on this
  * 2-core machine (2026-12-01): held-out reward 0.141 -> 0.238 (+69%, CI +16% to +167%), +27.3 pp
- * downstream, PASS, in about 3 minutes of training. max_completion_length stays at the default 32:
- * 16 (tried, same seed) saved 3 s of 185 and gave 0.141 -> 0.211 with a CI including 0
- * (INCONCLUSIVE) and +24.6 pp; the cut samples were not all zero-reward rambling.
+ * downstream, PASS, in 85 s of training (166 s before the sidecar's fused LM head scored only the
+ * completion positions on CPU, py_trainer/fused_head.py; same adapter bytes). max_completion_length
+ * stays at the default 32: 16 (tried, same seed, before that change) saved 3 s of 185 and gave
+ * 0.141 -> 0.211 with a CI including 0 (INCONCLUSIVE) and +24.6 pp.
  */
 export function defaultDemoRequest(tasksPath: string): TrainRequest {
   const rows = splitTasks(loadTasks(tasksPath), "train");
