@@ -149,6 +149,8 @@ CASES = [
     train(**{"lora.dropout": 1.5}) + (IA, "lora.dropout:"),
     train(**{"runtime.device": "tpu"}) + (IA, "runtime.device:"),
     train(**{"runtime.precision": "int3"}) + (IA, "runtime.precision:"),
+    # the embedded model's tokenizer has no chat template: refused up front, before any run exists
+    train(**{"runtime.prompt_format": "chat"}) + (FP, "runtime.prompt_format:"),
     train(**{"held_out.num_prompts": 30}) + (IA, "held_out.num_prompts:"),
     ("Train", raw_train_bad_utf8_prompt(), IA, "dataset.inline.rows[0].prompt:"),
     ("Train", raw_with_bad_string(pb.TrainRequest, run_id="MARKER"), IA, "run_id:"),
@@ -241,6 +243,8 @@ CASES = [
     evaluate(temperature=-1) + (IA, "temperature:"),
     evaluate(skip_base=True) + (IA, "skip_base:"),
     evaluate(**{"runtime.device": "tpu"}) + (IA, "runtime.device:"),
+    evaluate(**{"runtime.prompt_format": "chat"}) + (FP, "runtime.prompt_format:"),
+    sample(**{"runtime.prompt_format": "chat"}) + (FP, "runtime.prompt_format:"),
     ("Evaluate", raw_eval_bad_utf8_row(), IA, "tasks.inline.rows[0].prompt:"),
     ("Evaluate", raw_with_bad_string(pb.EvaluateRequest, base_model="MARKER"), IA, "base_model:"),
     ("Evaluate", GARBAGE, IA, "request:"),

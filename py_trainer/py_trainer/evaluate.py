@@ -26,8 +26,8 @@ from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, format_prompts, generate_completions,
-                               load_model, resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, check_chat_template, format_prompts,
+                               generate_completions, load_model, resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
 
 
@@ -56,6 +56,8 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     check_runtime(out.runtime)
     if out.base_model:
         check_base_model(out.base_model, data_root, "base_model")
+    if out.runtime.prompt_format == "chat":
+        check_chat_template(out.base_model, data_root)
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     rows = task_rows(out.tasks, data_root, "tasks", need_answers=True)

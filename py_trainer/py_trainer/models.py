@@ -170,7 +170,7 @@ def resolve_prompt_format(prompt_format: str, tokenizer) -> str:
     if prompt_format in ("", "auto"):
         return "chat" if getattr(tokenizer, "chat_template", None) else "raw"
     if prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
-        raise ValueError("runtime.prompt_format: chat, but the tokenizer has no chat template")
+        raise FailedPrecondition("runtime.prompt_format", "chat, but the tokenizer has no chat template (use raw or auto)")
     return prompt_format
 
 

@@ -26,8 +26,8 @@ from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMP
                                check_runtime, fill_defaults, finite)
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, format_prompts, generate_completions,
-                               load_model, resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, check_chat_template, format_prompts,
+                               generate_completions, load_model, resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
 
@@ -102,6 +102,8 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
         if req.HasField("scorer"):
             raise InvalidArgument("scorer", "only applies to SAMPLING_STRATEGY_OVERGENERATE_TOP_K")
     check_runtime(req.runtime)
+    if req.runtime.prompt_format == "chat":
+        check_chat_template(req.base_model, data_root)
 
     adapter_dir = None
     if req.HasField("adapter"):
