@@ -10,6 +10,7 @@ import {
   attribute,
   curveFeatures,
   describeFeatures,
+  nearMisses,
   type DownstreamSignal,
   type StepMetrics,
 } from "../src/agent/report/attribution.js";
@@ -156,6 +157,21 @@ describe("the attribution table, row by row", () => {
   test("KL spikes rule out healthy", () => {
     const spiky = healthy.map((x, i) => (i % 10 === 5 ? { step: x.step, metrics: { ...x.metrics, kl: 0.76 } } : x));
     assert.ok(!fired(spiky).includes("rises steadily | moderate | falling"));
+  });
+
+  test("a rising curve with KL spikes fires no row; the near rows are healthy (but for the spikes) and lr too high (but for the shape)", () => {
+    const spiky = healthy.map((x, i) => (i % 10 === 5 ? { step: x.step, metrics: { ...x.metrics, kl: 0.76 } } : x));
+    const good: DownstreamSignal = { heldOutRose: true, significant: true, text: "+27.3 pp (95% CI +22.3 to +32.9 pp), n=264", n: 264, requiredN: 22 };
+    for (const d of [NO_EVAL, good]) {
+      const results = attribute(curveFeatures(spiky), d);
+      assert.deepEqual(results.filter((r) => r.fired), []);
+      const near = nearMisses(results);
+      assert.deepEqual(near.map((r) => r.row.likelyCause), ["healthy", "lr too high, clip too loose"]);
+      assert.deepEqual(near[0].missed, ["6 KL spike(s) (want 0)"]);
+      assert.deepEqual(near[1].missed, ["curve rising"]);
+    }
+    // a run whose row fires has no near rows listed by the report; a healthy run's alarms are never "near"
+    assert.deepEqual(nearMisses(attribute(curveFeatures(healthy), good)).map((r) => r.row.likelyCause), []);
   });
 });
 

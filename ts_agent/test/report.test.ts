@@ -32,7 +32,7 @@ function scenario(n: number, pBase: number, pAdapter: number) {
 }
 
 /** A run folder as `agent train` leaves it: run.json, events.jsonl, a plot and an adapter. */
-function writeRun(evalsDir: string, runId: string, relative: { change: number; low: number; high: number }) {
+function writeRun(evalsDir: string, runId: string, relative: { change: number; low: number; high: number }, spiky = false) {
   const dir = join(evalsDir, "runs", runId);
   mkdirSync(join(dir, "adapter"), { recursive: true });
   writeFileSync(join(dir, "reward-vs-step.png"), "png");
@@ -68,7 +68,7 @@ function writeRun(evalsDir: string, runId: string, relative: { change: number; l
             maxSteps: 60n,
             metrics: {
               reward: 0.2 + 0.4 * (i / 59) + 0.03 * (2 * rand() - 1),
-              kl: 0.005 + 0.02 * (i / 59),
+              kl: spiky && i % 10 === 5 ? 0.76 : 0.005 + 0.02 * (i / 59),
               frac_reward_zero_std: 0.6 - 0.4 * (i / 59),
               "completions/clipped_ratio": 0.02,
             },
@@ -80,10 +80,15 @@ function writeRun(evalsDir: string, runId: string, relative: { change: number; l
   writeFileSync(join(dir, "events.jsonl"), events.join("\n") + "\n");
 }
 
-function setup(n: number, pBase: number, pAdapter: number, opts: { baseline: boolean; relative?: { change: number; low: number; high: number } }) {
+function setup(
+  n: number,
+  pBase: number,
+  pAdapter: number,
+  opts: { baseline: boolean; relative?: { change: number; low: number; high: number }; spiky?: boolean },
+) {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const { taskSet, result } = scenario(n, pBase, pAdapter);
-  writeRun(evalsDir, "r1", opts.relative ?? { change: 0.5, low: 0.3, high: 0.7 });
+  writeRun(evalsDir, "r1", opts.relative ?? { change: 0.5, low: 0.3, high: 0.7 }, opts.spiky);
   const record = buildEvalRecord("r1", settings, taskSet, result);
   writeEvalRecord(evalsDir, record);
   if (opts.baseline) {
@@ -95,6 +100,16 @@ function setup(n: number, pBase: number, pAdapter: number, opts: { baseline: boo
 }
 
 describe("report.md", () => {
+  test("a rising curve with KL spikes: no row fires, and the report names the nearest rows and what each missed", () => {
+    const { md } = setup(240, 0.3, 0.7, { baseline: true, spiky: true });
+    assert.match(md, /\*\*No row of the table fired for this run\.\*\*\n\nNearest rows/);
+    assert.match(md, /- \*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\* \(likely cause _healthy_;[^\n]*except this run's "6 KL spike\(s\) \(want 0\)"/);
+    assert.match(md, /- \*\*collapses \/ oscillates \/ KL spikes[^\n]*_lr too high, clip too loose_;[^\n]*except this run's "curve rising"/);
+    assert.doesNotMatch(md, /Nearest rows[\s\S]*reward hacking or loose grader[\s\S]*\| reward curve/);
+    const calm = setup(240, 0.3, 0.7, { baseline: true }).md;
+    assert.doesNotMatch(calm, /Nearest rows/);
+  });
+
   test("a tiny N says INCONCLUSIVE with n, the 200-task bar and the required n", () => {
     const { md, analysis } = setup(12, 0.3, 0.6, { baseline: true });
     assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");

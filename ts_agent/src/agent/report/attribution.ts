@@ -298,6 +298,10 @@ export interface Check {
   fired: boolean;
   /** each condition of the row, "yes:" or "no:", with the numbers it was decided on */
   evidence: string;
+  /** how many of the row's conditions held */
+  met: number;
+  /** the conditions that did not hold, with their numbers */
+  missed: string[];
 }
 
 export interface AttributionRow {
@@ -348,7 +352,12 @@ export function describeFeatures(f: CurveFeatures): string[] {
 type Condition = [boolean, string];
 
 function all(...conditions: Condition[]): Check {
-  return { fired: conditions.every(([ok]) => ok), evidence: conditions.map(([ok, s]) => `${ok ? "yes" : "no"}: ${s}`).join("; ") };
+  return {
+    fired: conditions.every(([ok]) => ok),
+    evidence: conditions.map(([ok, s]) => `${ok ? "yes" : "no"}: ${s}`).join("; "),
+    met: conditions.filter(([ok]) => ok).length,
+    missed: conditions.filter(([ok]) => !ok).map(([, s]) => s),
+  };
 }
 
 /** The reward rose: on the training curve, or on the held-out prompts. */
@@ -514,4 +523,14 @@ export interface RowResult extends Check {
 /** Apply every row of the table; the result keeps the table's order. */
 export function attribute(f: CurveFeatures, d: DownstreamSignal): RowResult[] {
   return ATTRIBUTION_TABLE.map((row) => ({ row, ...row.check(f, d) }));
+}
+
+/** Curve-pattern rows (a KL column other than "any": the shape, KL and frac_reward_zero_std
+ *  rows) that did not fire but held every condition except one. The downstream, undetermined
+ *  and clipped rows are alarms: missing their condition means the alarm is quiet, not that the
+ *  run is near them. When no row fires, the near rows say what the run looks like: a rising
+ *  curve with KL spikes misses "healthy" only on the spikes and "lr too high, clip too loose"
+ *  only on the curve shape. */
+export function nearMisses(results: readonly RowResult[]): RowResult[] {
+  return results.filter((r) => !r.fired && r.row.kl !== "any" && r.missed.length === 1 && r.met >= 1);
 }

@@ -33,6 +33,7 @@ import {
   attribute,
   curveFeatures,
   describeFeatures,
+  nearMisses,
   type CurveFeatures,
   type DownstreamSignal,
   type RowResult,
@@ -791,6 +792,15 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   const fired = a.attribution.filter((x) => x.fired);
   if (fired.length === 0) {
     out.push("**No row of the table fired for this run.**");
+    const near = nearMisses(a.attribution);
+    if (near.length > 0) {
+      out.push("");
+      out.push("Nearest rows (every condition held but one; read together, they say what this run looks like):");
+      out.push("");
+      for (const x of near) {
+        out.push(`- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}** (likely cause _${x.row.likelyCause}_; next change _${x.row.nextChange}_): every condition held except this run's "${x.missed[0]}".`);
+      }
+    }
   } else {
     out.push("Rows that fired:");
     out.push("");
