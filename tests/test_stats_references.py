@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, example, given, settings, strategies as st
 from scipy import stats as ss
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.contingency_tables import mcnemar
@@ -259,6 +259,9 @@ def _ratings():
 
 @FAST
 @given(_ratings(), st.sampled_from(["none", "linear", "quadratic"]))
+# one rater used a single category: the null variance is 0 (statsmodels: rounding, z NaN or ~0)
+@example(([0, 0, 0, 0, 0], [0, 0, 0, 1, 1]), "none")
+@example(([2, 1, 3, 1, 2, 1], [1, 1, 1, 1, 1, 1]), "quadratic")
 def test_cohen_kappa_matches_sklearn_and_statsmodels(r, weights):
     r1, r2 = r
     cats = sorted(set(r1) | set(r2))
@@ -279,6 +282,12 @@ def test_cohen_kappa_matches_sklearn_and_statsmodels(r, weights):
     if k.z is not None:
         assert close(k.z, sm.z_value, rel=1e-9, abs_=1e-12)
         assert close(k.p, sm.pvalue_two_sided, rel=1e-8, abs_=1e-14)
+    else:  # no test against chance when the null variance is 0 (kappa is 0/0 under the null)
+        assert k.se0 == 0 and k.p is None
+        # statsmodels divides rounding noise by rounding noise or by 0 there: NaN, +-inf or ~0
+        assert not math.isfinite(sm.z_value) or abs(sm.z_value) < 1e-6
+    if len(set(r1)) == 1 or len(set(r2)) == 1:  # a rater who used one category: always that case
+        assert k.z is None
 
 
 @FAST

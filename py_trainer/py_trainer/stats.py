@@ -1089,6 +1089,9 @@ def _label_key(x) -> tuple:
     return ("n", x + 0.0) if not isinstance(x, str) else ("s", x)
 
 
+_NULL_VARIANCE_ROUNDING = 1e-12  # relative size below which cohen_kappa's null variance is rounding, i.e. 0
+
+
 def cohen_kappa(r1: Sequence, r2: Sequence, *, weights: str = "none", categories: Sequence | None = None) -> CohenKappa:
     """Cohen's kappa for two raters, plain or weighted, with the Fleiss-Cohen-Everitt SE and the z
     test of kappa = 0 (as statsmodels' cohens_kappa). Category order: ``categories`` or the sorted
@@ -1187,7 +1190,10 @@ def cohen_kappa(r1: Sequence, r2: Sequence, *, weights: str = "none", categories
     fac = 1 / ((1 - pe) * (1 - pe) * n)
     tc = kappa - pe * (1 - kappa)
     se = math.sqrt(_js_max(0.0, (term_a - tc * tc) * fac))
-    se0 = math.sqrt(_js_max(0.0, (term_0 - pe * pe) * fac))
+    # The null variance is term_0 - pe^2 >= 0; within rounding of 0 (a rater who used one category:
+    # kappa is 0/0 under the null) it is 0, so z and p are undefined rather than 0 / rounding noise.
+    v0 = term_0 - pe * pe
+    se0 = math.sqrt(v0 * fac) if v0 > _NULL_VARIANCE_ROUNDING * term_0 else 0.0
     z = kappa / se0 if se0 > 0 else None
     p = None if z is None else _erfc(abs(z) * _SQRT1_2)
     return CohenKappa(**base, kappa=kappa, se=se, se0=se0, z=z, p=p)

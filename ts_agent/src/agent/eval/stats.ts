@@ -1136,7 +1136,7 @@ export interface CohenKappa {
   se: number | null;
   /** SE under kappa = 0, as statsmodels' std_kappa0 */
   se0: number | null;
-  /** kappa / se0 */
+  /** kappa / se0; null when se0 is 0 (a rater used a single category: no test against chance) */
   z: number | null;
   /** two-sided normal p for kappa = 0 */
   p: number | null;
@@ -1168,6 +1168,9 @@ function labelKind(name: string, x: unknown): "number" | "string" {
 function labelKey(x: Label): string {
   return typeof x === "number" ? `n:${x === 0 ? 0 : x}` : `s:${x}`;
 }
+
+/** Relative size below which cohenKappa's null variance is rounding, i.e. 0. */
+const NULL_VARIANCE_ROUNDING = 1e-12;
 
 /**
  * Cohen's kappa for two raters on the same items, plain or weighted, with its asymptotic SE
@@ -1280,7 +1283,10 @@ export function cohenKappa(
   const fac = 1 / ((1 - pe) * (1 - pe) * n);
   const tc = kappa - pe * (1 - kappa);
   const se = Math.sqrt(Math.max(0, (termA - tc * tc) * fac));
-  const se0 = Math.sqrt(Math.max(0, (term0 - pe * pe) * fac));
+  // The null variance is term0 - pe^2 >= 0; within rounding of 0 (a rater who used one category:
+  // kappa is 0/0 under the null) it is 0, so z and p are undefined rather than 0 / rounding noise.
+  const v0 = term0 - pe * pe;
+  const se0 = v0 > NULL_VARIANCE_ROUNDING * term0 ? Math.sqrt(v0 * fac) : 0;
   const z = se0 > 0 ? kappa / se0 : null;
   return { ...base, kappa, se, se0, z, p: z === null ? null : erfc(Math.abs(z) * SQRT1_2) };
 }
