@@ -56,8 +56,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     check_runtime(out.runtime)
     if out.base_model:
         check_base_model(out.base_model, data_root, "base_model")
-    if out.runtime.prompt_format == "chat":
-        check_chat_template(out.base_model, data_root)
+    check_chat_template(out.runtime, out.base_model, data_root)
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     rows = task_rows(out.tasks, data_root, "tasks", need_answers=True)

@@ -174,14 +174,19 @@ def resolve_prompt_format(prompt_format: str, tokenizer) -> str:
     return prompt_format
 
 
-def check_chat_template(base_model: str, data_root: Path, field: str = "runtime.prompt_format") -> None:
-    """FAILED_PRECONDITION naming `field` when the base model's tokenizer has no chat template."""
+def check_chat_template(runtime, base_model: str, data_root: Path) -> None:
+    """Up front, for every request that loads a model (Train, Evaluate, SampleGroups): when
+    `runtime.prompt_format` is chat, FAILED_PRECONDITION naming it if the base model's tokenizer
+    has no chat template (else the mistake would surface only once generation starts)."""
+    if runtime.prompt_format != "chat":
+        return
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root))
     if not getattr(tokenizer, "chat_template", None):
-        raise FailedPrecondition(field, f"chat, but the tokenizer of {base_model or 'the embedded default model'!r} "
-                                        "has no chat template (use raw or auto)")
+        raise FailedPrecondition("runtime.prompt_format",
+                                 f"chat, but the tokenizer of {base_model or 'the embedded default model'!r} "
+                                 "has no chat template (use raw or auto)")
 
 
 def chat_messages(prompt: str) -> list[dict]:

@@ -102,8 +102,7 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
         if req.HasField("scorer"):
             raise InvalidArgument("scorer", "only applies to SAMPLING_STRATEGY_OVERGENERATE_TOP_K")
     check_runtime(req.runtime)
-    if req.runtime.prompt_format == "chat":
-        check_chat_template(req.base_model, data_root)
+    check_chat_template(req.runtime, req.base_model, data_root)
 
     adapter_dir = None
     if req.HasField("adapter"):

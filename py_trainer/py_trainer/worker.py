@@ -67,8 +67,7 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainReq
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
     check_runtime(out.runtime, data_root, training=True)
-    if out.runtime.prompt_format == "chat":
-        check_chat_template(out.base_model, data_root)
+    check_chat_template(out.runtime, out.base_model, data_root)
     MODES[out.mode][0](out, data_root)
     check_target_modules(out.lora, out.base_model, data_root, default_model_dir())
     return out
