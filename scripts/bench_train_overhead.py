@@ -36,11 +36,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from _sidecar import launch, sidecar_env  # noqa: E402
+from py_trainer.training import STEP_PHASES  # noqa: E402  (the phases summary.json's time_breakdown has)
 
 # Arm C: the CLI with the compact fused head switched off (bench only; the product has no such switch)
 AS_SHIPPED = ("import sys; import py_trainer.training as t; t.compact_fused_head_on_cpu = lambda: False; "
               "from py_trainer.cli import main; sys.exit(main(sys.argv[1:]))")
-PHASES = ("generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other", "between_steps")
 
 
 def request(steps: int, run_id: str) -> dict:
@@ -69,7 +69,7 @@ def breakdown_table(label_summaries: list[tuple[str, list[dict]]]) -> None:
     """Median over repeats of each phase's seconds per step and share of the training loop."""
     heads = "".join(f"{label:>26}" for label, _ in label_summaries)
     print(f"{'phase (median step)':<22}{heads}")
-    for p in PHASES:
+    for p in STEP_PHASES:
         cells = ""
         for _, sums in label_summaries:
             sec = statistics.median(s["median_step_seconds"][p] for s in sums)

@@ -159,16 +159,15 @@ export const TCO_QUALITATIVE: ReadonlyArray<{ aspect: string; ppo: string; grpo:
 
 /**
  * summary.json's `time_breakdown` (py_trainer/training.py `StepTimer`): wall seconds summed over
- * every training step, per phase. Phases: generation, scoring, rollout_logprobs (the old /
- * reference policy forwards before the loss), forward (the loss forward), backward, optimizer,
- * other (the rest of a step), between_steps (logging, events, checkpoints).
+ * every training step, per phase, in the order the sidecar writes them (its `STEP_PHASES`, the one
+ * list of phases: generation, scoring, rollout_logprobs = the old / reference policy forwards
+ * before the loss, forward = the loss forward, backward, optimizer, other = the rest of a step,
+ * between_steps = logging, events, checkpoints).
  */
 export interface StepTimeBreakdown {
   steps: number;
   totals: Record<string, number>;
 }
-
-export const STEP_PHASES = ["generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other", "between_steps"] as const;
 
 /** The time_breakdown object as summary.json writes it (snake_case), or null when absent or malformed. */
 export function parseStepTimeBreakdown(json: unknown): StepTimeBreakdown | null {
@@ -176,9 +175,8 @@ export function parseStepTimeBreakdown(json: unknown): StepTimeBreakdown | null 
   const o = json as { steps?: unknown; step_seconds_total?: unknown };
   if (typeof o.steps !== "number" || o.steps < 1 || typeof o.step_seconds_total !== "object" || o.step_seconds_total === null) return null;
   const totals: Record<string, number> = {};
-  for (const p of STEP_PHASES) {
-    const v = (o.step_seconds_total as Record<string, unknown>)[p];
-    totals[p] = typeof v === "number" && Number.isFinite(v) ? v : 0;
+  for (const [p, v] of Object.entries(o.step_seconds_total as Record<string, unknown>)) {
+    if (typeof v === "number" && Number.isFinite(v)) totals[p] = v;
   }
   return { steps: o.steps, totals };
 }
@@ -201,13 +199,14 @@ export interface ComputeSide {
 
 /** Mean per-step seconds and shares from a breakdown, and the critic estimate beside generation. */
 export function computeSide(b: StepTimeBreakdown): ComputeSide {
-  const total = STEP_PHASES.reduce((s, p) => s + b.totals[p], 0);
-  const per = (p: string) => b.totals[p] / b.steps;
+  const phases = Object.keys(b.totals);
+  const total = phases.reduce((s, p) => s + b.totals[p], 0);
+  const per = (p: string) => (b.totals[p] ?? 0) / b.steps;
   const stepSeconds = total / b.steps;
   const share = (x: number) => (stepSeconds > 0 ? x / stepSeconds : 0);
   const criticSeconds = 2 * per("forward") + per("backward");
   return {
-    phases: STEP_PHASES.map((p) => ({ phase: p, seconds: per(p), share: share(per(p)) })),
+    phases: phases.map((p) => ({ phase: p, seconds: per(p), share: share(per(p)) })),
     stepSeconds,
     generationShare: share(per("generation")),
     criticSeconds,
