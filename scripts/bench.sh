@@ -7,7 +7,7 @@ export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$PWD/.cache/py-trainer}"
 echo "== CLI start: agent --help from the compiled dist/ vs through tsx"
 scripts/bench_cli.sh
 echo
-echo "== training: in-process TRL vs through the sidecar from the TS client (interleaved pairs, CI over pairs), and the step-time breakdown"
+echo "== training: in-process vs through the sidecar from the TS client vs TRL's fused LM head as shipped (interleaved repeats, CIs over repeats), and the step-time breakdown"
 .venv/bin/python scripts/bench_train_overhead.py "$@"
 echo
 echo "== evaluation: Evaluate vs lm-evaluation-harness (same tasks, model folder, decoding) and vs a naive loop"
