@@ -15,7 +15,7 @@ import {
   type StepMetrics,
 } from "../src/agent/report/attribution.js";
 import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
-import { mulberry32 } from "../src/agent/eval/tasks.js";
+import { mulberry32 } from "../src/agent/eval/narratives.js";
 
 const N = 60;
 

@@ -9,7 +9,8 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 import { RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
 import { DEFAULT_EVAL_SETTINGS, buildEvalRecord, summarizeVariant, writeEvalRecord, type TaskSet } from "../src/agent/eval/harness.js";
-import { mulberry32, type TaskRow } from "../src/agent/eval/tasks.js";
+import { mulberry32 } from "../src/agent/eval/narratives.js";
+import type { TaskRow } from "../src/agent/eval/typologies.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
 

@@ -4,22 +4,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 
+import { MAX_WORDS, MIN_WORDS } from "../src/agent/eval/narratives.js";
 import {
   DEFAULT_HELDOUT_PER_TYPOLOGY,
   DEFAULT_PER_TYPOLOGY,
-  LABELS,
-  MAX_WORDS,
-  MIN_WORDS,
-  PROMPT_INSTRUCTION,
-  TYPOLOGIES,
   defaultTasksPath,
-  formatPrompt,
   generateAmlTasks,
   loadTasks,
   main,
   splitTasks,
   toJsonl,
 } from "../src/agent/eval/tasks.js";
+import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/agent/eval/typologies.js";
 
 const all = generateAmlTasks();
 /** train + test: the rows the 5 shared templates per typology produce */

@@ -9,7 +9,7 @@ import { compareScores } from "../src/agent/eval/harness.js";
 import { attribute, curveFeatures, type DownstreamSignal, type StepMetrics } from "../src/agent/report/attribution.js";
 import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/report/milestone.js";
 import { downstreamEvidence, downstreamSignal } from "../src/agent/report/report.js";
-import { mulberry32 } from "../src/agent/eval/tasks.js";
+import { mulberry32 } from "../src/agent/eval/narratives.js";
 
 const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
   startMean: 0.3,

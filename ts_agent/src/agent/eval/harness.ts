@@ -55,7 +55,8 @@ import {
   type ClusteredMean,
   type PairedComparison,
 } from "./stats.js";
-import { loadTasks, splitTasks, type Split, type TaskRow } from "./tasks.js";
+import { loadTasks, splitTasks } from "./tasks.js";
+import type { Split, TaskRow } from "./typologies.js";
 
 // ---------------------------------------------------------------------------------------------
 // Settings
