@@ -10,11 +10,10 @@ import {
   composeRewards,
   exactMatchReward,
   formatReward,
-  groupRelativeAdvantage,
   normalizeAnswer,
   rewardNames,
-  type AdvantageScale,
 } from "../src/agent/train/grpo.js";
+import { groupRelativeAdvantage, type AdvantageScale } from "../src/agent/train/advantage.js";
 
 function kindOf(fn: () => unknown): string | undefined {
   try {

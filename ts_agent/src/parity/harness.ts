@@ -19,6 +19,7 @@
  *   their distance in units in the last place (doubles ordered as integers, -0 one step below
  *   +0) is within tolerance.ulp.
  */
+import * as advantage from "../agent/train/advantage.js";
 import * as grpo from "../agent/train/grpo.js";
 import * as stats from "../agent/eval/stats.js";
 
@@ -118,7 +119,7 @@ const FLOAT_TOL: Tolerance = { ulp: 0 };
 
 /** The functions with parity vectors, by TS name. Adapters turn closures and classes into data. */
 export const FUNCTIONS: Record<string, FunctionEntry> = {
-  groupRelativeAdvantage: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.groupRelativeAdvantage(a[0], a[1], o) },
+  groupRelativeAdvantage: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => advantage.groupRelativeAdvantage(a[0], a[1], o) },
   normalizeAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.normalizeAnswer(a[0], o) },
   extractAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => grpo.extractAnswer(a[0], a[1]) },
   exactMatchReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.exactMatchReward(a[0], a[1], o) },
