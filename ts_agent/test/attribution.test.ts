@@ -1,19 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import {
-  ATTRIBUTION_TABLE,
-  CLIPPED_HIGH,
-  FRAC_ZERO_STD_HIGH,
-  KL_SPIKE_FACTOR,
-  KL_SPIKE_MIN,
-  attribute,
-  curveFeatures,
-  describeFeatures,
-  nearMisses,
-  type DownstreamSignal,
-  type StepMetrics,
-} from "../src/agent/report/attribution.js";
+import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMisses, type DownstreamSignal } from "../src/agent/report/attribution.js";
+import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
 

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { compareScores } from "../src/agent/eval/harness.js";
-import { attribute, curveFeatures, type DownstreamSignal, type StepMetrics } from "../src/agent/report/attribution.js";
+import { attribute, type DownstreamSignal } from "../src/agent/report/attribution.js";
+import { curveFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/report/milestone.js";
 import { downstreamEvidence, downstreamSignal } from "../src/agent/report/report.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";

@@ -29,16 +29,8 @@ import {
 } from "../eval/harness.js";
 import { writeFileAtomic } from "../workspace.js";
 import { bootstrapMeanCI, operatingCharacteristic, pairedBootstrapCI, requiredNForDelta, wilsonInterval, type Interval } from "../eval/stats.js";
-import {
-  attribute,
-  curveFeatures,
-  describeFeatures,
-  nearMisses,
-  type CurveFeatures,
-  type DownstreamSignal,
-  type RowResult,
-  type StepMetrics,
-} from "./attribution.js";
+import { attribute, nearMisses, type DownstreamSignal, type RowResult } from "./attribution.js";
+import { curveFeatures, describeFeatures, type CurveFeatures, type StepMetrics } from "./curve-features.js";
 import {
   DOWNSTREAM_MIN_DELTA,
   DOWNSTREAM_MIN_DELTA_PP,
