@@ -1,4 +1,4 @@
-"""Start a real `py-trainer serve` process for a test and stop it (SIGTERM) afterwards."""
+"""Start a real `py-trainer serve` process for a test and stop it (SIGTERM) afterwards; watch its runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import grpc
+from google.protobuf import json_format
+
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,3 +81,33 @@ def running_sidecar(tmp_path: Path, *args: str, **kw):
         if sc.proc.poll() is None:
             sc.proc.kill()
             sc.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Watching a served run
+
+TERMINAL = {pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED}
+
+
+def stub_for(sc: Sidecar):
+    ch = grpc.insecure_channel(sc.address)
+    return ch, pb_grpc.TrainerServiceStub(ch)
+
+
+def wait_for(pred, timeout=180.0, every=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every)
+    raise TimeoutError("condition not reached")
+
+
+def wait_state(stub, run_id, states, timeout=240.0) -> pb.Run:
+    return wait_for(lambda: (r := stub.GetRun(pb.GetRunRequest(run_id=run_id), timeout=10).run).state in states and r,
+                    timeout)
+
+
+def read_events(folder: Path) -> list[pb.RunEvent]:
+    return [json_format.Parse(l, pb.RunEvent()) for l in (folder / "events.jsonl").read_text().splitlines()]

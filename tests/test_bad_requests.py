@@ -18,9 +18,9 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
+from _builders import make_run
 from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from test_faults import make_run
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 SERVICE = "/grpo.trainer.v1.TrainerService/"

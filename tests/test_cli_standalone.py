@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from _sidecar import REPO, sidecar_env
+from _builders import annotate, small_request
+from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.annotation import annotator_agreement, insert_gold_groups
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.preference_data import group_to_json
-from test_preference_data import annotate  # one helper for annotating a batch in tests
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 
@@ -139,11 +139,7 @@ def test_check_annotators_flags_a_ranking_its_own_scores_contradict(tmp_path):
 
 
 def test_standalone_train_refuses_a_runs_root_a_sidecar_serves(tmp_path, tiny_model_home):
-    from _sidecar import running_sidecar
-
     import yaml
-
-    from test_runs import small_request
 
     req = json_format.MessageToDict(small_request("locked", max_steps=1), preserving_proto_field_name=True)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(req))

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-from pathlib import Path
 
 import grpc
 import pytest
 from google.protobuf import json_format
 
+from _builders import small_request
 from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer import grpo
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from test_runs import small_request
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 

@@ -25,35 +25,12 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from _sidecar import REPO, launch, running_sidecar, sidecar_env
+from _builders import TASKS, event_line, make_run, small_request
+from _sidecar import TERMINAL, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from test_runs import TERMINAL, read_events, small_request, wait_for, wait_state
-
-TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
-
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: run folders by hand, process accounting, a small disk
-
-
-def event_line(seq: int, run_id: str, **kind) -> str:
-    ev = pb.RunEvent(seq=seq, run_id=run_id, **kind)
-    ev.time.FromNanoseconds(1_700_000_000_000_000_000 + seq * 1_000_000_000)
-    return json_format.MessageToJson(ev, indent=None, preserving_proto_field_name=True) + "\n"
-
-
-def make_run(runs: Path, run_id: str, states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_SUCCEEDED),
-             extra: list[dict] | None = None) -> Path:
-    """A run folder as a sidecar leaves it: request.json and events.jsonl (state changes, then `extra`
-    events before the last state)."""
-    folder = runs / run_id
-    folder.mkdir(parents=True)
-    (folder / "request.json").write_text(json_format.MessageToJson(small_request(run_id), preserving_proto_field_name=True))
-    kinds = [{"state_change": pb.StateChange(state=s)} for s in states]
-    kinds[-1:-1] = extra or []
-    (folder / "events.jsonl").write_text("".join(event_line(i, run_id, **k) for i, k in enumerate(kinds, start=1)))
-    return folder
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -71,11 +48,6 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     raise KeyError(key)
-
-
-def stub_for(sc):
-    ch = grpc.insecure_channel(sc.address)
-    return ch, pb_grpc.TrainerServiceStub(ch)
 
 
 @pytest.fixture

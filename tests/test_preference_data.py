@@ -16,6 +16,7 @@ from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _builders import annotate
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.annotation import annotator_agreement, check_annotator_batch, insert_gold_groups, rank_count_table
@@ -218,17 +219,6 @@ def make_group(i: int, k: int = 4, ranks=None) -> pb.RankedGroup:
     for j in range(k):
         g.responses.add(id=f"r{j}", text=f"response {j} to {i}")
     return g
-
-
-def annotate(batch, rank_fn) -> list[pb.RankedGroup]:
-    out = []
-    for b, g in enumerate(batch):
-        a = pb.RankedGroup()
-        a.CopyFrom(g)
-        del a.ranks[:]
-        a.ranks.extend(rank_fn(b, g))
-        out.append(a)
-    return out
 
 
 def test_gold_groups_every_ten_and_the_batch_check():

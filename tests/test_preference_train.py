@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,49 +13,16 @@ from types import SimpleNamespace
 import pytest
 from google.protobuf import json_format
 
+from _builders import aml_groups, preference_request
 from py_trainer.errors import InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.preference_data import check_group
 from py_trainer.sampling import sample_groups_stream, sample_groups_to_jsonl, validate_sample_request
 from py_trainer.train_preference import pairwise_agreement, pick_metrics
-from py_trainer.worker import train_run, validate_train_request
+from py_trainer.validate import validate_train_request
+from py_trainer.worker import train_run
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
-# The typology an analyst is most likely to confuse with each one.
-NEAR_MISS = {"structuring": "smurfing", "smurfing": "structuring", "layering": "round_tripping",
-             "round_tripping": "layering", "trade_based": "shell_company", "shell_company": "trade_based",
-             "funnel_account": "money_mule", "money_mule": "funnel_account"}
-
-
-def aml_groups(split: str, n: int, seed: int = 0) -> list[dict]:
-    """Ranked groups (proto JSON) from the AML task set, K = 4, responses in shuffled order:
-    0 the right label in the answer format, 1 the near-miss label in format, 2 another label with
-    no tags, 3 a hedged sentence naming a third label. Five of the six pairs are about the answer
-    format; (0, 1) needs the case itself."""
-    rng = random.Random(seed)
-    rows = [json.loads(line) for line in TASKS.read_text().splitlines() if json.loads(line)["split"] == split][:n]
-    groups = []
-    for r in rows:
-        right = r["typology"]
-        near = NEAR_MISS[right]
-        other, third = rng.sample([t for t in sorted(NEAR_MISS) if t not in (right, near)], 2)
-        texts = [f"<answer>{right}</answer>", f"<answer>{near}</answer>", other,
-                 f"I think it might be {third}, but I am not sure."]
-        order = rng.sample(range(4), 4)  # order[i] = the rank of the response shown at position i
-        groups.append({"prompt": r["prompt"],
-                       "responses": [{"id": f"{r['id']}-{i}", "text": texts[order[i]]} for i in range(4)],
-                       "ranks": order, "metadata": {"task_id": r["id"]}})
-    return groups
-
-
-def preference_request(**overrides) -> pb.TrainRequest:
-    base = {"mode": "TRAIN_MODE_RANKED_PREFERENCE", "dataset": {"inline": {"groups": aml_groups("train", 24)}},
-            "runtime": {"device": "cpu"}}
-    base.update(overrides)
-    return json_format.ParseDict(base, pb.TrainRequest())
-
-
 def write_run(tmp_path: Path, run_id: str, req: pb.TrainRequest) -> Path:
     eff = validate_train_request(req, tmp_path)
     run_dir = tmp_path / "runs" / run_id

@@ -16,10 +16,10 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from _sidecar import running_sidecar, sidecar_env
+from _builders import small_request
+from _sidecar import read_events, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-from test_runs import read_events, small_request
 
 TIME_METRICS = ("step_time",)  # wall-clock metrics TRL logs; everything else must repeat exactly
 

@@ -6,7 +6,6 @@ real worker process; budgets are tiny (a few steps of a few completions) so the 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,54 +17,15 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from _sidecar import REPO, launch, running_sidecar, sidecar_env
+from _builders import small_request
+from _sidecar import TERMINAL, REPO, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
-
-TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
-TERMINAL = {pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED}
-
-
-def small_request(run_id: str, max_steps: int = 3, **grpo) -> pb.TrainRequest:
-    rows = [json.loads(line) for line in TASKS.read_text().splitlines()[:24]]
-    return json_format.ParseDict({
-        "run_id": run_id,
-        "dataset": {"inline": {"rows": [{"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]} for r in rows]}},
-        "grpo": {"max_steps": max_steps, "num_generations": 4, "per_device_train_batch_size": 8,
-                 "max_completion_length": 12, "save_steps": 2, "seed": 3, **grpo},
-        "held_out": {"num_prompts": 4, "samples_per_prompt": 2},
-    }, pb.TrainRequest())
-
 
 @pytest.fixture
 def env(tiny_model_home):
     return sidecar_env(PY_TRAINER_HOME=str(tiny_model_home),
                        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
                        PY_TRAINER_REWARD_PLUGINS="reward_plugins_for_tests:rewards")
-
-
-def stub_for(sc):
-    ch = grpc.insecure_channel(sc.address)
-    return ch, pb_grpc.TrainerServiceStub(ch)
-
-
-def wait_for(pred, timeout=180.0, every=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise TimeoutError("condition not reached")
-
-
-def wait_state(stub, run_id, states, timeout=240.0) -> pb.Run:
-    return wait_for(lambda: (r := stub.GetRun(pb.GetRunRequest(run_id=run_id), timeout=10).run).state in states and r,
-                    timeout)
-
-
-def read_events(folder: Path) -> list[pb.RunEvent]:
-    return [json_format.Parse(l, pb.RunEvent()) for l in (folder / "events.jsonl").read_text().splitlines()]
 
 
 def test_cancel_mid_run_keeps_checkpoint(tmp_path, env):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,8 +15,8 @@ from py_trainer import config
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.training import trainer_args
-from _sidecar import REPO, sidecar_env
-from test_runs import read_events, small_request
+from _builders import small_request
+from _sidecar import REPO, read_events, sidecar_env
 
 
 def test_report_to_defaults_to_tensorboard_and_none_means_nowhere(tmp_path):

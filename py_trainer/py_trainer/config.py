@@ -5,10 +5,12 @@ modes use are written once (`SCHEDULE`, with GRPO's defaults) and the ranked-pre
 overrides only their defaults (`PREFERENCE_SCHEDULE_DEFAULTS`). The validators below are built
 from the tables: `fill_defaults` sets every unset optional knob, `check_knobs` checks each one
 against its range and raises `InvalidArgument` naming the field as the user wrote it
-(``grpo.num_generations: must be in [2, 256] (GRPO needs a group), got 1``). `py-trainer defaults`
-prints the tables, and tests/test_config.py holds the proto comments ("Default: ...") equal to
-them. Cross-field checks (batch divisible by the group size, held-out size vs dataset) live with
-the mode that needs them.
+(``grpo.num_generations: must be in [2, 256] (GRPO needs a group), got 1``). A knob's TRL
+column (`Knob.trl`) names the field of TRL's config it sets, so the training modes build
+GRPOConfig / DPOConfig / LoraConfig from the tables (`trl_kwargs`) instead of copying knobs by
+hand (tests/test_trl_config.py checks each one arrives). `py-trainer defaults` prints the tables,
+and tests/test_config.py holds the proto comments ("Default: ...") equal to them. Cross-field
+checks (batch divisible by the group size, held-out size vs dataset) live in `validate.py`.
 
 Units: learning rate per optimizer step; lengths in tokens; warmup as a fraction of max_steps;
 rewards as fractions.
@@ -80,6 +82,10 @@ class Knob:
     help: str
     default_doc: str = ""
     """How a computed default (default None) is written in the proto comment."""
+    trl: str | tuple[str, ...] = ""
+    """The field(s) of TRL's config (GRPOConfig / DPOConfig, which extend transformers'
+    TrainingArguments; PEFT's LoraConfig for LoraSettings) this knob sets, value unchanged
+    (`trl_kwargs`); empty = the knob is ours alone (validation, measurement, the worker)."""
 
 
 def render_default(value: Any) -> str:
@@ -105,35 +111,54 @@ SCHEDULE: dict[str, Knob] = {
     # Sized for the embedded tiny model (hidden 128): measured 0.11 -> 0.50 held-out reward in 30
     # steps on a learnable objective at 2e-3, nothing at 5e-4, collapse (KL ~6) at 5e-3. LoRA on a
     # 0.5-7B model wants 1e-5..2e-4; TRL's own 1e-6 is for full fine-tuning.
-    "learning_rate": Knob(2e-3, Range(0, 1, lo_open=True), "AdamW peak learning rate per optimizer step"),
-    "max_steps": Knob(60, Range(1, 1_000_000), "optimizer steps to train"),
+    "learning_rate": Knob(2e-3, Range(0, 1, lo_open=True), "AdamW peak learning rate per optimizer step",
+                          trl="learning_rate"),
+    "max_steps": Knob(60, Range(1, 1_000_000), "optimizer steps to train", trl="max_steps"),
     "per_device_train_batch_size": Knob(16, Range(1, 4096),
-                                        "completions (GRPO) or pairs (ranked preference) per device per step"),
-    "gradient_accumulation_steps": Knob(1, Range(1, 1024), "micro-batches per optimizer step"),
-    # Adam's first steps move every LoRA weight by ~lr, signal or not
-    "warmup_ratio": Knob(0.1, Range(0, 1, hi_open=True), "linear warmup as a fraction of max_steps"),
-    "seed": Knob(0, SEED_RANGE, "seeds torch, data order and the held-out sampling"),
+                                        "completions (GRPO) or pairs (ranked preference) per device per step",
+                                        trl="per_device_train_batch_size"),
+    "gradient_accumulation_steps": Knob(1, Range(1, 1024), "micro-batches per optimizer step",
+                                        trl="gradient_accumulation_steps"),
+    # Adam's first steps move every LoRA weight by ~lr, signal or not. transformers 5 dropped
+    # warmup_ratio: its warmup_steps reads a float in [0, 1) as a ratio of max_steps, so the value
+    # passes unchanged under the new name (the range keeps it below 1).
+    "warmup_ratio": Knob(0.1, Range(0, 1, hi_open=True), "linear warmup as a fraction of max_steps",
+                         trl="warmup_steps"),
+    "seed": Knob(0, SEED_RANGE, "seeds torch, data order and the held-out sampling", trl=("seed", "data_seed")),
     "logging_steps": Knob(1, Range(1, None, text="in [1, max_steps]"),
-                          "steps between logged train_step events (and held-out monitoring in ranked preference)"),
-    "save_steps": Knob(20, Range(1, None), "steps between checkpoints"),
+                          "steps between logged train_step events (and held-out monitoring in ranked preference)",
+                          trl="logging_steps"),
+    "save_steps": Knob(20, Range(1, None), "steps between checkpoints", trl="save_steps"),
     "max_prompt_length": Knob(256, Range(1, 131_072), "prompt tokens kept (left-truncated)"),
-    "max_completion_length": Knob(32, Range(1, 32_768), "tokens generated per completion (GRPO) or kept per response"),
+    # GRPOConfig's field; DPOConfig has none: ranked preference sets its max_length to
+    # max_prompt_length + max_completion_length (train_preference.py)
+    "max_completion_length": Knob(32, Range(1, 32_768), "tokens generated per completion (GRPO) or kept per response",
+                                  trl="max_completion_length"),
 }
 
 GRPO: dict[str, Knob] = {
-    "num_generations": Knob(8, Range(2, 256, note="GRPO needs a group"), "completions per prompt (the group, G)"),
+    "num_generations": Knob(8, Range(2, 256, note="GRPO needs a group"), "completions per prompt (the group, G)",
+                            trl="num_generations"),
     # > 0 so TRL logs `kl` (its own default is 0); DeepSeekMath used 0.04
-    "beta": Knob(0.04, Range(0, None), "KL coefficient against the reference model (0 = no KL term, no kl metric)"),
-    "epsilon": Knob(0.2, Range(0, 1, lo_open=True, hi_open=True), "lower clip range of the importance ratio"),
-    "epsilon_high": Knob(0.2, Range(0, 10, lo_open=True, hi_open=True), "upper clip range (DAPO's clip-higher)"),
-    "loss_type": Knob("dapo", Choices(("grpo", "dr_grpo", "dapo", "bnpo")), "TRL's loss normalisation (TRL's default)"),
-    "scale_rewards": Knob("group", Choices(("group", "batch", "none")), "advantage scaling: group std, batch std or none"),
-    "temperature": Knob(1.0, Range(0, 10, lo_open=True), "sampling temperature of the rollouts"),
-    "top_p": Knob(1.0, Range(0, 1, lo_open=True), "nucleus sampling of the rollouts"),
-    "mask_truncated_completions": Knob(False, None, "exclude completions cut at max_completion_length from the loss"),
-    "use_vllm": Knob(False, None, "generate rollouts with vLLM (needs CUDA and the vllm package)"),
-    "vllm_mode": Knob("colocate", Choices(("colocate", "server")), "vLLM in the training process or a trl vllm-serve"),
-    "vllm_gpu_memory_utilization": Knob(0.3, Range(0, 1, lo_open=True), "GPU memory share of vLLM in colocate mode"),
+    "beta": Knob(0.04, Range(0, None), "KL coefficient against the reference model (0 = no KL term, no kl metric)",
+                 trl="beta"),
+    "epsilon": Knob(0.2, Range(0, 1, lo_open=True, hi_open=True), "lower clip range of the importance ratio",
+                    trl="epsilon"),
+    "epsilon_high": Knob(0.2, Range(0, 10, lo_open=True, hi_open=True), "upper clip range (DAPO's clip-higher)",
+                         trl="epsilon_high"),
+    "loss_type": Knob("dapo", Choices(("grpo", "dr_grpo", "dapo", "bnpo")), "TRL's loss normalisation (TRL's default)",
+                      trl="loss_type"),
+    "scale_rewards": Knob("group", Choices(("group", "batch", "none")), "advantage scaling: group std, batch std or none",
+                          trl="scale_rewards"),
+    "temperature": Knob(1.0, Range(0, 10, lo_open=True), "sampling temperature of the rollouts", trl="temperature"),
+    "top_p": Knob(1.0, Range(0, 1, lo_open=True), "nucleus sampling of the rollouts", trl="top_p"),
+    "mask_truncated_completions": Knob(False, None, "exclude completions cut at max_completion_length from the loss",
+                                       trl="mask_truncated_completions"),
+    "use_vllm": Knob(False, None, "generate rollouts with vLLM (needs CUDA and the vllm package)", trl="use_vllm"),
+    "vllm_mode": Knob("colocate", Choices(("colocate", "server")), "vLLM in the training process or a trl vllm-serve",
+                      trl="vllm_mode"),
+    "vllm_gpu_memory_utilization": Knob(0.3, Range(0, 1, lo_open=True), "GPU memory share of vLLM in colocate mode",
+                                        trl="vllm_gpu_memory_utilization"),
 }
 GRPO_ONLY_FIELDS = tuple(GRPO)
 
@@ -154,7 +179,8 @@ PREFERENCE_SCHEDULE_DEFAULTS: dict[str, Any] = {
 
 MAX_HELD_OUT_GROUPS_DEFAULT = 16
 PREFERENCE: dict[str, Knob] = {
-    "beta": Knob(0.1, Range(0, 100, lo_open=True), "DPO beta in the implicit reward beta * log(pi / pi_ref) (TRL's)"),
+    "beta": Knob(0.1, Range(0, 100, lo_open=True), "DPO beta in the implicit reward beta * log(pi / pi_ref) (TRL's)",
+                 trl="beta"),
     # None: computed from the data (16, or a fifth of the dataset when that is smaller)
     "num_held_out_groups": Knob(None, Range(1, None), "held-out groups for monitoring",
                                 default_doc="min(16, groups in preference.held_out), else min(16, dataset groups / 5), "
@@ -162,10 +188,10 @@ PREFERENCE: dict[str, Knob] = {
 }
 
 LORA: dict[str, Knob] = {
-    "r": Knob(16, Range(1, 1024), "LoRA rank"),
-    "alpha": Knob(32.0, Range(0, None, lo_open=True), "LoRA alpha (scale = alpha / r)"),
-    "dropout": Knob(0.0, Range(0, 1, hi_open=True), "LoRA dropout"),
-    "target_modules": Knob([], None, "module names to adapt; empty = all linear layers (GRPO)"),
+    "r": Knob(16, Range(1, 1024), "LoRA rank", trl="r"),
+    "alpha": Knob(32.0, Range(0, None, lo_open=True), "LoRA alpha (scale = alpha / r)", trl="lora_alpha"),
+    "dropout": Knob(0.0, Range(0, 1, hi_open=True), "LoRA dropout", trl="lora_dropout"),
+    "target_modules": Knob([], None, "module names to adapt; empty = all linear layers (GRPO)", trl="target_modules"),
 }
 PREFERENCE_LORA_DEFAULTS: dict[str, Any] = {"r": 64, "alpha": 128.0, "dropout": 0.0,
                                             "target_modules": ["q_proj", "v_proj"]}
@@ -179,7 +205,9 @@ RUNTIME: dict[str, Knob] = {
     "device": Knob("auto", Choices(("auto", "cpu", "cuda")), "auto = cuda when available"),
     "precision": Knob("", Choices(("fp32", "bf16", "fp16")), "empty = fp32 on CPU, bf16 on CUDA"),
     "num_processes": Knob(1, Range(1, 64), ">1 launches the worker through accelerate launch"),
-    "gradient_checkpointing": Knob(False, None, "trade compute for memory (also disables the KV cache in generation)"),
+    # GRPO passes it to GRPOConfig; ranked preference checkpoints exactly when on CUDA (train_preference.py)
+    "gradient_checkpointing": Knob(False, None, "trade compute for memory (also disables the KV cache in generation)",
+                                   trl="gradient_checkpointing"),
     "prompt_format": Knob("auto", Choices(("auto", "raw", "chat")),
                           "raw text, or one user message through the chat template; auto = chat when there is one"),
     "accelerate_config": Knob("", None, "accelerate config file under the data root (DeepSpeed / FSDP), passed through"),
@@ -385,6 +413,33 @@ def check_schedule(g, defaults: Mapping[str, Any] | None = None) -> None:
     check_knobs(g, SCHEDULE, "grpo.", only=only)
     if g.logging_steps > g.max_steps:
         raise InvalidArgument("grpo.logging_steps", f"must be in [1, max_steps], got {g.logging_steps}")
+
+
+# ---------------------------------------------------------------------------------------------
+# TRL's config from the tables
+
+
+def trl_names(knob: Knob) -> tuple[str, ...]:
+    """The TRL / PEFT config fields a knob sets (none when it is ours alone)."""
+    if not knob.trl:
+        return ()
+    return (knob.trl,) if isinstance(knob.trl, str) else knob.trl
+
+
+def trl_kwargs(msg, table: Mapping[str, Knob], *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Keyword arguments for TRL's config (or PEFT's LoraConfig): every knob of `table` that has a
+    TRL name, with its value in the (effective) message `msg`, repeated fields as lists; the knobs
+    in `skip` are left out (a mode whose TRL config lacks the field)."""
+    out: dict[str, Any] = {}
+    for name, knob in table.items():
+        if name in skip:
+            continue
+        value = getattr(msg, name)
+        if msg.DESCRIPTOR.fields_by_name[name].is_repeated:
+            value = list(value)
+        for trl_name in trl_names(knob):
+            out[trl_name] = value
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The servicer never answers success with an error string: anything the caller did wrong raises
 one of these, and `server.py` aborts the RPC with the matching status and the message, which
-always starts with the offending field (e.g. ``grpo.num_generations: must be >= 2``).
+always starts with the offending field (e.g. ``grpo.num_generations: must be in [2, 256] (GRPO
+needs a group), got 1``).
 """
 
 from __future__ import annotations

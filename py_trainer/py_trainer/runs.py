@@ -36,20 +36,16 @@ from collections import deque
 from pathlib import Path
 from typing import AsyncIterator
 
-from py_trainer.artifacts import artifact_chunks, file_artifacts
+from py_trainer.artifacts import artifact_chunks
 from py_trainer.errors import AlreadyExists, DiskFull, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, is_disk_full
 from py_trainer.events import EventLog, event_from_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.launch import WORKER, ask_to_stop, clear_stop, is_multi_process, launch_argv
 from py_trainer.paths import validate_run_id
-from py_trainer.run_folder import (CHECKPOINT_COMPLETE, REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, create_run_folder,
-                                   disk_full_error, disk_full_path, find_stored_run, latest_checkpoint, load_request,
-                                   read_run, reconcile_summary, remove_temp_entries, tail_text, unreadable_record)
+from py_trainer.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, create_run_folder, disk_full_error,
+                                   disk_full_path, latest_checkpoint, read_run, reconcile_summary, remove_temp_entries,
+                                   tail_text, unreadable_record)
 from py_trainer.runs_root import RunsRootLock, SpaceReserve
-
-# Re-exported: the run-folder helpers the training and standalone floors use through this module.
-__all__ = ["RunRegistry", "RunRecord", "EventLog", "artifact_chunks", "file_artifacts", "create_run_folder",
-           "load_request", "find_stored_run", "latest_checkpoint", "tail_text", "CHECKPOINT_COMPLETE", "TERMINAL_STATES"]
 
 log = logging.getLogger(__name__)
 

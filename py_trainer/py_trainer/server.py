@@ -1,14 +1,15 @@
 """The gRPC sidecar: a thin grpc.aio servicer that translates between the wire and `runs.py`.
 
-Nothing here knows about TRL: requests are validated by the training modes (`worker.py`
-dispatches), runs, pagination and artifact chunks live in `runs.py`, evaluation in
+Nothing here knows about TRL: Train requests are validated by `validate.py`, runs, pagination and artifact chunks live in `runs.py`, evaluation in
 `evaluate.py`, group sampling in `sampling.py`. Errors raised there as
 `RequestError` become the matching gRPC status with a message that names the field.
 
 Standard tooling works against it: grpc.health.v1 health checking (service "" and the
 TrainerService name) and server reflection are on. SIGTERM/SIGINT shut down gracefully: health
-flips to NOT_SERVING first, an active training worker is stopped (its run is marked FAILED with
-the reason, its last checkpoint kept), then the server stops with a grace period.
+flips to NOT_SERVING first, queued runs end FAILED ("sidecar shut down before the run started"),
+the active training worker is asked to stop after its current step (its run ends CANCELLED with
+its adapter, summary and last checkpoint; FAILED only if it does not stop within
+`runs.SHUTDOWN_GRACE_S`), then the server stops with a grace period.
 
 Every request is decoded through `wire.decode_request` (an interceptor swaps each method's
 deserializer), so bytes that are not a valid message get INVALID_ARGUMENT naming the field instead
@@ -43,8 +44,8 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
 from py_trainer.sampling import sample_groups_stream
+from py_trainer.validate import validate_train_request
 from py_trainer.wire import UndecodableRequest, decode_request
-from py_trainer.worker import validate_train_request
 
 log = logging.getLogger(__name__)
 

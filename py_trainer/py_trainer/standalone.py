@@ -3,7 +3,7 @@ no server, the same run folder (and the same validation) as the served RPCs.
 
 A config file holds the request in proto field names (``grpo: {max_steps: 40}``) as YAML or JSON.
 A train request is validated exactly as the Train RPC validates it, its run folder is created
-atomically through `runs.create_run_folder`, then it trains in this process; events are appended
+atomically through `run_folder.create_run_folder`, then it trains in this process; events are appended
 to ``events.jsonl`` and echoed as one line per step on stdout.
 """
 
@@ -20,9 +20,12 @@ from google.protobuf import json_format
 from py_trainer.errors import InvalidArgument, RequestError
 from py_trainer.evaluate import plan_evaluation, run_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.runs import EventLog, create_run_folder, find_stored_run
+from py_trainer.events import EventLog
 from py_trainer.launch import is_multi_process
-from py_trainer.worker import RunStopped, failure_reason, train_run, validate_train_request
+from py_trainer.run_folder import create_run_folder, find_stored_run, tail_text
+from py_trainer.training import RunStopped
+from py_trainer.validate import validate_train_request
+from py_trainer.worker import failure_reason, train_run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,7 +284,6 @@ def train_in_ranks(folder: Path, data_root: Path, rt: pb.RuntimeSettings, log: E
     import subprocess
 
     from py_trainer.launch import ask_to_stop, clear_stop, launch_argv
-    from py_trainer.runs import tail_text
 
     clear_stop(folder)
     argv = launch_argv(rt, data_root) + ["--run-dir", str(folder), "--data-root", str(data_root), "--events-log"]

@@ -1,7 +1,7 @@
 """GRPO on verifiable rewards: TRL's GRPOTrainer + PEFT LoRA, rewards from `grpo.py`.
 
-TRL does the optimisation; what this mode adds around it:
-- request validation with every default filled (`validate_grpo_request`, from `config.py`'s tables);
+TRL does the optimisation on the effective request (`validate.validate_grpo_request` filled every
+default); what this mode adds around it:
 - one TRL reward function per RewardSpec, named after it (TRL logs ``rewards/<name>/mean``) and
   weighted by TRL's `reward_weights` (its nansum equals `grpo.compose_rewards`); a raising reward
   fails the run naming the reward and the sample, it is never turned into 0;
@@ -15,74 +15,21 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from typing import Callable
 
 from py_trainer import stats
 from py_trainer.atomic import write_jsonl_atomic
-from py_trainer.config import DEFAULT_REWARDS, GRPO, HELD_OUT, check_knobs, check_lora, check_schedule, fill_defaults
+from py_trainer.config import GRPO, RUNTIME, trl_kwargs
 from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN,
                                          ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
 from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
-from py_trainer.data import split_rows, task_rows
-from py_trainer.errors import FailedPrecondition, InvalidArgument
+from py_trainer.data import split_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import chat_messages, format_prompts, generate_completions
-from py_trainer.rewards import (RewardFunctionError, build_scorer, check_reward_specs, composed_guarded_scorer,
-                                guarded_scorer, reward_spec_dict)
-from py_trainer.training import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, numeric_metrics
+from py_trainer.rewards import RewardFunctionError, build_scorer, composed_guarded_scorer, guarded_scorer, reward_spec_dict
+from py_trainer.training import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, lora_config, numeric_metrics
 
 log = logging.getLogger(__name__)
-
-# ---------------------------------------------------------------------------------------------
-# Request validation
-
-
-def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
-    """Fill every GRPO default into `out` in place, or raise naming the field."""
-    if not out.rewards:
-        for spec in DEFAULT_REWARDS:
-            out.rewards.add(name=spec["name"], weight=spec["weight"])
-    check_reward_specs(out.rewards, "rewards", check_weight=True)
-    g = out.grpo
-    check_schedule(g)
-    fill_defaults(g, GRPO)
-    check_knobs(g, GRPO, "grpo.")
-    if (g.per_device_train_batch_size * g.gradient_accumulation_steps) % g.num_generations:
-        raise InvalidArgument(
-            "grpo.per_device_train_batch_size",
-            f"per_device_train_batch_size * gradient_accumulation_steps = "
-            f"{g.per_device_train_batch_size * g.gradient_accumulation_steps} must be divisible by "
-            f"num_generations = {g.num_generations} (each prompt's group must be complete)")
-    if g.use_vllm:
-        import importlib.util
-
-        import torch
-
-        if not torch.cuda.is_available() or out.runtime.device == "cpu":
-            raise FailedPrecondition("grpo.use_vllm", "vLLM generation needs a CUDA device")
-        if importlib.util.find_spec("vllm") is None:
-            raise FailedPrecondition("grpo.use_vllm", "the vllm package is not installed (pip install vllm)")
-    check_lora(out.lora)
-    rows = task_rows(out.dataset, data_root, "dataset", need_answers=True)
-    ho = out.held_out
-    fill_defaults(ho, HELD_OUT)
-    check_knobs(ho, HELD_OUT, "held_out.")
-    if ho.HasField("dataset"):
-        held = task_rows(ho.dataset, data_root, "held_out.dataset", need_answers=True)
-        if len(held) < ho.num_prompts:
-            raise InvalidArgument("held_out.num_prompts",
-                                  f"{ho.num_prompts} requested but held_out.dataset has {len(held)} rows")
-        train_n = len(rows)
-    else:
-        train_n = len(rows) - ho.num_prompts
-        if train_n < 1:
-            raise InvalidArgument("held_out.num_prompts",
-                                  f"{ho.num_prompts} held-out prompts leave no training rows (dataset has {len(rows)})")
-    prompts_per_step = g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
-    if train_n < prompts_per_step:
-        raise InvalidArgument("dataset", f"{train_n} training rows, but one step needs {prompts_per_step} prompts")
-
 
 # ---------------------------------------------------------------------------------------------
 # Rewards as TRL reward functions
@@ -184,10 +131,21 @@ class CurveWatch:
 # The mode
 
 
+def grpo_config(req: pb.TrainRequest, args: dict, reward_weights: list[float]):
+    """TRL's GRPOConfig for the effective request: the shared TrainingArguments
+    (`training.trainer_args`), every GRPO and runtime knob with a TRL name (config.py's tables),
+    and one weight per reward function."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**args, **trl_kwargs(req.grpo, GRPO), **trl_kwargs(req.runtime, RUNTIME),
+                      reward_weights=reward_weights)
+
+
 class GrpoMode:
     """TRAIN_MODE_GRPO plugged into `training.run_training`."""
 
     artifacts = ["adapter", "grpo_train.jsonl", "reward-vs-step.csv", "reward-vs-step.png"]
+    trl_skip = ()
 
     def prepare(self, run: RunContext) -> None:
         self.train_rows, self.held_rows = split_rows(run.req, run.data_root)
@@ -230,40 +188,19 @@ class GrpoMode:
 
     def build_trainer(self, run: RunContext, args: dict, callback):
         from datasets import Dataset
-        from peft import LoraConfig
         from transformers import PrinterCallback
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOTrainer
 
-        g, lora = run.req.grpo, run.req.lora
-        cfg = GRPOConfig(
-            **args,
-            num_generations=g.num_generations,
-            beta=g.beta,
-            epsilon=g.epsilon,
-            epsilon_high=g.epsilon_high,
-            loss_type=g.loss_type,
-            scale_rewards=g.scale_rewards,
-            max_completion_length=g.max_completion_length,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            mask_truncated_completions=g.mask_truncated_completions,
-            use_vllm=g.use_vllm,
-            vllm_mode=g.vllm_mode,
-            vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
-            reward_weights=[s["weight"] for s in self.specs],
-            gradient_checkpointing=run.req.runtime.gradient_checkpointing,
-        )
         trainer = GRPOTrainer(
             model=run.model,
             reward_funcs=trl_reward_funcs(self.specs),
-            args=cfg,
+            args=grpo_config(run.req, args, [s["weight"] for s in self.specs]),
             # chat: TRL's conversational format, rendered by the same template as format_prompts
             train_dataset=Dataset.from_list([
                 {"prompt": chat_messages(r.prompt) if run.prompt_format == "chat" else r.prompt,
                  "answers": list(r.answers)} for r in self.train_rows]),
             processing_class=run.tokenizer,
-            peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                   target_modules=list(lora.target_modules) or "all-linear", task_type="CAUSAL_LM"),
+            peft_config=lora_config(run.req.lora),
             callbacks=[callback],
         )
         trainer.remove_callback(PrinterCallback)  # events carry the metrics; keep worker.log readable

@@ -46,21 +46,17 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 from py_trainer import stats
 from py_trainer.atomic import write_jsonl_atomic
-from py_trainer.config import (GRPO_ONLY_FIELDS, MAX_HELD_OUT_GROUPS_DEFAULT, PREFERENCE, PREFERENCE_LORA_DEFAULTS,
-                               PREFERENCE_SCHEDULE_DEFAULTS, check_knobs, check_lora, check_schedule, fill_defaults,
-                               set_default)
+from py_trainer.config import PREFERENCE, trl_kwargs
 from py_trainer.curves import PREFERENCE_CSV_COLUMNS, write_steps_csv
-from py_trainer.data import load_ranked_groups, split_groups
-from py_trainer.errors import InvalidArgument
+from py_trainer.data import split_groups
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import format_prompts, generate_completions
 from py_trainer.preference_data import ranking_pairs
-from py_trainer.training import Emit, RunContext, held_out_reward_proto, numeric_metrics
+from py_trainer.training import Emit, RunContext, held_out_reward_proto, lora_config, numeric_metrics
 
 log = logging.getLogger(__name__)
 
@@ -69,49 +65,6 @@ CONSISTENCY_SAMPLES = 4
 SCORE_TOKENS = 8192
 """Continuation tokens (rows x padded width) per forward pass when scoring responses."""
 PAIRWISE_METRIC = "pairwise accuracy of the implicit reward per group (ties count 1/2)"
-
-# ---------------------------------------------------------------------------------------------
-# Request validation
-
-
-def validate_preference_request(req: pb.TrainRequest, data_root: Path) -> None:
-    """Fill the ranked-preference defaults into `req` in place, or raise naming the field.
-
-    Used fields: dataset (ranked groups), preference, lora, and from grpo only the schedule knobs
-    (`config.SCHEDULE`). GRPO-only knobs, rewards and held_out are refused rather than silently
-    ignored.
-    """
-    g = req.grpo
-    for name in GRPO_ONLY_FIELDS:
-        if g.HasField(name):
-            hint = " (use preference.beta)" if name == "beta" else ""
-            raise InvalidArgument(f"grpo.{name}", f"does not apply to TRAIN_MODE_RANKED_PREFERENCE{hint}")
-    if req.rewards:
-        raise InvalidArgument("rewards", "GRPO only: ranked-preference training learns from the rankings")
-    if req.HasField("held_out"):
-        raise InvalidArgument("held_out", "GRPO only: use preference.held_out / preference.num_held_out_groups")
-    check_schedule(g, PREFERENCE_SCHEDULE_DEFAULTS)
-    check_lora(req.lora, PREFERENCE_LORA_DEFAULTS)
-    p = req.preference
-    fill_defaults(p, PREFERENCE)
-    check_knobs(p, PREFERENCE, "preference.", only=("beta",))
-    groups = load_ranked_groups(req.dataset, data_root, "dataset", need_ranks=True)
-    if p.HasField("held_out"):
-        held = load_ranked_groups(p.held_out, data_root, "preference.held_out", need_ranks=True)
-        set_default(p, "num_held_out_groups", min(MAX_HELD_OUT_GROUPS_DEFAULT, len(held)))
-        if not 1 <= p.num_held_out_groups <= len(held):
-            raise InvalidArgument("preference.num_held_out_groups",
-                                  f"must be in [1, {len(held)}] (preference.held_out has {len(held)} groups), "
-                                  f"got {p.num_held_out_groups}")
-    else:
-        set_default(p, "num_held_out_groups", max(1, min(MAX_HELD_OUT_GROUPS_DEFAULT, len(groups) // 5)))
-        if p.num_held_out_groups < 1:
-            raise InvalidArgument("preference.num_held_out_groups", "must be >= 1")
-        if len(groups) - p.num_held_out_groups < 1:
-            raise InvalidArgument("preference.num_held_out_groups",
-                                  f"{p.num_held_out_groups} held-out groups leave no training groups "
-                                  f"(dataset has {len(groups)})")
-
 
 # ---------------------------------------------------------------------------------------------
 # Pairs, implicit rewards and the held-out metrics
@@ -381,10 +334,23 @@ def fit_pairs(pairs: list[dict], tokenizer, max_length: int) -> tuple[list[dict]
     return kept, dropped, truncated
 
 
+def dpo_config(req: pb.TrainRequest, args: dict, *, max_length: int, gradient_checkpointing: bool):
+    """TRL's DPOConfig for the effective request: the shared TrainingArguments
+    (`training.trainer_args`, without max_completion_length: DPOConfig has `max_length` instead,
+    prompt + completion) and every preference knob with a TRL name (config.py's tables)."""
+    from trl import DPOConfig
+
+    return DPOConfig(**args, **trl_kwargs(req.preference, PREFERENCE),
+                     gradient_checkpointing=gradient_checkpointing,
+                     loss_type=["sigmoid"],  # Bradley-Terry on the implicit reward
+                     max_length=max_length)
+
+
 class PreferenceMode:
     """TRAIN_MODE_RANKED_PREFERENCE plugged into `training.run_training`."""
 
     artifacts = ["adapter", "pref_train.jsonl", "preference-vs-step.csv"]
+    trl_skip = ("max_completion_length",)
 
     def prepare(self, run: RunContext) -> None:
         import datasets
@@ -439,18 +405,10 @@ class PreferenceMode:
 
     def build_trainer(self, run: RunContext, args: dict, callback):
         from datasets import Dataset
-        from peft import LoraConfig
-        from trl import DPOConfig, DPOTrainer
+        from trl import DPOTrainer
 
-        lora = run.req.lora
-        cfg = DPOConfig(
-            **args,
-            # activation memory only matters on an accelerator; on CPU it costs ~20% time for nothing
-            gradient_checkpointing=run.device.type == "cuda",
-            beta=run.req.preference.beta,
-            loss_type=["sigmoid"],  # Bradley-Terry on the implicit reward
-            max_length=self.max_length,
-        )
+        # activation memory only matters on an accelerator; on CPU it costs ~20% time for nothing
+        cfg = dpo_config(run.req, args, max_length=self.max_length, gradient_checkpointing=run.device.type == "cuda")
         return DPOTrainer(
             model=run.model,
             ref_model=None,  # with peft_config: the reference is the base model, adapter disabled
@@ -458,8 +416,7 @@ class PreferenceMode:
             train_dataset=Dataset.from_list([{"prompt": p["prompt"], "chosen": p["chosen"], "rejected": p["rejected"]}
                                              for p in self.pairs]),
             processing_class=run.tokenizer,
-            peft_config=LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                   target_modules=list(lora.target_modules), task_type="CAUSAL_LM"),
+            peft_config=lora_config(run.req.lora),
             callbacks=[callback],
         )
 

@@ -26,11 +26,13 @@ from google.protobuf import json_format
 
 from py_trainer import stats
 from py_trainer.atomic import write_json_atomic
+from py_trainer.config import LORA, SCHEDULE, trl_kwargs
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import count_params, load_model, resolve_prompt_format, save_adapter_atomic
 from py_trainer.events import EventLog
 from py_trainer.fused_head import compact_fused_head_on_cpu
-from py_trainer.runs import CHECKPOINT_COMPLETE, file_artifacts, latest_checkpoint, load_request
+from py_trainer.artifacts import file_artifacts
+from py_trainer.run_folder import CHECKPOINT_COMPLETE, latest_checkpoint, load_request
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class TrainingMode(Protocol):
     """One training objective plugged into `run_training`."""
 
     artifacts: list[str]
+    trl_skip: tuple[str, ...]
+    """Schedule knobs (`config.SCHEDULE`) whose TRL name the mode's TRL config has no field for."""
 
     def prepare(self, run: RunContext) -> None: ...
 
@@ -105,31 +109,33 @@ class TrainingMode(Protocol):
 # Pieces both modes use
 
 
-def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig, report_to=()) -> dict:
-    """TrainingArguments every mode shares: device/precision, schedule, seeds, logging, checkpoints,
-    and where transformers reports its own logs (`runtime.report_to`; "none" = nowhere)."""
+def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig, report_to=(), skip: tuple[str, ...] = ()) -> dict:
+    """TrainingArguments every mode shares: the schedule knobs under their TRL names (config.py's
+    `SCHEDULE` table, less `skip`), device/precision, checkpoints, and where transformers reports
+    its own logs (`runtime.report_to`; "none" = nowhere)."""
     import torch
 
     return dict(
+        trl_kwargs(g, SCHEDULE, skip=skip),
         output_dir=str(run_dir / "checkpoints"),
         use_cpu=device.type == "cpu",
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
-        learning_rate=g.learning_rate,
-        max_steps=g.max_steps,
-        per_device_train_batch_size=g.per_device_train_batch_size,
-        gradient_accumulation_steps=g.gradient_accumulation_steps,
-        warmup_steps=g.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of max_steps
-        seed=g.seed,
-        data_seed=g.seed,
-        logging_steps=g.logging_steps,
         save_strategy="steps",
-        save_steps=g.save_steps,
         save_total_limit=2,
         report_to=[r for r in report_to if r != "none"],
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
+
+
+def lora_config(lora: pb.LoraSettings):
+    """PEFT's LoraConfig from the (effective) LoraSettings, through config.py's `LORA` table."""
+    from peft import LoraConfig
+
+    kwargs = trl_kwargs(lora, LORA)
+    kwargs["target_modules"] = kwargs["target_modules"] or "all-linear"  # empty = every linear layer
+    return LoraConfig(**kwargs, task_type="CAUSAL_LM")
 
 
 def stop_on_every_rank(should_stop: Callable[[], bool]) -> bool:
@@ -390,8 +396,8 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     if device.type == "cpu":
         compact_fused_head_on_cpu()  # TRL's LM head would score every prompt position too (fused_head.py)
     callback = run_event_callback(emit, should_stop, lambda state, logs: mode.on_log(run, state, logs), rank, world)
-    run.trainer = mode.build_trainer(run, trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to),
-                                     callback)
+    args = trainer_args(run_dir, device, dtype, req.grpo, req.runtime.report_to, skip=mode.trl_skip)
+    run.trainer = mode.build_trainer(run, args, callback)
     route_trainer_logs(run.trainer, run_dir / TENSORBOARD_DIR)
     trainable = count_params(run.trainer.model, trainable_only=True)
     timer = StepTimer()

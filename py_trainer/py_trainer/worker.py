@@ -3,8 +3,9 @@
 - TRAIN_MODE_GRPO -> `train_grpo.GrpoMode` (TRL GRPOTrainer + PEFT LoRA, rewards from `grpo.py`);
 - TRAIN_MODE_RANKED_PREFERENCE -> `train_preference.PreferenceMode` (TRL DPOTrainer on pairs
   from K-way rankings);
-both through the one run skeleton in `training.py`. `validate_train_request` dispatches the same
-way, so the server, standalone runs and this process agree on what a request means.
+both through the one run skeleton in `training.py`. The request it reads is the effective one
+`validate.validate_train_request` stored (every default filled); `validate.MODE_CHECKS` names the
+same modes, so the server, standalone runs and this process agree on what a request means.
 
 Run as a process by the sidecar (``python -m py_trainer.worker --run-dir D --data-root R``): events
 go to the Unix socket in $PY_TRAINER_EVENTS_SOCK; SIGUSR1 asks it to stop after the current
@@ -27,57 +28,25 @@ from typing import Callable
 
 from google.protobuf import json_format
 
-from py_trainer.config import check_base_model, check_runtime
-from py_trainer.errors import InvalidArgument
+from py_trainer.events import EventLog
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.model_files import check_target_modules
-from py_trainer.models import check_chat_template
-from py_trainer.paths import validate_run_id
-from py_trainer.rewards import RewardFunctionError
 from py_trainer.launch import CANCEL_FILE
-from py_trainer.runs import load_request
-from py_trainer.tiny_model import default_model_dir
-from py_trainer.train_grpo import GrpoMode, validate_grpo_request
-from py_trainer.train_preference import PreferenceMode, validate_preference_request
+from py_trainer.rewards import RewardFunctionError
+from py_trainer.run_folder import load_request
+from py_trainer.train_grpo import GrpoMode
+from py_trainer.train_preference import PreferenceMode
 from py_trainer.training import Emit, RunStopped, run_training
 
 log = logging.getLogger(__name__)
 
-MODES = {pb.TRAIN_MODE_GRPO: (validate_grpo_request, GrpoMode),
-         pb.TRAIN_MODE_RANKED_PREFERENCE: (validate_preference_request, PreferenceMode)}
-
-
-def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainRequest:
-    """Return the effective request (a copy, every default filled) or raise naming the field.
-
-    The effective request is what runs: stored as the run's ``request.json``, echoed in
-    `Run.request`, read back by this process. No second config struct exists.
-    """
-    out = pb.TrainRequest()
-    out.CopyFrom(req)
-    data_root = Path(data_root)
-    if out.run_id:
-        validate_run_id(out.run_id)
-    if out.base_model:
-        check_base_model(out.base_model, data_root, "base_model")
-    if out.mode == pb.TRAIN_MODE_UNSPECIFIED:
-        out.mode = pb.TRAIN_MODE_GRPO
-    if out.mode not in MODES:
-        raise InvalidArgument("mode", f"unknown mode {out.mode}")
-    if not out.HasField("dataset"):
-        raise InvalidArgument("dataset", "is required")
-    check_runtime(out.runtime, data_root, training=True)
-    check_chat_template(out.runtime, out.base_model, data_root)
-    MODES[out.mode][0](out, data_root)
-    check_target_modules(out.lora, out.base_model, data_root, default_model_dir())
-    return out
+MODES = {pb.TRAIN_MODE_GRPO: GrpoMode, pb.TRAIN_MODE_RANKED_PREFERENCE: PreferenceMode}
 
 
 def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool], *,
               resume: bool = False) -> int:
     """Train one run in the mode its request names; return the proposed terminal RunState.
     `resume`: continue from the run's last complete checkpoint."""
-    mode = MODES[load_request(run_dir).mode][1]()
+    mode = MODES[load_request(run_dir).mode]()
     return run_training(run_dir, data_root, emit, should_stop, mode, resume=resume)
 
 
@@ -124,8 +93,6 @@ class LogEmitter:
     a state change is recorded too, since no supervisor will."""
 
     def __init__(self, run_dir: Path):
-        from py_trainer.events import EventLog
-
         self.log = EventLog(run_dir, run_dir.name) if int(os.environ.get("RANK", "0")) == 0 else None
 
     def __call__(self, ev: pb.RunEvent) -> None:
