@@ -1,4 +1,5 @@
-"""The embedded default model: built deterministically, cached atomically, knows the format only.
+"""The embedded default model: built deterministically, cached atomically, knows the format and a
+weak, input-dependent preference for the right label (what GRPO sharpens).
 
 The session fixture `tiny_model_dir` (conftest.py) builds the real default model once; the tests
 here load it through the ordinary from_pretrained path, as the trainer and evaluator do.
@@ -84,6 +85,7 @@ def _ends_with_eos(tok, ids: list[int]) -> bool:
 # The saved folder
 
 
+@pytest.mark.slow
 def test_folder_loads_with_auto_classes(tiny_model_dir, loaded):
     model, tok = loaded
     files = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -105,6 +107,7 @@ def test_folder_loads_with_auto_classes(tiny_model_dir, loaded):
     print(f"\nbuild_info: {info['seconds']} s, final SFT loss {info['final_sft_loss']:.4f}, {info['param_count']} params")
 
 
+@pytest.mark.slow
 def test_autotokenizer_matches_the_trained_tokenizer(tiny_model_dir, loaded):
     # AutoTokenizer loads a qwen2 folder as Qwen2Tokenizer, which rebuilds its own pre-tokenizer:
     # it must split text exactly as the tokenizer the model was trained with.
@@ -117,9 +120,10 @@ def test_autotokenizer_matches_the_trained_tokenizer(tiny_model_dir, loaded):
 
 
 # ----------------------------------------------------------------------------------------------
-# What the model knows: the format and when to stop, not the mapping
+# What the model knows: the format, when to stop, and a weak input-dependent mapping
 
 
+@pytest.mark.slow
 def test_greedy_stops_and_is_well_formed(loaded, greedy_test_split):
     _, tok = loaded
     rows, outs = greedy_test_split
@@ -132,18 +136,54 @@ def test_greedy_stops_and_is_well_formed(loaded, greedy_test_split):
     assert well_formed >= 0.9
 
 
-def test_greedy_does_not_know_the_mapping(loaded, greedy_test_split):
+@pytest.mark.slow
+def test_greedy_answer_depends_on_the_input(loaded, greedy_test_split):
+    # A base that says one label whatever the narrative gives GRPO nothing to elicit (builder
+    # version 4 answered structuring on all 264 test tasks). The partly-correct-label SFT must
+    # leave an input-dependent greedy answer, above chance and well below the ceiling.
     _, tok = loaded
     rows, outs = greedy_test_split
-    acc = sum(_parse(tok, o) == r["typology"] for r, o in zip(rows, outs)) / len(rows)
-    print(f"\ngreedy exact-match accuracy on the test split: {acc:.3f} (chance 1/8)")
-    assert acc < 0.35
+    parsed = [_parse(tok, o) for o in outs]
+    acc = sum(p == r["typology"] for r, p in zip(rows, parsed)) / len(rows)
+    top_label, top_count = Counter(parsed).most_common(1)[0]
+    print(f"\ngreedy exact match on the test split: {acc:.3f} (chance 1/8); most common answer {top_label} "
+          f"on {top_count}/{len(rows)}; {len(set(parsed))} distinct answers")
+    assert 0.3 <= acc <= 0.8
+    assert top_count / len(rows) < 0.5
+    assert len({p for p in parsed if p is not None}) >= 5
 
 
+@pytest.mark.slow
+def test_sampling_finds_answers_greedy_misses(loaded, greedy_test_split):
+    # pass@k > pass@1: on the tasks greedy gets wrong, 4 samples at T=1 often hold the right label,
+    # and each sample is right more often than chance. This is the competence GRPO sharpens.
+    model, tok = loaded
+    rows, outs = greedy_test_split
+    wrong = [r for r, o in zip(rows, outs) if _parse(tok, o) != r["typology"]]
+    hits, samples = 0, 0
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(7)
+        for i in range(0, len(wrong), 32):
+            batch = wrong[i : i + 32]
+            enc = tok([r["prompt"] for r in batch], return_tensors="pt", padding=True)
+            gen = model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=True, temperature=1.0, top_k=0,
+                                 top_p=1.0, num_return_sequences=4)
+            got = [_parse(tok, g) for g in gen[:, enc["input_ids"].shape[1]:].tolist()]
+            for j, r in enumerate(batch):
+                right = sum(g == r["typology"] for g in got[4 * j : 4 * j + 4])
+                hits += right > 0
+                samples += right
+    share, per_sample = hits / len(wrong), samples / (4 * len(wrong))
+    print(f"\non {len(wrong)} tasks greedy gets wrong: pass@4 {share:.3f}, per-sample accuracy {per_sample:.3f}")
+    assert share >= 0.25
+    assert per_sample >= 0.08
+
+
+@pytest.mark.slow
 def test_mapping_is_learnable_from_the_final_prompt_state(loaded):
     # What GRPO has to find: a linear readout of the hidden state at the last prompt token, fit
-    # on the train split, must classify held-out cases well although the model's own answers are
-    # at chance. (Without the prompt LM loss this probe scored 0.71 and LoRA with correct labels
+    # on the train split, must classify held-out cases well, far better than the model's own weak
+    # greedy answers. (Without the prompt LM loss this probe scored 0.71 and LoRA with correct labels
     # stayed at chance; with it 0.96.)
     model, tok = loaded
     labels = sorted({r["typology"] for r in _rows("train")})
@@ -178,6 +218,7 @@ def test_mapping_is_learnable_from_the_final_prompt_state(loaded):
     assert acc >= 0.85
 
 
+@pytest.mark.slow
 def test_sampling_is_diverse_and_stops(loaded):
     model, tok = loaded
     labels = {r["typology"] for r in _rows("train")}
@@ -201,6 +242,7 @@ def test_sampling_is_diverse_and_stops(loaded):
 # Determinism
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes(tmp_path):
     a = build_tiny_model(tmp_path / "a", seed=3, sft_steps=12)
     b = build_tiny_model(tmp_path / "b", seed=3, sft_steps=12)
@@ -230,6 +272,7 @@ def test_default_model_dir_location(monkeypatch, tmp_path):
         default_model_dir()
 
 
+@pytest.mark.slow
 def test_cached_model_is_reused_without_rebuilding(tiny_model_dir, py_trainer_home, monkeypatch):
     before = (tiny_model_dir / "build_info.json").stat().st_mtime_ns
 
@@ -258,6 +301,7 @@ def _counting_fast_build(monkeypatch, calls: list):
     monkeypatch.setattr(tiny_model, "build_tiny_model", build)
 
 
+@pytest.mark.slow
 def test_builds_once_into_a_temp_folder_then_renames(tmp_path, monkeypatch):
     calls: list[Path] = []
     _counting_fast_build(monkeypatch, calls)
@@ -283,6 +327,7 @@ def test_failed_build_leaves_nothing_visible(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == [final.name + ".lock"]
 
 
+@pytest.mark.slow
 def test_second_caller_waits_on_the_lock(tiny_model_dir, tmp_path, monkeypatch):
     calls: list[Path] = []
     _counting_fast_build(monkeypatch, calls)
