@@ -16,6 +16,7 @@ __all__ = [
     "CLIPPED_RATIO_WARN",
     "ZERO_STD_WARN",
     "ZERO_STD_WARN_STEPS",
+    "ZERO_STD_REL_TOL",
     "KL_SPIKE_FACTOR",
     "KL_SPIKE_MIN",
     "KL_SPIKE_EVERY",
@@ -39,6 +40,8 @@ ZERO_STD_WARN: float = float(CURVE_THRESHOLDS["zero_std_warn"])
 """frac_reward_zero_std at or above this (fraction of groups): no reward variance, no advantage."""
 ZERO_STD_WARN_STEPS: int = _steps("zero_std_warn_steps")
 """Warn after this many consecutive steps at or above ZERO_STD_WARN."""
+ZERO_STD_REL_TOL: float = float(CURVE_THRESHOLDS["zero_std_rel_tol"])
+"""reward_std at or below this fraction of max(|reward|, 1): no variance up to float noise."""
 KL_SPIKE_FACTOR: float = float(CURVE_THRESHOLDS["kl_spike_factor"])
 """A KL spike: KL above this multiple of the running median KL..."""
 KL_SPIKE_MIN: float = float(CURVE_THRESHOLDS["kl_spike_min"])

@@ -21,7 +21,7 @@ from py_trainer import stats
 from py_trainer.atomic import write_jsonl_atomic
 from py_trainer.config import GRPO, RUNTIME, trl_kwargs
 from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN,
-                                         ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
+                                         ZERO_STD_REL_TOL, ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
 from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
 from py_trainer.data import split_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -85,6 +85,17 @@ def held_out_scores(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int,
 # Warnings from the curve
 
 
+def effective_zero_std(m: dict[str, float]) -> float | None:
+    """Port of thresholds.ts effectiveZeroStd: 1.0 when the step's batch-wide reward_std is zero up
+    to float noise relative to the reward's scale (TRL's isclose at atol 1e-8 logs a constant 0.2
+    reward with float32 noise as frac_reward_zero_std 0.0), else TRL's frac_reward_zero_std."""
+    std = m.get("reward_std")
+    if std is not None and math.isfinite(std) and std <= ZERO_STD_REL_TOL * max(abs(m.get("reward", 0.0)), 1.0):
+        return 1.0
+    zs = m.get("frac_reward_zero_std")
+    return None if zs is None or not math.isfinite(zs) else zs
+
+
 class CurveWatch:
     """Turns logged metrics into RunWarning events, each code at most once per run phase."""
 
@@ -107,13 +118,13 @@ class CurveWatch:
             self._warn("clipped_ratio_high", step,
                        f"completions/clipped_ratio = {clipped:.2f}: completions are truncated at max_completion_length; "
                        "rewards and lengths are unreliable (raise max_completion_length or check EOS)")
-        zs = m.get("frac_reward_zero_std")
+        zs = effective_zero_std(m)
         self.zero_std_run = self.zero_std_run + 1 if zs is not None and zs >= ZERO_STD_WARN else 0
         if self.zero_std_run >= ZERO_STD_WARN_STEPS:
             self._warn("zero_std_plateau", step,
-                       f"frac_reward_zero_std >= {ZERO_STD_WARN} for {self.zero_std_run} steps: most groups get identical "
-                       "rewards, so advantages are 0 and nothing is learned (raise num_generations, add partial credit, "
-                       "or use easier prompts)")
+                       f"frac_reward_zero_std >= {ZERO_STD_WARN} (or reward_std ~0 relative to the reward) for "
+                       f"{self.zero_std_run} steps: most groups get identical rewards, so advantages are 0 and nothing "
+                       "is learned (raise num_generations, add partial credit, or use easier prompts)")
         kl = m.get("kl")
         if kl is not None and math.isfinite(kl):
             if len(self.kls) >= 3:

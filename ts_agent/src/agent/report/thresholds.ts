@@ -20,6 +20,11 @@ export interface CurveThresholds {
   zero_std_warn: number;
   /** The sidecar warns after this many consecutive steps at or above zero_std_warn (steps). */
   zero_std_warn_steps: number;
+  /** A step's rewards have no variance, up to float noise, when its batch-wide reward_std is at
+   *  most this fraction of the reward's scale (max(|reward|, 1)): TRL counts a group as zero-std
+   *  with torch.isclose at atol 1e-8, so a constant reward of 0.2 with float32 noise
+   *  (reward_std 1.5e-8) logs frac_reward_zero_std 0.0. Such a step counts as all groups zero-std. */
+  zero_std_rel_tol: number;
   /** A KL spike: a step whose KL exceeds this multiple of the median KL... */
   kl_spike_factor: number;
   /** ...and this absolute floor (nats/token), so noise around ~0 is not a spike. */
@@ -32,10 +37,27 @@ export const CURVE_THRESHOLDS: Readonly<CurveThresholds> = Object.freeze({
   clipped_ratio_warn: 0.9,
   zero_std_warn: 0.9,
   zero_std_warn_steps: 5,
+  zero_std_rel_tol: 1e-5,
   kl_spike_factor: 5,
   kl_spike_min: 0.05,
   kl_spike_every: 10,
 });
+
+/**
+ * frac_reward_zero_std as it should have been logged: 1 when the step's batch-wide reward_std is
+ * zero up to float noise relative to the reward's scale (`zero_std_rel_tol`), else TRL's value.
+ * Null when neither metric was logged. The live warning (py_trainer train_grpo.effective_zero_std)
+ * and the attribution use this, never TRL's raw value alone.
+ */
+export function effectiveZeroStd(m: { frac_reward_zero_std?: number; reward_std?: number; reward?: number }, t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): number | null {
+  const std = m.reward_std;
+  if (std !== undefined && Number.isFinite(std)) {
+    const scale = Math.max(Math.abs(m.reward ?? 0), 1);
+    if (std <= t.zero_std_rel_tol * scale) return 1;
+  }
+  const zs = m.frac_reward_zero_std;
+  return zs === undefined || !Number.isFinite(zs) ? null : zs;
+}
 
 /** CURVE_THRESHOLDS as the checked-in JSON file: 2-space indent, keys sorted, trailing newline. */
 export function formatCurveThresholds(t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): string {

@@ -1,0 +1,48 @@
+"""The live curve warnings (train_grpo.CurveWatch): zero reward variance judged up to float noise."""
+
+from __future__ import annotations
+
+import pytest
+
+from py_trainer.curve_thresholds import ZERO_STD_WARN_STEPS
+from py_trainer.train_grpo import CurveWatch, effective_zero_std
+
+
+def _codes(steps: list[dict]) -> list[str]:
+    events = []
+    watch = CurveWatch(events.append)
+    for i, m in enumerate(steps, start=1):
+        watch.observe(i, m)
+    return [e.warning.code for e in events]
+
+
+def test_constant_reward_with_float_noise_is_zero_signal():
+    # Seen as a new user would: rewards [exact_match, format 0.2] with exact_match never firing
+    # logged reward 0.2, reward_std 1.5e-08, frac_reward_zero_std 0.0 (TRL's isclose at 1e-8).
+    step = {"reward": 0.2, "reward_std": 1.5e-08, "frac_reward_zero_std": 0.0}
+    assert effective_zero_std(step) == 1.0
+    assert "zero_std_plateau" in _codes([step] * ZERO_STD_WARN_STEPS)
+
+
+@pytest.mark.parametrize("reward,std", [(0.2, 0.05), (0.0, 1e-3), (5.0, 1e-3)])
+def test_real_variance_is_not_zero_signal(reward, std):
+    step = {"reward": reward, "reward_std": std, "frac_reward_zero_std": 0.0}
+    assert effective_zero_std(step) == 0.0
+    assert "zero_std_plateau" not in _codes([step] * (ZERO_STD_WARN_STEPS + 3))
+
+
+def test_tolerance_scales_with_the_reward():
+    # 1e-4 of spread is float noise on a reward of 100, not on a reward of 0.2
+    assert effective_zero_std({"reward": 100.0, "reward_std": 1e-4, "frac_reward_zero_std": 0.0}) == 1.0
+    assert effective_zero_std({"reward": 0.2, "reward_std": 1e-4, "frac_reward_zero_std": 0.0}) == 0.0
+
+
+def test_trl_value_is_kept_when_there_is_variance_and_none_when_nothing_logged():
+    assert effective_zero_std({"reward": 0.3, "reward_std": 0.2, "frac_reward_zero_std": 0.75}) == 0.75
+    assert effective_zero_std({}) is None
+
+
+def test_warning_needs_consecutive_steps():
+    zero = {"reward": 0.2, "reward_std": 0.0, "frac_reward_zero_std": 0.0}
+    live = {"reward": 0.2, "reward_std": 0.3, "frac_reward_zero_std": 0.0}
+    assert "zero_std_plateau" not in _codes(([zero] * (ZERO_STD_WARN_STEPS - 1) + [live]) * 3)
