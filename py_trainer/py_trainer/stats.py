@@ -75,6 +75,8 @@ __all__ = [
     "hamed_rao_trend",
     "planned_paired_sd",
     "kendall_w",
+    "RunsInterval",
+    "interval_over_runs",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -593,6 +595,39 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Prop
 
 # ---------------------------------------------------------------------------------------------
 # Paired comparison
+
+
+@dataclass(frozen=True)
+class RunsInterval:
+    """An effect across training runs (seeds): mean, between-run SD and an interval over runs."""
+
+    n: int
+    mean: float
+    sd: float
+    lower: float
+    upper: float
+    method: str
+
+
+RUNS_BOOTSTRAP_MIN = 10
+
+
+def interval_over_runs(values: Sequence[float], *, confidence: float = 0.95, seed: int = 0,
+                       resamples: int = 10000) -> RunsInterval:
+    """Port of stats.ts intervalOverRuns: the run is the unit; Student's t below RUNS_BOOTSTRAP_MIN
+    runs, the percentile bootstrap over runs (rliable) from it on; one run: NaN bounds and SD."""
+    _check_sample("values", values, 1)
+    confidence = _check_probability("confidence", confidence)
+    n = len(values)
+    m = _sum(values) / n
+    if n < 2:
+        return RunsInterval(n, m, math.nan, math.nan, math.nan, "one run: no interval")
+    sd = math.sqrt(_sum_squared_deviations(values, m) / (n - 1))
+    if n < RUNS_BOOTSTRAP_MIN:
+        half = student_t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
+        return RunsInterval(n, m, sd, m - half, m + half, f"t interval over {n} runs (df {n - 1})")
+    ci = bootstrap_mean_ci(values, seed=seed, resamples=resamples, confidence=confidence)
+    return RunsInterval(n, m, sd, ci.lower, ci.upper, f"percentile bootstrap over {n} runs ({resamples} resamples)")
 
 
 @dataclass(frozen=True)

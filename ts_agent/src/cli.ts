@@ -36,6 +36,7 @@ const COMMANDS: Record<string, Entry> = {
   baseline: { summary: "the base model on the test split -> agent-evals/baseline.json", load: () => import("./commands/baseline.js") },
   plan: { summary: "before training: required n and MDE for +5 pp at the available test size", load: () => import("./commands/plan.js") },
   report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict", load: () => import("./commands/report.js") },
+  sweep: { summary: "replicate one request under N seeds: train, eval, report each; the recipe across seeds", load: () => import("./commands/sweep.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
   demo: {
     summary: "baseline if missing, train, eval, report (scripts/demo.sh)",

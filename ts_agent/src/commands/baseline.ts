@@ -16,8 +16,10 @@ import {
   setBaseline,
   type Baseline,
 } from "../agent/eval/baseline.js";
-import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
-import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
+import { progressPrinter } from "../agent/eval/evaluate.js";
+import { loadTaskSet } from "../agent/eval/task-set.js";
+import type { SidecarClient } from "../sidecar/client.js";
+import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
@@ -38,6 +40,19 @@ export const help: CommandHelp = {
   ],
   examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show"],
 };
+
+/** `agent demo` and `agent sweep`, step 1: keep baseline.json, or set it when it is missing (never --force). */
+export async function ensureBaseline(client: SidecarClient, target: EvalTarget, tag: string, t0: number): Promise<void> {
+  const existing = readBaseline(target.evalsDir);
+  if (existing) {
+    console.log(`[${tag}] kept ${baselinePath(target.evalsDir)}: ${describeBaseline(existing)}`);
+    return;
+  }
+  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  console.log(`[${tag}] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
+  const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: target.settings, taskSet, onProgress: progressPrinter("baseline") });
+  console.log(`[${tag}] wrote ${path}: ${describeBaseline(baseline)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+}
 
 /** One line: the baseline's model, task set, grader and accuracy. */
 export function describeBaseline(b: Baseline): string {

@@ -3,10 +3,10 @@
  * it; `make demo` calls that script):
  *   1. health check;
  *   2. `agent baseline set` if agent-evals/baseline.json is missing (never --force);
- *   3. train: the default request (embedded default model; the AML train split sent INLINE from
- *      the TS task loader; reward exact_match; 150 steps at batch 32; every other knob the sidecar's
- *      default), or the TrainRequest JSON given with --config; artifacts land in
- *      agent-evals/runs/<run_id>/;
+ *   3. train: agent-evals/demo-request.json (embedded default model, the AML train split, reward
+ *      exact_match, 150 steps at batch 32, every other knob the sidecar's default; with --tasks,
+ *      that file's train rows inline), or the TrainRequest JSON given with --config; artifacts
+ *      land in agent-evals/runs/<run_id>/;
  *   4. `agent eval <run_id>`: base vs the new adapter on the whole test split;
  *   5. `agent report <run_id>`;
  *   6. print where everything is.
@@ -16,14 +16,14 @@ import { parseArgs } from "node:util";
 
 import { create } from "@bufbuild/protobuf";
 
-import { baselinePath, readBaseline, setBaseline } from "../agent/eval/baseline.js";
-import { loadTaskSet, progressPrinter } from "../agent/eval/harness.js";
+import { baselinePath } from "../agent/eval/baseline.js";
 import { loadTasks, splitTasks } from "../agent/eval/tasks.js";
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
-import { TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { DatasetSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState } from "../sidecar/client.js";
-import { describeBaseline } from "./baseline.js";
+import { REPO_ROOT } from "../agent/workspace.js";
+import { ensureBaseline } from "./baseline.js";
 import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
 import { milestoneLine } from "./report.js";
@@ -34,25 +34,24 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
   --tasks PATH      task file (default agent-evals/tasks/aml_typology.jsonl)
   --evals-dir DIR   where baseline.json and runs/ live (default agent-evals/)`;
 
+/** The demo's request, checked in so that a user can copy it: `agent train --config agent-evals/demo-request.json`. */
+export const DEMO_REQUEST_FILE = join(REPO_ROOT, "agent-evals", "demo-request.json");
+
 /**
- * The default demo request: embedded model, the train split inline, exact_match as the only reward
- * (the default model already answers in format, so a format reward would only add a constant to
- * both ends of the milestone's ratio). 150 steps of 4 prompts x 8 generations: measured on this
- * 2-core machine (2026-12-01): held-out reward 0.141 -> 0.238 (+69%, CI +16% to +167%), +27.3 pp
- * downstream, PASS, in 85 s of training (166 s before the sidecar's fused LM head scored only the
- * completion positions on CPU, py_trainer/fused_head.py; same adapter bytes). max_completion_length
- * stays at the default 32: 16 (tried, same seed, before that change) saved 3 s of 185 and gave
- * 0.141 -> 0.211 with a CI including 0 (INCONCLUSIVE) and +24.6 pp.
+ * The default demo request: agent-evals/demo-request.json (embedded model, the AML train split,
+ * exact_match as the only reward: the default model already answers in format, so a format
+ * reward would only add a constant to both ends of the milestone's ratio). With `tasksPath`, the
+ * file's dataset is replaced by that task file's train rows, sent inline.
  */
-export function defaultDemoRequest(tasksPath: string): TrainRequest {
-  const rows = splitTasks(loadTasks(tasksPath), "train");
-  return create(TrainRequestSchema, {
-    baseModel: "",
-    dataset: { source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } } },
-    rewards: [{ name: "exact_match", weight: 1.0 }],
-    grpo: { maxSteps: 150, perDeviceTrainBatchSize: 32, saveSteps: 50, seed: 1n },
-    heldOut: { numPrompts: 64, samplesPerPrompt: 4 },
-  });
+export async function defaultDemoRequest(tasksPath?: string): Promise<TrainRequest> {
+  const request = await loadTrainRequest(DEMO_REQUEST_FILE);
+  if (tasksPath) {
+    const rows = splitTasks(loadTasks(tasksPath), "train");
+    request.dataset = create(DatasetSchema, {
+      source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } },
+    });
+  }
+  return request;
 }
 
 function elapsed(t0: number): string {
@@ -79,25 +78,12 @@ export const command: CommandHandler = async (argv, client) => {
 
   // The request decides the base model; baseline and eval use the same one.
   const paths = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
-  const request = values.config ? await loadTrainRequest(resolve(values.config)) : defaultDemoRequest(paths.tasksPath);
+  const request = values.config ? await loadTrainRequest(resolve(values.config)) : await defaultDemoRequest(values.tasks);
   if (values["run-id"]) request.runId = values["run-id"];
   const target = { ...paths, settings: { ...paths.settings, baseModel: request.baseModel } };
 
   // 2. baseline
-  const existing = readBaseline(target.evalsDir);
-  if (existing) {
-    console.log(`[demo] kept ${baselinePath(target.evalsDir)}: ${describeBaseline(existing)}`);
-  } else {
-    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-    console.log(`[demo] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
-    const { path, baseline } = await setBaseline(client, {
-      evalsDir: target.evalsDir,
-      settings: target.settings,
-      taskSet,
-      onProgress: progressPrinter("baseline"),
-    });
-    console.log(`[demo] wrote ${path}: ${describeBaseline(baseline)} (${elapsed(t0)})`);
-  }
+  await ensureBaseline(client, target, "demo", t0);
 
   // 3. train
   const source = request.dataset?.source;

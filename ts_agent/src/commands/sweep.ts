@@ -1,0 +1,158 @@
+/**
+ * `agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S]`: replicate one
+ * training request under N seeds, one after another: baseline.json if missing, then per seed
+ * train -> download -> `agent eval` -> `agent report`, and the recipe's effect across seeds in
+ * <evals dir>/sweeps/<sweep_id>/report.md (+ sweep.json, rewritten after every seed so a sweep
+ * that dies half-way keeps what it measured). agent/replicate/sweep.ts does the statistics.
+ *
+ * Exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise.
+ */
+import { randomBytes } from "node:crypto";
+import { join, relative, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+import { clone, create } from "@bufbuild/protobuf";
+
+import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
+import { downstreamEvidence, writeReport } from "../agent/report/report.js";
+import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
+import { REPO_ROOT, UserError, writeFileAtomic } from "../agent/workspace.js";
+import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunState, runStateName } from "../sidecar/client.js";
+import { ensureBaseline } from "./baseline.js";
+import { DEMO_REQUEST_FILE, defaultDemoRequest } from "./demo.js";
+import { evalRun } from "./eval.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+
+export const help: CommandHelp = {
+  summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
+  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--evals-dir DIR]",
+  flags: [
+    ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
+    ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
+    ["--seeds N", "how many seeds (default 5; the interval over seeds is t below 10, bootstrap from 10)"],
+    ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
+    ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
+    ["--tasks PATH", "task file to evaluate on (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default agent-evals/)"],
+  ],
+  notes:
+    "Seeds run one after another (runs on one machine slow each other down). Each run gets its own\n" +
+    "report.md; the sweep's report.md holds the table over seeds, the share that PASS with a Wilson\n" +
+    "interval and the mean downstream delta with an interval over seeds.",
+  examples: ["agent sweep --seeds 10", "agent sweep --config run.json --seeds 3 --first-seed 7", "agent sweep --from-run run-20261201-101500-ab12cd --seeds 5"],
+};
+
+const SWEEP_ID = /^[A-Za-z0-9_-]{1,50}$/;
+
+function defaultSweepId(now = new Date()): string {
+  const p = (n: number) => String(n).padStart(2, "0");
+  const d = `${now.getUTCFullYear()}${p(now.getUTCMonth() + 1)}${p(now.getUTCDate())}-${p(now.getUTCHours())}${p(now.getUTCMinutes())}${p(now.getUTCSeconds())}`;
+  return `sweep-${d}-${randomBytes(2).toString("hex")}`;
+}
+
+async function requestFromFlags(values: { config?: string; "from-run"?: string; tasks?: string }, evalsDir: string): Promise<{ request: TrainRequest; source: string }> {
+  if (values.config && values["from-run"]) throw new UserError("agent sweep: give --config or --from-run, not both");
+  if (values.config) return { request: await loadTrainRequest(resolve(values.config)), source: values.config };
+  if (values["from-run"]) {
+    const run = readLocalRun(evalsDir, values["from-run"]);
+    if (!run?.request) throw new UserError(`agent sweep: --from-run ${values["from-run"]}: no runs/${values["from-run"]}/run.json with a request (download it first: agent download ${values["from-run"]})`);
+    return { request: clone(TrainRequestSchema, run.request), source: `the request of run ${values["from-run"]}` };
+  }
+  return { request: await defaultDemoRequest(values.tasks), source: relative(REPO_ROOT, DEMO_REQUEST_FILE) };
+}
+
+function deltaLine(c: { n: number; paired?: { meanDiff: number } | null; decision?: { lower: number; upper: number; method: string } | null } | null | undefined): DeltaLine | null {
+  if (!c?.paired || !c.decision) return null;
+  return { n: c.n, delta: c.paired.meanDiff, ciLow: c.decision.lower, ciHigh: c.decision.upper, method: c.decision.method };
+}
+
+export const command: CommandHandler = async (argv, client) => {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: "string" },
+      "from-run": { type: "string" },
+      seeds: { type: "string" },
+      "first-seed": { type: "string" },
+      "sweep-id": { type: "string" },
+      tasks: { type: "string" },
+      ...EVALS_DIR_FLAG,
+      ...GLOBAL_FLAGS,
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length) throw usageError("sweep", help, `unexpected argument '${positionals[0]}'`);
+  const n = values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
+  const sweepId = values["sweep-id"] ?? defaultSweepId();
+  if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
+  const target0 = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
+  const { request, source } = await requestFromFlags(values, target0.evalsDir);
+  const first = values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
+  if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
+  const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
+  const dir = join(target.evalsDir, SWEEPS_DIR, sweepId);
+  const links = { docs: relative(dir, join(REPO_ROOT, "docs")), runs: relative(dir, join(target.evalsDir, "runs")) };
+
+  const t0 = Date.now();
+  const status = await client.checkHealth("");
+  if (status !== "SERVING") {
+    console.error(`agent sweep: sidecar ${client.options.address} is ${status}`);
+    return 1;
+  }
+  await ensureBaseline(client, target, "sweep", t0);
+  console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${source}`);
+
+  const seeds: SeedRun[] = [];
+  let allSucceeded = true;
+  for (let seed = first; seed < first + n; seed++) {
+    const s0 = Date.now();
+    const req = clone(TrainRequestSchema, request);
+    req.grpo ??= create(GrpoConfigSchema);
+    req.grpo.seed = BigInt(seed);
+    req.runId = `${sweepId}-s${seed}`;
+    console.log(`[sweep] seed ${seed} (${seeds.length + 1}/${n}): run ${req.runId}`);
+    const progress = trainProgressPrinter({ stepsOffTty: false, everySteps: 50 });
+    const out = await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log });
+    progress.end();
+    console.log(`[sweep] ${outcomeLine(out)}`);
+    let templ: DeltaLine | null = null;
+    if (out.state === RunState.SUCCEEDED) {
+      const { record } = await evalRun(client, out.runId, target);
+      templ = deltaLine(record.heldOutTemplate?.comparison);
+    } else {
+      allSucceeded = false;
+    }
+    const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
+    const r = out.result;
+    const d = downstreamEvidence(analysis.comparison, analysis.baseSource);
+    seeds.push({
+      seed,
+      runId: out.runId,
+      state: runStateName(out.state),
+      heldOut:
+        r?.startReward && r.endReward
+          ? { start: r.startReward.mean, end: r.endReward.mean, relativeChange: r.relativeChange, ciLow: r.relativeChangeCiLow, ciHigh: r.relativeChangeCiHigh }
+          : null,
+      downstream: d ? { n: d.n, delta: d.delta, ciLow: d.ciLow, ciHigh: d.ciHigh, method: d.ciMethod } : null,
+      heldOutTemplate: templ,
+      verdict: analysis.milestone.verdict,
+      rewardVerdict: analysis.milestone.reward.verdict,
+      downstreamVerdict: analysis.milestone.downstream.verdict,
+      trainSeconds: r?.trainSeconds ?? NaN,
+      wallSeconds: (Date.now() - s0) / 1000,
+      report: relative(target.evalsDir, reportPath),
+    });
+    console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
+    const summary = summarizeSweep(sweepId, source, seeds);
+    writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify(summary, null, 2) + "\n");
+    writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
+  }
+  const summary = summarizeSweep(sweepId, source, seeds);
+  console.log("");
+  console.log(`[sweep] ${passLine(summary)}`);
+  console.log(`[sweep] ${effectLine(summary)}`);
+  console.log(`[sweep] shown in detail: ${summary.detailRunId}; report: ${join(dir, SWEEP_REPORT)} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  return allSucceeded ? 0 : 1;
+};
