@@ -5,6 +5,7 @@
     py-trainer evaluate --config eval.yaml [--out F]     # base vs adapters on tasks, no server
     py-trainer defaults                                  # every knob: default, range, help
     py-trainer init-model                                # build/cache the embedded default model
+    py-trainer plot confusion IN.json OUT.png            # confusion matrices for the TS report
     py-trainer data clean IN OUT                         # validate + clean ranked-group JSONL
     py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
     py-trainer data check-annotators --gold G B1 [B2..]  # gold checks + agreement of annotators
@@ -85,6 +86,25 @@ def _cmd_defaults(args: argparse.Namespace) -> int:
     from py_trainer.config import describe_defaults
 
     print(describe_defaults())
+    return 0
+
+
+def _cmd_plot_confusion(args: argparse.Namespace) -> int:
+    import json
+
+    from py_trainer.curves import write_confusion_plot
+
+    try:
+        spec = json.loads(args.input.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"py-trainer plot confusion: {args.input}: no such file")
+    except json.JSONDecodeError as err:
+        raise UsageError(f"py-trainer plot confusion: {args.input}:{err.lineno}:{err.colno}: {err.msg}")
+    try:
+        write_confusion_plot(args.output, spec)
+    except ValueError as err:
+        raise UsageError(f"py-trainer plot confusion: {args.input}: {err}")
+    print(args.output)
     return 0
 
 
@@ -224,6 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_init_model)
 
+    p = sub.add_parser("plot", help="draw a figure for the TS report with matplotlib")
+    psub = p.add_subparsers(dest="plot_command", required=True, parser_class=Parser)
+    c = psub.add_parser("confusion", help="confusion matrices (gold label x answer) per variant, side by side")
+    c.add_argument("input", type=Path, help='JSON: {"title", "gold": [...], "answers": [...], "variants": [{"name", "matrix"}]}')
+    c.add_argument("output", type=Path, help="PNG to write (atomically)")
+    c.set_defaults(func=_cmd_plot_confusion)
+
     p = sub.add_parser("data", help="ranked-group data tools")
     dsub = p.add_subparsers(dest="data_command", required=True, parser_class=Parser)
     c = dsub.add_parser("clean", help="validate and clean a ranked-group JSONL file (never edits IN)")
@@ -296,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
+    except UsageError as err:
+        print(err, file=sys.stderr)
+        return 2
     except RequestError as err:  # a mistake in what the user gave us: one line, not a traceback
         name = " ".join(w for w in (args.command, getattr(args, "data_command", None)) if w)
         print(f"py-trainer {name}: {err.message if err.field in ('config', '') else err}", file=sys.stderr)

@@ -94,3 +94,69 @@ def write_plot(path: Path, steps: list[dict], *, start_reward: float | None, end
     fig.savefig(buf, format="png")
     plt.close(fig)
     write_atomic(path, buf.getvalue())
+
+
+# ---------------------------------------------------------------------------------------------
+# Confusion matrices (drawn for the TS report: `py-trainer plot confusion IN.json OUT.png`)
+
+
+def check_confusion_spec(spec) -> tuple[list[str], list[str], list[tuple[str, list[list[int]]]]]:
+    """Validates the confusion-matrix spec the TS report writes and returns (gold labels, answer
+    columns, [(variant, matrix)]). Raises ValueError naming the field. Shape: {"title": str,
+    "gold": [label...], "answers": [label..., "(none)"], "variants": [{"name": str, "matrix":
+    [[count per answer column] per gold label]}]}."""
+    if not isinstance(spec, dict):
+        raise ValueError("expected a JSON object at the top level")
+    gold, answers, variants = spec.get("gold"), spec.get("answers"), spec.get("variants")
+    for name, xs in (("gold", gold), ("answers", answers)):
+        if not isinstance(xs, list) or not xs or not all(isinstance(x, str) for x in xs):
+            raise ValueError(f"{name}: must be a non-empty list of strings")
+    if not isinstance(variants, list) or not variants:
+        raise ValueError("variants: must be a non-empty list")
+    out = []
+    for i, v in enumerate(variants):
+        m = v.get("matrix") if isinstance(v, dict) else None
+        if not isinstance(v, dict) or not isinstance(v.get("name"), str):
+            raise ValueError(f"variants[{i}].name: must be a string")
+        if (not isinstance(m, list) or len(m) != len(gold)
+                or any(not isinstance(r, list) or len(r) != len(answers) for r in m)
+                or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for r in m for c in r)):
+            raise ValueError(f"variants[{i}].matrix: must be {len(gold)} rows (gold) of {len(answers)} "
+                             "non-negative integer counts (answers)")
+        out.append((v["name"], m))
+    return gold, answers, out
+
+
+def write_confusion_plot(path: Path, spec: dict) -> None:
+    """One heatmap per variant, side by side: rows the gold label, columns the answer given
+    (the last column counts unparseable answers), each cell's count written in it, colour the
+    share of its row, so a constant predictor shows as one dark column."""
+    gold, answers, variants = check_confusion_spec(spec)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    size = 0.42 * max(len(gold), len(answers)) + 2.2
+    fig, axes = plt.subplots(1, len(variants), figsize=(size * len(variants), size), dpi=110, squeeze=False)
+    for ax, (name, m) in zip(axes[0], variants):
+        shares = [[c / max(1, sum(row)) for c in row] for row in m]
+        ax.imshow(shares, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+        for i, row in enumerate(m):
+            for j, c in enumerate(row):
+                if c:
+                    ax.text(j, i, str(c), ha="center", va="center", fontsize=7,
+                            color="white" if shares[i][j] > 0.5 else "black")
+        ax.set_xticks(range(len(answers)), answers, rotation=60, ha="right", fontsize=7)
+        ax.set_yticks(range(len(gold)), gold, fontsize=7)
+        ax.set_xlabel("answer")
+        ax.set_ylabel("gold label")
+        total = sum(map(sum, m))
+        correct = sum(m[i][answers.index(g)] for i, g in enumerate(gold) if g in answers)
+        ax.set_title(f"{name}: {correct}/{total} correct", fontsize=9)
+    fig.suptitle(str(spec.get("title", "")), fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
