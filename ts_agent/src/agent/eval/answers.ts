@@ -1,0 +1,144 @@
+/**
+ * What a variant answers, for task sets with a closed label set (the AML typologies): each task's
+ * answer mapped to a label, each variant's answer distribution, the confusion matrix (gold label x
+ * answer), and the degenerate case the report must see: a constant predictor, one label on at
+ * least CONSTANT_ANSWER_SHARE of the tasks whatever the input. Accuracy alone cannot tell a model
+ * that learned the mapping from one that learned the prior: a base answering money_mule on all
+ * 264 tasks and an adapter answering shell_company on all 264 are both constant.
+ *
+ * The task is the unit: with K samples per task, a task's answer is its most frequent label over
+ * its samples (ties to the label listed first). A completion's label: the last <answer>...</answer>
+ * (grpo.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
+ * answers as the task rows list them; no tag is NO_ANSWER, a tag naming no label OTHER_ANSWER.
+ */
+import { extractAnswer, normalizeAnswer } from "../train/grpo.js";
+
+/** A task with no <answer> tag. */
+export const NO_ANSWER = "(none)";
+/** A task whose answer names no label of the set. */
+export const OTHER_ANSWER = "(other)";
+/** One label on at least this share of tasks (fraction) is a constant answer. */
+export const CONSTANT_ANSWER_SHARE = 0.9;
+
+/** The closed label set of a task set: each gold label and the answers that count as it. */
+export interface LabelSet {
+  /** in first-seen order of the rows */
+  labels: string[];
+  /** normalised accepted answer -> label */
+  byAnswer: Map<string, string>;
+}
+
+/** One task of a variant: its gold label and every sampled completion. */
+export interface LabelledTask {
+  taskId: string;
+  gold: string;
+  completions: string[];
+}
+
+/**
+ * The label set of rows that carry a gold label; null when fewer than 2 labels (an open-answer
+ * task set: no distribution or confusion matrix to show). An accepted answer listed under two
+ * labels stays with the first.
+ */
+export function labelSetOf(rows: ReadonlyArray<{ label?: string; answers: ReadonlyArray<string> }>): LabelSet | null {
+  const labels: string[] = [];
+  const byAnswer = new Map<string, string>();
+  for (const r of rows) {
+    if (!r.label) continue;
+    if (!labels.includes(r.label)) labels.push(r.label);
+    for (const a of [r.label, ...r.answers]) {
+      const key = normalizeAnswer(a);
+      if (key && !byAnswer.has(key)) byAnswer.set(key, r.label);
+    }
+  }
+  return labels.length >= 2 ? { labels, byAnswer } : null;
+}
+
+/** The label a completion names: a label, NO_ANSWER or OTHER_ANSWER. */
+export function answerLabel(completion: string, set: LabelSet): string {
+  const raw = extractAnswer(completion);
+  if (raw === null) return NO_ANSWER;
+  return set.byAnswer.get(normalizeAnswer(raw)) ?? OTHER_ANSWER;
+}
+
+/** The answer columns in order: the labels, then OTHER_ANSWER and NO_ANSWER. */
+export function answerColumns(set: LabelSet): string[] {
+  return [...set.labels, OTHER_ANSWER, NO_ANSWER];
+}
+
+/** A task's answer over its samples: the most frequent label, ties to the earlier column. */
+export function taskAnswer(completions: ReadonlyArray<string>, set: LabelSet): string {
+  const columns = answerColumns(set);
+  const counts = new Map<string, number>();
+  for (const c of completions) {
+    const l = answerLabel(c, set);
+    counts.set(l, (counts.get(l) ?? 0) + 1);
+  }
+  let best = NO_ANSWER;
+  let bestCount = 0;
+  for (const col of columns) {
+    const n = counts.get(col) ?? 0;
+    if (n > bestCount) [best, bestCount] = [col, n];
+  }
+  return best;
+}
+
+export interface AnswerShare {
+  label: string;
+  count: number;
+  /** count / tasks, fraction */
+  share: number;
+}
+
+/** One variant's answers over its tasks. */
+export interface AnswerDistribution {
+  variant: string;
+  tasks: number;
+  /** every answer column with at least one task, most frequent first (ties in column order) */
+  shares: AnswerShare[];
+  /** the most frequent answer */
+  top: AnswerShare;
+  /** distinct answers given */
+  distinct: number;
+  /** top.share >= CONSTANT_ANSWER_SHARE */
+  constant: boolean;
+}
+
+export function answerDistribution(variant: string, tasks: ReadonlyArray<LabelledTask>, set: LabelSet): AnswerDistribution {
+  const columns = answerColumns(set);
+  const counts = new Map<string, number>(columns.map((c) => [c, 0]));
+  for (const t of tasks) {
+    const a = taskAnswer(t.completions, set);
+    counts.set(a, (counts.get(a) ?? 0) + 1);
+  }
+  const n = tasks.length;
+  const shares = columns
+    .map((label) => ({ label, count: counts.get(label) ?? 0, share: n ? (counts.get(label) ?? 0) / n : 0 }))
+    .filter((s) => s.count > 0)
+    .sort((a, b) => b.count - a.count || columns.indexOf(a.label) - columns.indexOf(b.label));
+  const top = shares[0] ?? { label: NO_ANSWER, count: 0, share: 0 };
+  return { variant, tasks: n, shares, top, distinct: shares.length, constant: n > 0 && top.share >= CONSTANT_ANSWER_SHARE };
+}
+
+/** Gold label x answer counts for several variants on the same tasks. */
+export interface ConfusionMatrices {
+  gold: string[];
+  answers: string[];
+  variants: Array<{ name: string; matrix: number[][] }>;
+}
+
+export function confusionMatrices(variants: ReadonlyArray<{ name: string; tasks: ReadonlyArray<LabelledTask> }>, set: LabelSet): ConfusionMatrices {
+  const answers = answerColumns(set);
+  return {
+    gold: [...set.labels],
+    answers,
+    variants: variants.map((v) => {
+      const matrix = set.labels.map(() => answers.map(() => 0));
+      for (const t of v.tasks) {
+        const row = set.labels.indexOf(t.gold);
+        if (row >= 0) matrix[row][answers.indexOf(taskAnswer(t.completions, set))]++;
+      }
+      return { name: v.name, matrix };
+    }),
+  };
+}
