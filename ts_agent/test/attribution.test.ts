@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMisses, type DownstreamSignal } from "../src/agent/report/attribution.js";
+import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMisses } from "../src/agent/report/attribution.js";
+import type { DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
@@ -42,7 +43,7 @@ const plateau = (kl: number) =>
   });
 
 describe("the attribution table, row by row", () => {
-  test("the table is DESIGN.md's, in order", () => {
+  test("the table is docs/attribution.md's, in order", () => {
     assert.deepEqual(
       ATTRIBUTION_TABLE.map((r) => r.likelyCause),
       [

@@ -18,7 +18,9 @@ import {
   setBaseline,
   type Baseline,
 } from "../src/agent/eval/baseline.js";
-import { DEFAULT_EVAL_SETTINGS, RegradeMismatchError, type EvalSettings, type TaskSet } from "../src/agent/eval/harness.js";
+import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
+import { RegradeMismatchError } from "../src/agent/eval/grading.js";
+import { type TaskSet } from "../src/agent/eval/task-set.js";
 import type { SidecarClient } from "../src/sidecar/client.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
 

@@ -10,7 +10,9 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { main } from "../src/cli.js";
-import { DEFAULT_EVAL_SETTINGS, RegradeMismatchError, evaluateRequest, loadTaskSet, regrade, runEvaluate } from "../src/agent/eval/harness.js";
+import { DEFAULT_EVAL_SETTINGS, evaluateRequest, runEvaluate } from "../src/agent/eval/evaluate.js";
+import { RegradeMismatchError, regrade } from "../src/agent/eval/grading.js";
+import { loadTaskSet } from "../src/agent/eval/task-set.js";
 import { defaultTasksPath } from "../src/agent/eval/tasks.js";
 import { SidecarClient } from "../src/sidecar/client.js";
 import { startSidecar, type RunningSidecar } from "./helpers/sidecar.js";

@@ -4,20 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 
-import {
-  DEFAULT_EVAL_SETTINGS,
-  RegradeMismatchError,
-  accuracy,
-  buildEvalRecord,
-  compareScores,
-  graderAgreement,
-  humanAgreement,
-  loadTaskSet,
-  modelIdentity,
-  perTaskScores,
-  regrade,
-  type TaskSet,
-} from "../src/agent/eval/harness.js";
+import { graderAgreement, humanAgreement } from "../src/agent/eval/agreement.js";
+import { DEFAULT_EVAL_SETTINGS, modelIdentity } from "../src/agent/eval/evaluate.js";
+import { RegradeMismatchError, accuracy, perTaskScores, regrade } from "../src/agent/eval/grading.js";
+import { loadTaskSet, type TaskSet } from "../src/agent/eval/task-set.js";
+import { compareScores } from "../src/agent/verdict/compare.js";
+import { buildEvalLog } from "../src/agent/verdict/eval-log.js";
 import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/eval/stats.js";
 import { toJsonl } from "../src/agent/eval/tasks.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
@@ -73,11 +65,11 @@ describe("re-grading", () => {
     assert.throws(() => regrade(gradedResult(rows, completions).variants, rows.slice(0, 3), GRADERS), /task "t4" was not in the request/);
   });
 
-  test("buildEvalRecord refuses a corrupted result", () => {
+  test("buildEvalLog refuses a corrupted result", () => {
     const result = gradedResult(rows, completions);
     result.variants[0].tasks[0].samples[0].scores["format"] = 0.5;
     const ts: TaskSet = { path: "x.jsonl", sha256: "00", split: "test", limit: 0, rows, humanLabels: new Map() };
-    assert.throws(() => buildEvalRecord("r1", { ...DEFAULT_EVAL_SETTINGS }, ts, result), RegradeMismatchError);
+    assert.throws(() => buildEvalLog("r1", { ...DEFAULT_EVAL_SETTINGS }, ts, result), RegradeMismatchError);
   });
 });
 
@@ -172,7 +164,7 @@ describe("task sets and model identity", () => {
 });
 
 describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", async () => {
-  const h = await import("../src/agent/eval/harness.js");
+  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/verdict/eval-log.js")), ...(await import("../src/agent/verdict/compare.js")), ...(await import("../src/agent/eval/grading.js")) };
   const { defaultTasksPath } = await import("../src/agent/eval/tasks.js");
 
   test("the checked-in task set's test split has a held-out-template companion with new templates", () => {
@@ -247,7 +239,7 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
 });
 
 test("grader kappa with K > 1 samples uses per-task means (tasks are the unit), linearly weighted", async () => {
-  const { graderAgreement } = await import("../src/agent/eval/harness.js");
+  const { graderAgreement } = await import("../src/agent/eval/agreement.js");
   const sample = (a: number, b: number) => ({ completion: "", scores: { exact_match: a, exact_match_lenient: b } });
   const v = {
     name: "adapter",

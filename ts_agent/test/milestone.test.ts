@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { judgeMilestone, type DownstreamEvidence, type RewardEvidence } from "../src/agent/report/milestone.js";
+import { judgeMilestone, type DownstreamEvidence, type RewardEvidence } from "../src/agent/verdict/milestone.js";
 
 const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
   startMean: 0.3,
   endMean: 0.45,
   relativeChange: 0.5,
-  ciLow: 0.3,
-  ciHigh: 0.7,
+  relativeChangeCiLow: 0.3,
+  relativeChangeCiHigh: 0.7,
   numPrompts: 32,
   samplesPerPrompt: 4,
   ...over,
@@ -16,10 +16,10 @@ const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
 
 const downstream = (over: Partial<DownstreamEvidence> = {}): DownstreamEvidence => ({
   n: 264,
-  delta: 0.1,
-  ciLow: 0.06,
-  ciHigh: 0.14,
-  ciMethod: "paired percentile bootstrap",
+  meanDiff: 0.1,
+  lower: 0.06,
+  upper: 0.14,
+  method: "paired percentile bootstrap",
   requiredN: 120,
   mde: 0.05,
   baseSource: "baseline.json",
@@ -38,8 +38,8 @@ test("confirmed: both CIs' lower bounds clear the thresholds themselves (reward 
 
 test("clear pass: the estimates clear the thresholds, the CIs exclude 0 but not the thresholds", () => {
   const v = judgeMilestone({
-    reward: reward({ ciLow: 0.1 }),
-    downstream: downstream({ ciLow: 0.04, governingTest: "exact McNemar test", testP: 0.001, testRejects: true, pPassAtThreshold: 0.5 }),
+    reward: reward({ relativeChangeCiLow: 0.1 }),
+    downstream: downstream({ lower: 0.04, test: "exact McNemar test", p: 0.001, rejects: true, pPassAtThreshold: 0.5 }),
     baseline: { status: "match" },
   });
   assert.equal(v.verdict, "PASS");
@@ -55,7 +55,7 @@ test("clear pass: the estimates clear the thresholds, the CIs exclude 0 but not 
 test("tiny N is INCONCLUSIVE, with n and the required n in the reason, even with a big delta", () => {
   const v = judgeMilestone({
     reward: reward(),
-    downstream: downstream({ n: 12, delta: 0.083, ciLow: -0.041, ciHigh: 0.207, requiredN: 310 }),
+    downstream: downstream({ n: 12, meanDiff: 0.083, lower: -0.041, upper: 0.207, requiredN: 310 }),
     baseline: { status: "match" },
   });
   assert.equal(v.verdict, "INCONCLUSIVE");
@@ -63,14 +63,14 @@ test("tiny N is INCONCLUSIVE, with n and the required n in the reason, even with
   assert.match(v.reason, /n=12 < 200 test tasks/);
   assert.match(v.reason, /required n=310 for the observed delta/);
   // A tiny N with a CI far below the bar is still not a FAIL: too few tasks to judge.
-  const w = judgeMilestone({ reward: reward(), downstream: downstream({ n: 3, delta: 0, ciLow: 0, ciHigh: 0, requiredN: null }), baseline: { status: "match" } });
+  const w = judgeMilestone({ reward: reward(), downstream: downstream({ n: 3, meanDiff: 0, lower: 0, upper: 0, requiredN: null }), baseline: { status: "match" } });
   assert.equal(w.verdict, "INCONCLUSIVE");
 });
 
 test("enough tasks but the CI includes 0: INCONCLUSIVE naming the required n", () => {
   const v = judgeMilestone({
     reward: reward(),
-    downstream: downstream({ n: 264, delta: 0.06, ciLow: -0.01, ciHigh: 0.13, requiredN: 410, mde: 0.078 }),
+    downstream: downstream({ n: 264, meanDiff: 0.06, lower: -0.01, upper: 0.13, requiredN: 410, mde: 0.078 }),
     baseline: { status: "match" },
   });
   assert.equal(v.verdict, "INCONCLUSIVE");
@@ -78,24 +78,24 @@ test("enough tasks but the CI includes 0: INCONCLUSIVE naming the required n", (
 });
 
 test("clear fail: the downstream CI upper bound is below +5 pp", () => {
-  const v = judgeMilestone({ reward: reward(), downstream: downstream({ delta: 0.01, ciLow: -0.02, ciHigh: 0.04 }), baseline: { status: "match" } });
+  const v = judgeMilestone({ reward: reward(), downstream: downstream({ meanDiff: 0.01, lower: -0.02, upper: 0.04 }), baseline: { status: "match" } });
   assert.equal(v.verdict, "FAIL");
   assert.equal(v.downstream.verdict, "FAIL");
   assert.match(v.reason, /CI upper bound \+4\.0 pp < \+5 pp/);
 });
 
 test("clear fail: the reward CI upper bound is below +20%", () => {
-  const v = judgeMilestone({ reward: reward({ relativeChange: 0.05, ciLow: -0.05, ciHigh: 0.15 }), downstream: downstream(), baseline: { status: "match" } });
+  const v = judgeMilestone({ reward: reward({ relativeChange: 0.05, relativeChangeCiLow: -0.05, relativeChangeCiHigh: 0.15 }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(v.verdict, "FAIL");
   assert.equal(v.reward.verdict, "FAIL");
   assert.match(v.reason, /CI upper bound \+15\.0% < \+20%/);
 });
 
 test("reward >= +20% but its CI includes 0 is INCONCLUSIVE; a zero start is INCONCLUSIVE", () => {
-  const a = judgeMilestone({ reward: reward({ relativeChange: 0.3, ciLow: -0.1, ciHigh: 0.8 }), downstream: downstream(), baseline: { status: "match" } });
+  const a = judgeMilestone({ reward: reward({ relativeChange: 0.3, relativeChangeCiLow: -0.1, relativeChangeCiHigh: 0.8 }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(a.verdict, "INCONCLUSIVE");
   assert.match(a.reward.reason, /CI includes 0/);
-  const b = judgeMilestone({ reward: reward({ startMean: 0, relativeChange: NaN, ciLow: NaN, ciHigh: NaN }), downstream: downstream(), baseline: { status: "match" } });
+  const b = judgeMilestone({ reward: reward({ startMean: 0, relativeChange: NaN, relativeChangeCiLow: NaN, relativeChangeCiHigh: NaN }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(b.reward.verdict, "INCONCLUSIVE");
   assert.match(b.reward.reason, /relative change is undefined/);
 });
@@ -126,7 +126,7 @@ test("the governing test and the interval disagree near the boundary: INCONCLUSI
   // n=200, 8 vs 18 discordant: the McNemar p is 0.076, so a CI that happens to exclude 0 does not decide
   const v = judgeMilestone({
     reward: reward(),
-    downstream: downstream({ n: 200, delta: 0.05, ciLow: 0.001, ciHigh: 0.1, governingTest: "exact McNemar test", testP: 0.076, testRejects: false }),
+    downstream: downstream({ n: 200, meanDiff: 0.05, lower: 0.001, upper: 0.1, test: "exact McNemar test", p: 0.076, rejects: false }),
     baseline: { status: "match" },
   });
   assert.equal(v.downstream.verdict, "INCONCLUSIVE");
@@ -134,7 +134,7 @@ test("the governing test and the interval disagree near the boundary: INCONCLUSI
 });
 
 test("an unbounded reward CI is printed as unbounded and still judged", () => {
-  const v = judgeMilestone({ reward: reward({ startMean: 0.02, endMean: 0.2, relativeChange: 9, ciLow: 1.5, ciHigh: Infinity }), downstream: downstream(), baseline: { status: "match" } });
+  const v = judgeMilestone({ reward: reward({ startMean: 0.02, endMean: 0.2, relativeChange: 9, relativeChangeCiLow: 1.5, relativeChangeCiHigh: Infinity }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(v.reward.verdict, "CONFIRMED");
   assert.match(v.reward.reason, /\+unbounded/);
   assert.match(v.reward.reason, /absolute \+0\.180/);

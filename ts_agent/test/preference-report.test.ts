@@ -5,7 +5,7 @@ import { create } from "@bufbuild/protobuf";
 
 import { RunSchema, RunState, TrainMode } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { bootstrapMeanCI, wilsonInterval } from "../src/agent/eval/stats.js";
-import { preferenceAnalysis } from "../src/agent/report/report.js";
+import { preferenceAnalysis } from "../src/agent/report/preference.js";
 
 function prefRun(metrics: Record<string, unknown>) {
   const perPrompt = [0.5, 0.5, 0.5, 0.5, 0.5];

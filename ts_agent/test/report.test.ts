@@ -8,7 +8,10 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 
 import { RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
-import { DEFAULT_EVAL_SETTINGS, buildEvalRecord, summarizeVariant, writeEvalRecord, type TaskSet } from "../src/agent/eval/harness.js";
+import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
+import { summarizeVariant } from "../src/agent/eval/grading.js";
+import { type TaskSet } from "../src/agent/eval/task-set.js";
+import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
 import { writeReport } from "../src/agent/report/report.js";
@@ -90,8 +93,8 @@ function setup(
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const { taskSet, result } = scenario(n, pBase, pAdapter);
   writeRun(evalsDir, "r1", opts.relative ?? { change: 0.5, low: 0.3, high: 0.7 }, opts.spiky);
-  const record = buildEvalRecord("r1", settings, taskSet, result);
-  writeEvalRecord(evalsDir, record);
+  const record = buildEvalLog("r1", settings, taskSet, result);
+  writeEvalLog(evalsDir, record);
   if (opts.baseline) {
     const base = summarizeVariant(result.variants.find((v) => v.name === "base")!, settings.graders);
     writeBaseline(evalsDir, buildBaseline(settings, taskSet, { requested: "", resolved: RESOLVED_MODEL }, base), false);

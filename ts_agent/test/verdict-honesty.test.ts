@@ -5,19 +5,19 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { compareScores } from "../src/agent/eval/harness.js";
-import { attribute, type DownstreamSignal } from "../src/agent/report/attribution.js";
+import { compareScores } from "../src/agent/verdict/compare.js";
+import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
-import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/report/milestone.js";
-import { downstreamEvidence, downstreamSignal } from "../src/agent/report/report.js";
+import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/verdict/milestone.js";
+import { downstreamEvidence, downstreamSignal, type DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
 
 const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
   startMean: 0.3,
   endMean: 0.45,
   relativeChange: 0.5,
-  ciLow: 0.3,
-  ciHigh: 0.7,
+  relativeChangeCiLow: 0.3,
+  relativeChangeCiHigh: 0.7,
   numPrompts: 32,
   samplesPerPrompt: 4,
   ...over,
@@ -58,11 +58,11 @@ function pairs(n: number, baseRight: number, wins: number, losses: number): [Map
 }
 
 test("a held-out set of ONE prompt never PASSes the reward criterion (nor two)", () => {
-  const one = judgeReward(reward({ numPrompts: 1, relativeChange: 0.5, ciLow: 0.5, ciHigh: 0.5 }));
+  const one = judgeReward(reward({ numPrompts: 1, relativeChange: 0.5, relativeChangeCiLow: 0.5, relativeChangeCiHigh: 0.5 }));
   assert.notEqual(one.verdict, "PASS");
   assert.notEqual(one.verdict, "CONFIRMED");
   assert.match(one.reason, /1 prompt/);
-  const two = judgeReward(reward({ numPrompts: 2, relativeChange: 0.75, ciLow: 0.5, ciHigh: 1.0 }));
+  const two = judgeReward(reward({ numPrompts: 2, relativeChange: 0.75, relativeChangeCiLow: 0.5, relativeChangeCiHigh: 1.0 }));
   assert.equal(two.verdict, "INCONCLUSIVE");
 });
 
@@ -72,9 +72,9 @@ test("a significant -12 pp downstream regression is its own row, and the curve i
     significant: true,
     text: "-12.0 pp (95% CI -18.0 to -6.0 pp), n=264",
     n: 264,
-    delta: -0.12,
-    ciLower: -0.18,
-    ciUpper: -0.06,
+    meanDiff: -0.12,
+    lower: -0.18,
+    upper: -0.06,
     requiredN: 60,
   };
   const causes = firedCauses(healthy, d);
@@ -88,9 +88,9 @@ test("n=29 with a CI that includes 0 is 'underpowered', not reward hacking", () 
     significant: false,
     text: "+10.3 pp (95% CI -1.0 to +21.0 pp), n=29",
     n: 29,
-    delta: 0.103,
-    ciLower: -0.01,
-    ciUpper: 0.21,
+    meanDiff: 0.103,
+    lower: -0.01,
+    upper: 0.21,
     requiredN: 71,
   };
   const causes = firedCauses(healthy, d);

@@ -3,26 +3,20 @@
  * adapter (the run's, a SUCCEEDED run's or a CANCELLED run's kept one; or any PEFT folder under
  * the sidecar's data root) on the test split through the sidecar's Evaluate, re-grade every
  * completion in TS, and write <evals dir>/runs/<run_id or N>/eval.json (atomically). Prints
- * accuracy per variant and the paired difference with its CI. A TS/Python grading disagreement
- * fails the command and writes nothing.
+ * accuracy per variant and the paired difference the milestone judges, with the verdict's decision
+ * interval (verdict.judgeDownstream: against baseline.json when it matches, the same numbers
+ * report.md prints). A TS/Python grading disagreement fails the command and writes nothing.
  */
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 
-import {
-  ADAPTER_VARIANT,
-  RegradeMismatchError,
-  buildEvalRecord,
-  checkSettings,
-  evaluateRequest,
-  evaluateRun,
-  loadTaskSet,
-  progressPrinter,
-  runEvaluate,
-  writeEvalRecord,
-  type EvalRecord,
-} from "../agent/eval/harness.js";
-import { pp } from "../agent/report/milestone.js";
+import { readBaseline } from "../agent/eval/baseline.js";
+import { ADAPTER_VARIANT, checkSettings, evaluateRequest, progressPrinter, runEvaluate } from "../agent/eval/evaluate.js";
+import { RegradeMismatchError } from "../agent/eval/grading.js";
+import { loadTaskSet } from "../agent/eval/task-set.js";
+import { buildEvalLog, evaluateRun, writeEvalLog, type EvalLog } from "../agent/verdict/eval-log.js";
+import { pp } from "../agent/verdict/milestone.js";
+import { decisionInterval, judgeDownstream, type JudgedComparison } from "../agent/verdict/verdict.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
@@ -41,53 +35,56 @@ export const help: CommandHelp = {
   examples: ["agent eval run-20261201-101500-ab12cd --limit 200", "agent eval --adapter adapters/aml-v2 --name aml-v2"],
 };
 
-/** One line per variant and the paired difference, for the terminal. */
-export function evalSummaryLines(record: EvalRecord): string[] {
+/** One line per variant and the paired difference the milestone judges (`judged`), for the terminal. */
+export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string[] {
   const lines: string[] = [];
-  for (const v of record.variants) {
+  for (const v of log.variants) {
     const a = v.accuracy;
     lines.push(
       `${v.name.padEnd(8)} exact_match ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`,
     );
   }
-  const c = record.comparison;
-  if (c?.paired && c.bootstrap) {
+  const c = judged.comparison;
+  if (c?.paired && c.decision) {
+    const d = c.decision;
     lines.push(
-      `adapter - base: ${pp(c.paired.meanDiff)} (95% bootstrap CI ${pp(c.bootstrap.lower)} to ${pp(c.bootstrap.upper)}), n=${c.n}` +
+      `adapter - base: ${pp(c.paired.meanDiff)} (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}), n=${c.n}` +
         (c.requiredN !== null ? `, required n=${c.requiredN}` : "") +
-        (c.mde !== null ? `, MDE ${pp(c.mde).replace("+", "")}` : ""),
+        (c.mde !== null ? `, MDE ${pp(c.mde).replace("+", "")}` : "") +
+        `; base from ${judged.baseSource}`,
     );
   }
-  const h = record.heldOutTemplate?.comparison;
+  const h = log.heldOutTemplate?.comparison;
   if (h?.paired && h.decision) {
-    lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${pp(h.decision.lower)} to ${pp(h.decision.upper)}, ${h.decision.method})`);
+    lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${decisionInterval(h.decision)}, ${h.decision.method})`);
   }
-  lines.push(`re-graded ${record.regradedScores} scores in TS: all equal to the sidecar's`);
+  lines.push(`re-graded ${log.regradedScores} scores in TS: all equal to the sidecar's`);
   return lines;
 }
 
+/** Write the log and print its summary against the current baseline.json. */
+function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record: EvalLog } {
+  const path = writeEvalLog(target.evalsDir, log);
+  for (const line of evalSummaryLines(log, judgeDownstream(log, readBaseline(target.evalsDir)))) console.log(line);
+  return { path, record: log };
+}
+
 /** Evaluate a run's adapter against the base, write eval.json, print the summary (also `agent demo`'s step 4). */
-export async function evalRun(client: SidecarClient, runId: string, target: EvalTarget): Promise<{ path: string; record: EvalRecord }> {
+export async function evalRun(client: SidecarClient, runId: string, target: EvalTarget): Promise<{ path: string; record: EvalLog }> {
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   console.log(`evaluating base and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
-  const record = await evaluateRun(client, runId, target.settings, taskSet, progressPrinter("eval"));
-  const path = writeEvalRecord(target.evalsDir, record);
-  for (const line of evalSummaryLines(record)) console.log(line);
-  return { path, record };
+  return writeAndPrint(target, await evaluateRun(client, runId, target.settings, taskSet, progressPrinter("eval")));
 }
 
 /** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is named `name`. */
-export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, target: EvalTarget): Promise<{ path: string; record: EvalRecord }> {
+export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, target: EvalTarget): Promise<{ path: string; record: EvalLog }> {
   checkSettings(target.settings);
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   console.log(`evaluating base and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   const req = evaluateRequest(target.settings, taskSet);
   req.adapters = [{ name: ADAPTER_VARIANT, source: { case: "path", value: adapterPath } }];
   const result = await runEvaluate(client, req, progressPrinter("eval"));
-  const record = buildEvalRecord(name, target.settings, taskSet, result);
-  const path = writeEvalRecord(target.evalsDir, record);
-  for (const line of evalSummaryLines(record)) console.log(line);
-  return { path, record };
+  return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, result));
 }
 
 export const command: CommandHandler = async (argv, client) => {

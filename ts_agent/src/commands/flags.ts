@@ -6,7 +6,7 @@
  */
 import { resolve } from "node:path";
 
-import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../agent/eval/harness.js";
+import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../agent/eval/evaluate.js";
 import { defaultTasksPath } from "../agent/eval/tasks.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import { SidecarClient } from "../sidecar/client.js";

@@ -16,7 +16,7 @@ import { parseArgs } from "node:util";
 import { baselinePath, readBaseline } from "../agent/eval/baseline.js";
 import { loadTasks, splitTasks } from "../agent/eval/tasks.js";
 import type { Split } from "../agent/eval/typologies.js";
-import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/report/milestone.js";
+import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/verdict/milestone.js";
 import { minimumDetectableEffect, operatingCharacteristic, plannedPairedSd, requiredNForDelta } from "../agent/eval/stats.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 

@@ -6,7 +6,9 @@
  */
 import { parseArgs } from "node:util";
 
-import { writeReport, type ReportAnalysis } from "../agent/report/report.js";
+import type { ReportAnalysis } from "../agent/report/analysis.js";
+import { writeReport } from "../agent/report/report.js";
+import { verdictLabel } from "../agent/verdict/milestone.js";
 import { UserError, displayPath, evalsDirOrDefault, isRunLocal, runDir } from "../agent/workspace.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -17,9 +19,9 @@ export const help: CommandHelp = {
   examples: ["agent report run-20261201-101500-ab12cd"],
 };
 
-/** "milestone: PASS: reason", with "(GATED on baseline.json)" when the baseline did not match. */
+/** "milestone: PASS", with "(GATED on baseline.json)" when the baseline did not match (milestone.verdictLabel). */
 export function milestoneLine(m: ReportAnalysis["milestone"]): string {
-  return `milestone: ${m.verdict}${m.gated ? " (GATED on baseline.json)" : ""}`;
+  return `milestone: ${verdictLabel(m)}`;
 }
 
 export const command: CommandHandler = async (argv, _client) => {

@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { clone, create } from "@bufbuild/protobuf";
 
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
-import { downstreamEvidence, writeReport } from "../agent/report/report.js";
+import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
@@ -126,7 +126,7 @@ export const command: CommandHandler = async (argv, client) => {
     }
     const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
     const r = out.result;
-    const d = downstreamEvidence(analysis.comparison, analysis.baseSource);
+    const d = analysis.downstream;
     seeds.push({
       seed,
       runId: out.runId,
@@ -135,7 +135,7 @@ export const command: CommandHandler = async (argv, client) => {
         r?.startReward && r.endReward
           ? { start: r.startReward.mean, end: r.endReward.mean, relativeChange: r.relativeChange, ciLow: r.relativeChangeCiLow, ciHigh: r.relativeChangeCiHigh }
           : null,
-      downstream: d ? { n: d.n, delta: d.delta, ciLow: d.ciLow, ciHigh: d.ciHigh, method: d.ciMethod } : null,
+      downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
       heldOutTemplate: templ,
       verdict: analysis.milestone.verdict,
       rewardVerdict: analysis.milestone.reward.verdict,

@@ -2,7 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/harness.js";
+import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/evaluate.js";
 import { formatPrompt, type TaskRow } from "../../src/agent/eval/typologies.js";
 import { buildReward } from "../../src/agent/train/grpo.js";
 

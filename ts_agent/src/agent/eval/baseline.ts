@@ -23,21 +23,9 @@ import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service
 import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, type ParamValue } from "../train/grpo.js";
 import { fsyncDirectory, writeFileAtomic } from "../workspace.js";
-import {
-  PRIMARY_GRADER,
-  checkSettings,
-  evaluateRequest,
-  modelIdentity,
-  regrade,
-  runEvaluate,
-  summarizeVariant,
-  taskSetRef,
-  type Accuracy,
-  type EvalSettings,
-  type ModelRef,
-  type TaskSet,
-  type TaskSetRef,
-} from "./harness.js";
+import { PRIMARY_GRADER, checkSettings, evaluateRequest, modelIdentity, runEvaluate, type EvalSettings, type ModelRef } from "./evaluate.js";
+import { regrade, summarizeVariant, type Accuracy } from "./grading.js";
+import { taskSetRef, type TaskSet, type TaskSetRef } from "./task-set.js";
 
 export const BASELINE_FILE = "baseline.json";
 

@@ -11,6 +11,7 @@
  * its own row and rules out "healthy", as do KL spikes.
  */
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
+import type { DownstreamSignal } from "../verdict/verdict.js";
 import { CURVE_THRESHOLDS } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -30,24 +31,6 @@ export const CLIPPED_HIGH = CURVE_THRESHOLDS.clipped_ratio_warn;
 // ---------------------------------------------------------------------------------------------
 // The table
 
-/** Whether the reward rose on the held-out prompts and whether the downstream delta is significant. */
-export interface DownstreamSignal {
-  /** held-out relative-change CI lower bound > 0; null when the run has no result (or too few prompts) */
-  heldOutRose: boolean | null;
-  /** downstream decision (interval and governing test) excludes 0; null when there is no eval */
-  significant: boolean | null;
-  /** e.g. "+3.0 pp (95% CI -1.2 to +7.1 pp), n=264" */
-  text: string;
-  /** paired tasks */
-  n?: number | null;
-  /** adapter - base (fraction) */
-  delta?: number | null;
-  ciLower?: number | null;
-  ciUpper?: number | null;
-  /** pairs needed for 80% power at the larger of |delta| and the milestone threshold; null when unknown */
-  requiredN?: number | null;
-}
-
 /** The eval is too small to tell: its CI includes 0 and n < the required n. */
 export function underpowered(d: DownstreamSignal): boolean {
   return d.significant === false && d.n != null && d.requiredN != null && d.n < d.requiredN;
@@ -55,7 +38,7 @@ export function underpowered(d: DownstreamSignal): boolean {
 
 /** A significant downstream regression: the decision excludes 0 on the negative side. */
 export function regressed(d: DownstreamSignal): boolean {
-  return d.significant === true && d.ciUpper != null && d.ciUpper < 0;
+  return d.significant === true && d.upper != null && d.upper < 0;
 }
 
 export interface Check {

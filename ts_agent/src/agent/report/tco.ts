@@ -25,6 +25,8 @@
  * Mixed-precision fp32 master weights (another 4 bytes per trainable param when b = 2) are not
  * included; the report says so.
  */
+import type { Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { isPreferenceRun } from "./preference.js";
 
 export type Precision = "fp32" | "bf16" | "fp16";
 
@@ -212,4 +214,28 @@ export function computeSide(b: StepTimeBreakdown): ComputeSide {
     criticSeconds,
     criticShare: share(criticSeconds),
   };
+}
+
+/** The TCO section's input: this run's parameter counts, precision and beta; null without counts. */
+export interface TcoFor {
+  input: TcoInput;
+  precisionNote: string;
+  configs: MemoryConfig[];
+}
+
+/** The TCO inputs of a run (run.json's parameter counts and request); null when it has none. */
+export function tcoFor(run: Run | null): TcoFor | null {
+  const r = run?.result;
+  if (!r || r.totalParams === 0n) return null;
+  const given = run?.request?.runtime?.precision ?? "";
+  const precision: Precision = given === "bf16" || given === "fp16" ? given : "fp32";
+  const precisionNote = given ? `${given} (from the run's request)` : "fp32 (the request left it empty: fp32 on CPU)";
+  const preference = isPreferenceRun(run);
+  const input: TcoInput = {
+    baseParams: Number(r.totalParams),
+    loraParams: Number(r.trainableParams),
+    precision,
+    beta: preference ? (run?.request?.preference?.beta ?? 0.1) : (run?.request?.grpo?.beta ?? 0),
+  };
+  return { input, precisionNote, configs: preference ? tcoMemoryPreference(input) : tcoMemory(input) };
 }

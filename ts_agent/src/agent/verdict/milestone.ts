@@ -1,5 +1,5 @@
 /**
- * The milestone verdict (DESIGN.md): end reward >= +20% over step-0 on the fixed held-out prompts,
+ * The milestone rules (docs/verdict.md): end reward >= +20% over step-0 on the fixed held-out prompts,
  * AND a downstream delta (adapter - base, test split, paired by task id) >= +5 percentage points
  * whose decision interval excludes 0, judged on at least 200 test tasks. A missing or mismatching
  * baseline.json gates the verdict.
@@ -32,10 +32,15 @@
  *              both CONFIRMED                                           -> CONFIRMED
  *              both PASS or CONFIRMED                                   -> PASS
  *              otherwise                                                -> INCONCLUSIVE
- * The downstream interval and test (harness.ts compareScores' `decision`): for 0/1 per-task
+ * The downstream interval and test (compare.ts compareScores' `decision`): for 0/1 per-task
  * scores, Tango's score interval with the exact McNemar test governing "excludes 0" (so the
  * verdict never flips with a bootstrap seed); for per-task means (K > 1 samples), the paired t
  * interval and t test. Every verdict carries its reason in words and numbers.
+ *
+ * This file holds the rules only; verdict.ts builds their evidence (reward.ts, compare.ts) once and
+ * is what the report and the commands call. Field names are those of the evidence's source: the
+ * wire's relativeChange / relativeChangeCiLow / relativeChangeCiHigh, compare.ts's meanDiff and
+ * its Decision's lower / upper / method / test / p / rejects.
  *
  * Units: the reward criterion is a relative change as a FRACTION (0.2 = +20%); the downstream
  * criterion works in FRACTIONS internally (0.05) and speaks percentage points in its reasons,
@@ -66,39 +71,43 @@ export interface CriterionResult {
 export interface RewardEvidence {
   startMean: number;
   endMean: number;
-  /** (end - start) / |start|, fraction */
+  /** (end - start) / |start|, fraction, with its 95% paired bootstrap CI over prompts */
   relativeChange: number;
-  ciLow: number;
-  ciHigh: number;
+  relativeChangeCiLow: number;
+  relativeChangeCiHigh: number;
   numPrompts: number;
   samplesPerPrompt: number;
   /** P(PASS | true relative change = +20%) at this many prompts (normal approximation from the
    *  CI's width); null when unknown */
   pPassAtThreshold?: number | null;
+  /** where the relative change and its CI were computed (reward.ts); "" when not said */
+  computedFrom?: string;
 }
 
 /** The paired downstream comparison, all FRACTIONS except n. */
 export interface DownstreamEvidence {
   n: number;
   /** mean(adapter - base) */
-  delta: number;
+  meanDiff: number;
   /** the decision interval */
-  ciLow: number;
-  ciHigh: number;
+  lower: number;
+  upper: number;
   /** name of the interval, e.g. "Tango score interval" */
-  ciMethod: string;
+  method: string;
   /** the test that decides whether the delta excludes 0, e.g. "exact McNemar test" */
-  governingTest?: string;
+  test?: string;
   /** its two-sided p; null when it has none to show */
-  testP?: number | null;
+  p?: number | null;
   /** whether it rejects delta = 0 at alpha .05; null = decided by the interval alone */
-  testRejects?: boolean | null;
+  rejects?: boolean | null;
   /** pairs needed to detect `delta` (alpha .05, power .8); null when undefined */
   requiredN: number | null;
   /** minimum detectable effect at n (fraction); null when undefined */
   mde: number | null;
   /** P(PASS | true delta = threshold) at this n (normal approximation); null when unknown */
   pPassAtThreshold?: number | null;
+  /** P(CONFIRMED | true delta = threshold) at this n (normal approximation); null when unknown */
+  pConfirmAtThreshold?: number | null;
   /** where the base scores came from */
   baseSource: string;
 }
@@ -164,29 +173,29 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   }
   const est =
     `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)}, absolute ${signed3(absolute)}, relative ${pct(r.relativeChange)} ` +
-    `(95% CI ${pct(r.ciLow)} to ${pct(r.ciHigh)}, ${size})`;
-  if (Number.isNaN(r.ciLow) || Number.isNaN(r.ciHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
+    `(95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}, ${size})`;
+  if (Number.isNaN(r.relativeChangeCiLow) || Number.isNaN(r.relativeChangeCiHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
-  if (r.ciHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.ciHigh)} < ${need}` };
-  if (r.ciLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}` };
+  if (r.relativeChangeCiHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.relativeChangeCiHigh)} < ${need}` };
+  if (r.relativeChangeCiLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}` };
   const oc =
     r.pPassAtThreshold === undefined || r.pPassAtThreshold === null
       ? ""
       : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${r.numPrompts} prompts`;
-  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && r.ciLow > 0) {
+  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && r.relativeChangeCiLow > 0) {
     return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0 (${POINT_GATE}${oc})` };
   }
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but the CI includes 0` };
-  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.ciHigh)}` };
+  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.relativeChangeCiHigh)}` };
 }
 
 export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
   if (!d) return { verdict: "INCONCLUSIVE", reason: "no base-vs-adapter comparison on the test split (run `agent eval <run_id>`)" };
-  if (!Number.isFinite(d.delta)) return { verdict: "INCONCLUSIVE", reason: `n=${d.n} paired task(s): too few for a difference and its CI` };
+  if (!Number.isFinite(d.meanDiff)) return { verdict: "INCONCLUSIVE", reason: `n=${d.n} paired task(s): too few for a difference and its CI` };
   const need = pp(DOWNSTREAM_MIN_DELTA, 0);
-  const test = d.governingTest ?? "the interval";
-  const testText = d.testP === undefined || d.testP === null ? "" : `; ${test} p=${d.testP.toPrecision(2)}`;
-  const est = `adapter - base ${pp(d.delta)} (95% CI ${pp(d.ciLow)} to ${pp(d.ciHigh)}, ${d.ciMethod}${testText}; n=${d.n}; base from ${d.baseSource})`;
+  const test = d.test ?? "the interval";
+  const testText = d.p === undefined || d.p === null ? "" : `; ${test} p=${d.p.toPrecision(2)}`;
+  const est = `adapter - base ${pp(d.meanDiff)} (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.method}${testText}; n=${d.n}; base from ${d.baseSource})`;
   const reqN = d.requiredN === null ? "" : `; required n=${d.requiredN} for the observed delta`;
   const mde = d.mde === null ? "" : `; MDE at n=${d.n} is ${pp(d.mde).replace("+", "")}`;
   const oc =
@@ -196,25 +205,33 @@ export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
   if (d.n < MIN_MILESTONE_TASKS) {
     return { verdict: "INCONCLUSIVE", reason: `n=${d.n} < ${MIN_MILESTONE_TASKS} test tasks the milestone needs; ${est}${reqN}${oc}` };
   }
-  if (Number.isNaN(d.ciLow) || Number.isNaN(d.ciHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
-  if (d.ciHigh < DOWNSTREAM_MIN_DELTA) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pp(d.ciHigh)} < ${need}` };
-  const ciExcludes = d.ciLow > 0;
-  const rejects = d.testRejects ?? ciExcludes;
+  if (Number.isNaN(d.lower) || Number.isNaN(d.upper)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
+  if (d.upper < DOWNSTREAM_MIN_DELTA) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pp(d.upper)} < ${need}` };
+  const ciExcludes = d.lower > 0;
+  const rejects = d.rejects ?? ciExcludes;
   if (rejects !== ciExcludes) {
     return {
       verdict: "INCONCLUSIVE",
-      reason: `${est}: the ${d.ciMethod} ${ciExcludes ? "excludes" : "includes"} 0 but the ${test} (which governs) ${rejects ? "rejects" : "does not reject"} it${oc}`,
+      reason: `${est}: the ${d.method} ${ciExcludes ? "excludes" : "includes"} 0 but the ${test} (which governs) ${rejects ? "rejects" : "does not reject"} it${oc}`,
     };
   }
-  if (d.ciLow >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
-  if (d.delta >= DOWNSTREAM_MIN_DELTA && rejects) {
+  if (d.lower >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  if (d.meanDiff >= DOWNSTREAM_MIN_DELTA && rejects) {
     return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})` };
   }
   if (!rejects) {
     const power = d.requiredN !== null && d.requiredN > d.n ? `n=${d.n} < required n=${d.requiredN} for the observed delta` : `the CI includes 0`;
     return { verdict: "INCONCLUSIVE", reason: `${power}: ${est}${mde}${oc}` };
   }
-  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pp(d.ciHigh)}${mde}${oc}` };
+  return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pp(d.upper)}${mde}${oc}` };
+}
+
+/** The words a gated verdict carries, everywhere it is printed. */
+export const GATED = "GATED on baseline.json";
+
+/** "PASS", or "INCONCLUSIVE (GATED on baseline.json)": the verdict as every headline prints it. */
+export function verdictLabel(m: Pick<MilestoneVerdict, "verdict" | "gated">): string {
+  return `${m.verdict}${m.gated ? ` (${GATED})` : ""}`;
 }
 
 export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
@@ -235,7 +252,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
       input.baseline.status === "missing"
         ? "agent-evals/baseline.json is missing (run `agent baseline set`)"
         : `agent-evals/baseline.json does not match this eval (${input.baseline.reasons.join("; ")})`;
-    return { verdict: "INCONCLUSIVE", gated: true, reason: `GATED on baseline.json: ${why}`, reward, downstream };
+    return { verdict: "INCONCLUSIVE", gated: true, reason: `${GATED}: ${why}`, reward, downstream };
   }
   if (reward.verdict === "FAIL" || downstream.verdict === "FAIL") {
     return { verdict: "FAIL", gated: false, reason: parts((c) => c.verdict === "FAIL"), reward, downstream };

@@ -1,0 +1,172 @@
+/**
+ * Running the sidecar's Evaluate: the settings an evaluation runs with (baseline and eval must
+ * agree on all of them to be comparable), the request, the stream to its one result, and the
+ * progress line. Tasks go to the sidecar INLINE from the TS loader, so the ids, prompts and
+ * answers graded afterwards (grading.ts) are exactly the ones generated from.
+ */
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+
+import type { EvaluateRequestSchema, EvaluateProgress, EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import type { SidecarClient } from "../../sidecar/client.js";
+import { buildReward, type RewardSpec } from "../train/grpo.js";
+import type { TaskSet } from "./task-set.js";
+import type { Split } from "./typologies.js";
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+/** The strict grader: the milestone's downstream metric (answer tag, exact label match). */
+export const PRIMARY_GRADER = "exact_match";
+/** The lenient grader compared with the strict one by Cohen's kappa. */
+export const LENIENT_GRADER = "exact_match_lenient";
+/** Variant name of the adapter under test in the Evaluate request. */
+export const ADAPTER_VARIANT = "adapter";
+
+/** How an evaluation is run. Baseline and eval must agree on all of it to be comparable. */
+export interface EvalSettings {
+  /** "" = the sidecar's embedded default model; else a path under its data root or a hub id */
+  baseModel: string;
+  split: Split;
+  /** use the first `limit` tasks of the split, in file order (0 = all) */
+  limit: number;
+  /** every completion gets every grader's score; must include PRIMARY_GRADER and LENIENT_GRADER */
+  graders: RewardSpec[];
+  /** K samples per task */
+  samplesPerTask: number;
+  /** 0 = greedy */
+  temperature: number;
+  maxNewTokens: number;
+  seed: number;
+  /** prompts per generate() call (speed only; not part of the comparability check) */
+  batchSize: number;
+}
+
+export const DEFAULT_EVAL_SETTINGS: Readonly<EvalSettings> = {
+  baseModel: "",
+  split: "test",
+  limit: 0,
+  graders: [{ name: PRIMARY_GRADER }, { name: LENIENT_GRADER }, { name: "format" }],
+  samplesPerTask: 1,
+  temperature: 0,
+  maxNewTokens: 32,
+  seed: 0,
+  batchSize: 64,
+};
+
+/** Checks that the graders the harness relies on are present. */
+export function checkSettings(settings: EvalSettings): void {
+  for (const name of [PRIMARY_GRADER, LENIENT_GRADER]) {
+    if (!settings.graders.some((g) => g.name === name)) throw new Error(`eval settings: graders must include ${name}`);
+  }
+  for (const g of settings.graders) buildReward(g); // fail here, not after minutes of generation
+}
+
+/** The model as requested and as the sidecar resolved it. */
+export interface ModelRef {
+  /** "" = the embedded default */
+  requested: string;
+  /** the sidecar's EvaluateResult.base_model (a local folder or a hub id) */
+  resolved: string;
+}
+
+/** Identity of a resolved model for comparability: a local folder's name (the embedded model's
+ *  name carries a content hash), or the hub id itself. */
+export function modelIdentity(resolved: string): string {
+  return resolved.startsWith("/") ? resolved.replace(/\/+$/, "").split("/").pop()! : resolved;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What Evaluate returns
+
+/** One completion and the scores the sidecar gave it (structurally a proto GradedSample). */
+export interface SampleScores {
+  completion: string;
+  scores: { readonly [grader: string]: number };
+}
+export interface TaskScores {
+  taskId: string;
+  samples: ReadonlyArray<SampleScores>;
+}
+/** One variant's per-task results (structurally a proto VariantResult). */
+export interface VariantScores {
+  name: string;
+  tasks: ReadonlyArray<TaskScores>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running
+
+/** The Evaluate request for these settings: base (unless skipBase) and the named adapters. */
+export function evaluateRequest(
+  settings: EvalSettings,
+  taskSet: TaskSet,
+  adapters: ReadonlyArray<{ name: string; runId: string }> = [],
+): MessageInitShape<typeof EvaluateRequestSchema> {
+  return {
+    baseModel: settings.baseModel,
+    adapters: adapters.map((a) => ({ name: a.name, source: { case: "runId" as const, value: a.runId } })),
+    tasks: {
+      source: {
+        case: "inline" as const,
+        value: { rows: taskSet.rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) },
+      },
+    },
+    graders: settings.graders.map((g) => ({ name: g.name, weight: g.weight, params: g.params as JsonObject | undefined })),
+    samplesPerTask: settings.samplesPerTask,
+    temperature: settings.temperature,
+    maxNewTokens: settings.maxNewTokens,
+    seed: BigInt(settings.seed),
+    batchSize: settings.batchSize,
+  };
+}
+
+/** Stream Evaluate to its one result; progress goes to `onProgress`. */
+export async function runEvaluate(
+  client: SidecarClient,
+  request: MessageInitShape<typeof EvaluateRequestSchema>,
+  onProgress: (p: EvaluateProgress) => void = () => undefined,
+): Promise<EvaluateResult> {
+  let result: EvaluateResult | undefined;
+  for await (const res of client.evaluate(request)) {
+    if (res.kind.case === "progress") onProgress(res.kind.value);
+    else if (res.kind.case === "result") result = res.kind.value;
+  }
+  if (!result) throw new Error("Evaluate ended without a result");
+  return result;
+}
+
+/** An Evaluate result restricted to some task ids (the variants keep their order). */
+export function restrictResult(result: EvaluateResult, ids: ReadonlySet<string>): EvaluateResult {
+  return { ...result, variants: result.variants.map((v) => ({ ...v, tasks: v.tasks.filter((t) => ids.has(t.taskId)) })) };
+}
+
+/**
+ * Evaluate base and the run's adapter on the task set and, when given, its held-out-template
+ * companion in the SAME request (one model load); the result comes back split in two.
+ */
+export async function evaluateRunSplits(
+  client: SidecarClient,
+  runId: string,
+  settings: EvalSettings,
+  taskSet: TaskSet,
+  heldOut: TaskSet | null,
+  onProgress?: (p: EvaluateProgress) => void,
+): Promise<{ main: EvaluateResult; heldOut: EvaluateResult | null }> {
+  checkSettings(settings);
+  const combined = heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet;
+  const full = await runEvaluate(client, evaluateRequest(settings, combined, [{ name: ADAPTER_VARIANT, runId }]), onProgress);
+  return {
+    main: restrictResult(full, new Set(taskSet.rows.map((r) => r.id))),
+    heldOut: heldOut ? restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) : null,
+  };
+}
+
+/** A progress printer shared by the eval, baseline and demo commands. */
+export function progressPrinter(prefix: string): (p: EvaluateProgress) => void {
+  const tty = process.stdout.isTTY;
+  return (p) => {
+    const line = `${prefix}: ${p.variant} ${p.tasksDone}/${p.tasksTotal} tasks`;
+    if (tty) process.stdout.write(`\r${line.padEnd(60)}${p.tasksDone === p.tasksTotal ? "\n" : ""}`);
+    else if (p.tasksDone === p.tasksTotal) console.log(line);
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * What the report reads, all from disk and nothing from the sidecar: run.json (the Run proto as
+ * JSON), events.jsonl (TrainStep metrics and warnings), eval.json (the eval log), summary.json's
+ * time_breakdown, ../../baseline.json, and the list of files in the run folder.
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+
+import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
+import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { REPO_ROOT } from "../workspace.js";
+import type { StepMetrics } from "./curve-features.js";
+import { parseStepTimeBreakdown, type StepTimeBreakdown } from "./tco.js";
+
+export interface RunWarningLine {
+  code: string;
+  message: string;
+  step: number;
+}
+
+/** Everything the report reads. */
+export interface ReportInput {
+  runId: string;
+  run: Run | null;
+  steps: StepMetrics[];
+  warnings: RunWarningLine[];
+  evalLog: EvalLog | null;
+  baseline: Baseline | null;
+  /** files present in the run folder, relative, '/'-separated */
+  files: string[];
+  /** run ids whose eval.json was judged on this baseline and test split (this run included) */
+  runsJudged: string[];
+  now: Date;
+  /** summary.json's time_breakdown (the run's measured step time by phase), when downloaded */
+  timeBreakdown?: StepTimeBreakdown | null;
+  /** the project's docs/ folder relative to the run folder (report.md links into it), '/'-separated */
+  docsDir?: string;
+}
+
+function listFiles(dir: string, root = dir): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...listFiles(p, root));
+    else out.push(relative(root, p).split("\\").join("/"));
+  }
+  return out;
+}
+
+/** Read a run's local artifacts; missing files become nulls / empty lists. */
+export function loadReportInput(evalsDir: string, runId: string, now = new Date()): ReportInput {
+  const dir = join(evalsDir, "runs", runId);
+  if (!existsSync(dir)) throw new Error(`${dir} does not exist (train with \`agent train\` or \`agent demo\` first)`);
+  const runPath = join(dir, "run.json");
+  const run = existsSync(runPath)
+    ? fromJson(RunSchema, JSON.parse(readFileSync(runPath, "utf8")) as JsonValue, { ignoreUnknownFields: true })
+    : null;
+  const steps: StepMetrics[] = [];
+  const warnings: RunWarningLine[] = [];
+  const eventsPath = join(dir, "events.jsonl");
+  if (existsSync(eventsPath)) {
+    for (const line of readFileSync(eventsPath, "utf8").split("\n")) {
+      if (line.trim() === "") continue;
+      const ev = fromJson(RunEventSchema, JSON.parse(line) as JsonValue, { ignoreUnknownFields: true });
+      if (ev.kind.case === "trainStep") steps.push({ step: Number(ev.kind.value.step), metrics: ev.kind.value.metrics });
+      if (ev.kind.case === "warning") warnings.push({ code: ev.kind.value.code, message: ev.kind.value.message, step: Number(ev.kind.value.step) });
+    }
+  }
+  const evalPath = join(dir, EVAL_FILE);
+  const evalLog = existsSync(evalPath) ? readEvalLog(evalPath) : null;
+  const baseline = readBaseline(evalsDir);
+  const summaryPath = join(dir, "summary.json");
+  const timeBreakdown = existsSync(summaryPath)
+    ? parseStepTimeBreakdown((JSON.parse(readFileSync(summaryPath, "utf8")) as { time_breakdown?: unknown }).time_breakdown)
+    : null;
+  const docsDir = relative(dir, join(REPO_ROOT, "docs")).split("\\").join("/");
+  return { runId, run, steps, warnings, evalLog, baseline, files: listFiles(dir), runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [], now, timeBreakdown, docsDir };
+}

@@ -1,0 +1,191 @@
+/**
+ * Base vs adapter on the test split: the task set and settings, re-grading, accuracy per variant,
+ * the comparison the milestone judges (decision interval and governing test first; bootstrap,
+ * paired t, McNemar, required n, MDE, the template-clustered SE shown beside it), in-distribution
+ * vs held-out templates, per typology, pass@k, and grader agreement. Every number comes from the
+ * verdict (verdict/verdict.ts) or the eval log's results; nothing is recomputed here.
+ */
+import { ADAPTER_VARIANT } from "../../eval/evaluate.js";
+import type { Agreement } from "../../eval/agreement.js";
+import { CI_METHOD, type Comparison } from "../../verdict/compare.js";
+import { olderLogNote, type EvalLog } from "../../verdict/eval-log.js";
+import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
+import { decisionInterval } from "../../verdict/verdict.js";
+import type { ReportSection } from "../analysis.js";
+import { f3, pct1, table } from "../markdown.js";
+
+function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalLog["variants"]): string[] {
+  const acc = (name: string) => {
+    const v = variants.find((x) => x.name === name)?.accuracy;
+    return v ? pct1(v.estimate) : "-";
+  };
+  const d = c?.decision;
+  return [
+    label,
+    String(n),
+    acc("base"),
+    acc(ADAPTER_VARIANT),
+    c?.paired ? pp(c.paired.meanDiff) : "-",
+    d ? `${decisionInterval(d)} (${d.method})` : "-",
+    d && d.p !== null ? `${d.p.toPrecision(2)} (${d.test})` : "-",
+    c?.clustered ? `${pp(c.clustered.se).replace("+", "")} (${c.clustered.clusters} templates)` : "-",
+  ];
+}
+
+/** In-distribution vs held-out templates side by side, per typology with Holm-adjusted p, pass@k. */
+function splitsSection(ev: EvalLog): string[] {
+  const out: string[] = [];
+  const h = ev.heldOutTemplate;
+  out.push("### In-distribution vs held-out templates");
+  out.push("");
+  out.push(
+    `The \`test\` split shares every narrative template with \`train\`: its delta is in-distribution only. ` +
+      `\`test_heldout_template\` is written from templates no training row uses, so it asks whether the adapter learned the mapping or the templates. ` +
+      "Both columns compare with this eval's own base variant.",
+  );
+  out.push("");
+  const rows = [splitRow(`${ev.taskSet.split} (in-distribution)`, ev.taskSet.n, ev.comparison, ev.variants)];
+  if (h) rows.push(splitRow("test_heldout_template", h.taskSet.n, h.comparison, h.variants));
+  out.push(table(["split", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p (governing test)", "SE clustered by template"], rows));
+  if (!h) {
+    out.push("");
+    out.push("_No held-out-template split in this eval (older record, or the task file has no `test_heldout_template` rows)._");
+  }
+  out.push("");
+  const typologyRows = (list: EvalLog["byTypology"], split: string) =>
+    (list ?? []).map((t) => [
+      split,
+      t.typology,
+      String(t.n),
+      t.baseAccuracy === null ? "-" : pct1(t.baseAccuracy),
+      t.adapterAccuracy === null ? "-" : pct1(t.adapterAccuracy),
+      t.delta === null ? "-" : pp(t.delta),
+      t.lower === null || t.upper === null ? "-" : `${pp(t.lower)} to ${pp(t.upper)}`,
+      t.p === null ? "-" : t.p.toPrecision(2),
+      t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
+    ]);
+  const perTypology = [...typologyRows(ev.byTypology, ev.taskSet.split), ...typologyRows(h?.byTypology, "test_heldout_template")];
+  if (perTypology.length > 0) {
+    out.push("Per typology (p from the governing test; Holm-adjusted across the typologies of each split):");
+    out.push("");
+    out.push(table(["split", "typology", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p", "p (Holm)"], perTypology));
+    out.push("");
+  }
+  const pk = ev.variants.filter((v) => v.passAtK && v.passAtK.length > 0);
+  if (pk.length > 0) {
+    out.push(
+      `With ${ev.settings.samplesPerTask} samples per task the unit is the task (per-task means); unbiased pass@k (Chen et al. 2021): ` +
+        pk.map((v) => `${v.name} ${v.passAtK!.map((x) => `pass@${x.k} ${pct1(x.estimate)}`).join(", ")}`).join("; ") +
+        ".",
+    );
+    out.push("");
+  }
+  return out;
+}
+
+function agreementRows(list: Array<Agreement | null>): string[][] {
+  return list
+    .filter((a): a is Agreement => a !== null)
+    .map((a) => [a.what, String(a.n), pct1(a.observedAgreement), a.kappa === null ? "undefined" : a.kappa.toFixed(3), a.se === null ? "-" : a.se.toFixed(3), a.note]);
+}
+
+export const downstream: ReportSection = (input, a) => {
+  const out: string[] = ["## Base vs adapter on the test split", ""];
+  const ev = input.evalLog;
+  if (!ev) {
+    out.push(`_No eval yet: \`agent eval ${input.runId}\`._`, "");
+    return out;
+  }
+  out.push(
+    `Task set \`${ev.taskSet.path}\` (sha256 \`${ev.taskSet.sha256.slice(0, 12)}…\`), split \`${ev.taskSet.split}\`, **N = ${ev.taskSet.n} tasks**, ` +
+      `${ev.settings.samplesPerTask} sample(s) per task, temperature ${ev.settings.temperature}, max_new_tokens ${ev.settings.maxNewTokens}, seed ${ev.settings.seed}; ` +
+      `model ${ev.model.requested || "(embedded default)"} -> \`${ev.model.resolved}\`; evaluated ${ev.date}.`,
+  );
+  out.push("");
+  if (olderLogNote(ev)) out.push(`_Note: ${olderLogNote(ev)}._`, "");
+  out.push(`Re-grading: all ${ev.regradedScores} sidecar scores (every variant, task, sample and grader) recomputed in TS and equal.`);
+  out.push("");
+  const graders = ev.settings.graders.map((g) => g.name);
+  const accRows: string[][] = [];
+  if (a.baselineMatch.status === "match" && input.baseline?.accuracy) {
+    const b = input.baseline;
+    accRows.push([
+      `base (baseline.json, ${b.date.slice(0, 10)})`,
+      `${pct1(b.accuracy!.estimate)} (${pct1(b.accuracy!.lower)} to ${pct1(b.accuracy!.upper)}, ${b.accuracy!.method})`,
+      String(b.accuracy!.n),
+      ...graders.slice(1).map((gname) => (b.meanScores[gname] == null ? "-" : pct1(b.meanScores[gname]!))),
+    ]);
+  }
+  for (const v of ev.variants) {
+    accRows.push([
+      v.name === "base" ? "base (this eval)" : v.name,
+      v.accuracy ? `${pct1(v.accuracy.estimate)} (${pct1(v.accuracy.lower)} to ${pct1(v.accuracy.upper)}, ${v.accuracy.method})` : "-",
+      v.accuracy ? String(v.accuracy.n) : "0",
+      ...graders.slice(1).map((gname) => (v.meanScores[gname] == null ? "-" : pct1(v.meanScores[gname]!))),
+    ]);
+  }
+  out.push(table(["variant", `${graders[0]} accuracy (95% CI)`, "tasks", ...graders.slice(1).map((gname) => `${gname} mean`)], accRows));
+  out.push("");
+  const c = a.comparison;
+  if (c?.paired && c.bootstrap) out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null));
+  else out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
+  if (a.baseDisagreements !== null) {
+    out.push("");
+    out.push(`Consistency: baseline.json and this eval's base variant differ on ${a.baseDisagreements} task(s).`);
+  }
+  out.push("");
+  out.push(...splitsSection(ev));
+  out.push("### Grader agreement (Cohen's kappa)");
+  out.push("");
+  const kappas = agreementRows([...ev.variants.map((v) => v.graderAgreement), ...ev.humanAgreement]);
+  out.push(kappas.length ? table(["raters", "items", "raw agreement", "kappa", "SE", "note"], kappas) : "_No graded items._");
+  if (ev.humanAgreement.length === 0) {
+    out.push("");
+    out.push("No `human_label` in the task file: agreement with human labels is pending.");
+  }
+  out.push("");
+  return out;
+};
+
+/** The judged comparison's statistics, the decision interval and governing test first. */
+function comparisonTable(c: Comparison, baseSource: string, pPass: number | null, pConfirm: number | null): string[] {
+  const p = c.paired!;
+  const out: string[] = [`Paired by task id, adapter - base, base scores from ${baseSource}:`, ""];
+  const dec = c.decision;
+  const rows: string[][] = [
+    ["pairs (n)", `${c.n}${c.unpaired ? ` (${c.unpaired} unpaired task(s) left out)` : ""}`],
+    ["mean difference", `${pp(p.meanDiff)} (${f3(p.meanA)} -> ${f3(p.meanB)})`],
+  ];
+  if (dec) {
+    rows.push([`**95% CI, ${dec.method} (the decision interval)**`, `**${decisionInterval(dec)}**`]);
+    rows.push([`**governing test: ${dec.test}**`, dec.p === null ? (dec.rejects ? "rejects 0 (alpha .05)" : "does not reject 0 (alpha .05)") : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`]);
+  }
+  // The bootstrap's Monte Carlo error on a 2.5% quantile is ~sqrt(q(1-q)/R)/f(x): about 0.1 pp here,
+  // so it is shown to 0.1 pp and never decides.
+  rows.push(["95% CI, " + CI_METHOD + " (shown, does not decide)", `${pp(c.bootstrap!.lower)} to ${pp(c.bootstrap!.upper)}`]);
+  rows.push(["95% CI, paired t", `${pp(p.ciT.lower)} to ${pp(p.ciT.upper)}`]);
+  rows.push(["sd of differences / SE", `${f3(p.sdDiff)} / ${f3(p.seDiff)} (fractions)`]);
+  if (p.discordant && p.mcnemarP !== null) {
+    rows.push(["discordant pairs", `base right & adapter wrong ${p.discordant.b}, base wrong & adapter right ${p.discordant.c}`]);
+    rows.push(["exact McNemar p (two-sided)", p.mcnemarP.toPrecision(3)]);
+  }
+  rows.push(["required n for the observed delta (alpha .05 two-sided, power .8)", c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`]);
+  rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "- (the differences have no spread)" : pp(c.mde).replace("+", "")]);
+  if (c.clustered) {
+    rows.push([
+      `sensitivity: SE clustered by ${c.clustered.clusteredBy} (${c.clustered.clusters} clusters, CR1)`,
+      `${f3(c.clustered.se)} vs ${f3(c.clustered.iidSe)} unclustered (design effect ${c.clustered.designEffect === null ? "-" : c.clustered.designEffect.toFixed(2)}); ` +
+        `95% CI ${pp(c.clustered.lower)} to ${pp(c.clustered.upper)}`,
+    ]);
+  }
+  if (p.sdDiff > 0 && pPass !== null && pConfirm !== null) {
+    rows.push([
+      `P(PASS) / P(CONFIRMED) if the true delta were +${DOWNSTREAM_MIN_DELTA_PP} pp, at n=${c.n} (normal approximation)`,
+      `${pPass.toFixed(2)} / ${pConfirm.toFixed(2)}`,
+    ]);
+  }
+  out.push(table(["statistic", "value"], rows));
+  out.push("");
+  out.push("Formulas: n = ((z_{a/2} + z_b) * sd_d / |delta|)^2 and MDE = (z_{a/2} + z_b) * sd_d / sqrt(n), with z_{a/2} = 1.96, z_b = 0.84.");
+  return out;
+}

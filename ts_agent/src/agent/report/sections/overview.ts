@@ -1,0 +1,45 @@
+/** The top of report.md: title, when and how the run ended, the milestone headline, the reward
+ *  plot with the run's settings, and the warnings the sidecar raised. */
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+
+import { RunState, type Run } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import type { ReportSection } from "../analysis.js";
+
+function dateOf(run: Run | null): string {
+  const t = run?.endTime ?? run?.startTime ?? run?.createTime;
+  return t ? timestampDate(t).toISOString() : "-";
+}
+
+export const overview: ReportSection = (input, a) => {
+  const out: string[] = [];
+  const run = input.run;
+  out.push(`# Run \`${input.runId}\`: report`);
+  out.push("");
+  out.push(`Generated ${input.now.toISOString()} by \`agent report\`. Run state: ${run ? RunState[run.state] : "unknown"}, ended ${dateOf(run)}.`);
+  out.push("Scores and rewards are fractions; differences in accuracy are in percentage points (pp); relative changes in %.");
+  out.push("");
+  out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
+  out.push("");
+  out.push("## Reward curve");
+  out.push("");
+  if (input.files.includes("reward-vs-step.png")) out.push("![mean reward per training step](reward-vs-step.png)");
+  else out.push("_reward-vs-step.png is missing._");
+  out.push("");
+  const r = run?.result;
+  if (run) {
+    const g = run.request?.grpo;
+    out.push(
+      `Steps completed: ${r ? String(r.stepsCompleted) : String(run.currentStep)}` +
+        (r ? `, ${r.trainSeconds.toFixed(1)} s of training` : "") +
+        (g ? `; G=${g.numGenerations ?? "-"}, beta=${g.beta ?? "-"}, lr=${g.learningRate ?? "-"}, max_completion_length=${g.maxCompletionLength ?? "-"}` : "") +
+        `; base model ${run.request?.baseModel || "(embedded default)"}.`,
+    );
+    out.push("");
+  }
+  if (input.warnings.length) {
+    out.push("Warnings the sidecar raised during training:");
+    for (const w of input.warnings) out.push(`- step ${w.step} \`${w.code}\`: ${w.message}`);
+    out.push("");
+  }
+  return out;
+};
