@@ -64,12 +64,15 @@ export function judgeDownstream(log: EvalLog | null, baseline: Baseline | null, 
   if (!log || !adapter) return out;
   const cand = scoresOf(adapter.perTask);
   const templates = log.tasks ? new Map(Object.entries(log.tasks).map(([id, t]) => [id, t.template])) : undefined;
-  if (baselineMatch.status === "match" && baseline) {
-    out.baseSource = "baseline.json";
-    out.comparison = compareScores(scoresOf(baseline.perTask), cand, { base: "baseline.json", candidate: ADAPTER_VARIANT }, templates);
-  } else if (evalBase) {
-    out.baseSource = "the eval's own base variant (baseline.json not usable)";
-    out.comparison = compareScores(scoresOf(evalBase.perTask), cand, { base: "base (this eval)", candidate: ADAPTER_VARIANT }, templates);
+  const base =
+    baselineMatch.status === "match" && baseline
+      ? { perTask: baseline.perTask, label: "baseline.json", source: "baseline.json" }
+      : evalBase
+        ? { perTask: evalBase.perTask, label: "base (this eval)", source: "the eval's own base variant (baseline.json not usable)" }
+        : null;
+  if (base) {
+    out.baseSource = base.source;
+    out.comparison = compareScores(scoresOf(base.perTask), cand, { base: base.label, candidate: ADAPTER_VARIANT }, templates);
   }
   if (baseline && evalBase) {
     let n = 0;

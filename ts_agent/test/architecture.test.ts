@@ -1,0 +1,29 @@
+/**
+ * The TS size cap, beside the Python one (tests/test_architecture.py): a library file under src/
+ * holds one concept, at most MAX_LINES lines. Excepted: eval/stats.ts (the statistics, mirrored
+ * function for function by py_trainer/stats.py), the generated code in gen/, and
+ * parity/vectors.ts (the checked-in vector cases as data).
+ */
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const SRC = fileURLToPath(new URL("../src/", import.meta.url));
+const MAX_LINES = 500;
+const EXCEPTED = new Set(["agent/eval/stats.ts", "parity/vectors.ts"]);
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? tsFiles(p) : name.endsWith(".ts") ? [p] : [];
+  });
+}
+
+test(`no TS library file over ${MAX_LINES} lines (stats.ts, gen/ and parity/vectors.ts excepted)`, () => {
+  const over = tsFiles(SRC)
+    .map((p) => ({ file: relative(SRC, p).split("\\").join("/"), lines: readFileSync(p, "utf8").split("\n").length - 1 }))
+    .filter((f) => !f.file.startsWith("gen/") && !EXCEPTED.has(f.file) && f.lines > MAX_LINES);
+  assert.deepEqual(over, [], over.map((f) => `${f.file}: ${f.lines} lines`).join("\n"));
+});
