@@ -12,6 +12,11 @@ mismatch. tests/test_parity_vectors.py imports this module to run the same check
 
     .venv/bin/python scripts/parity.py --thresholds /tmp/curve_thresholds.json tests/vectors
 
+``--reward FILE`` names the reward-half cases TS (src/parity/reward.ts) has just written from run
+folders: the verdict's held-out relative change and CI, computed in TS from run.json's per-prompt
+scores, must equal the sidecar's summary.json numbers (0 ulp), and the TS resamples must be
+py_trainer.training.BOOTSTRAP_RESAMPLES (one more table row, reward half).
+
 ``--thresholds`` names the curve thresholds JSON that TS (src/parity/vectors.ts) has just written
 from agent/report/thresholds.ts: it must equal the checked-in
 py_trainer/py_trainer/curve_thresholds.json byte for byte, and py_trainer.curve_thresholds's
@@ -279,6 +284,33 @@ def check_curve_thresholds(ts_json: Path, checked_in: Path = curve_thresholds.JS
 
 
 # ---------------------------------------------------------------------------------------------
+# The reward half of the verdict (TS verdict/reward.ts vs the sidecar's summary.json)
+
+SUMMARY_KEYS = {"estimate": "relative_change", "lower": "relative_change_ci_low", "upper": "relative_change_ci_high"}
+
+
+def check_reward_half(cases_json: Path, diff: Diff) -> tuple[int, list[str]]:
+    """(runs compared, problems): each run's TS relative change and CI against its summary.json
+    (a field proto JSON omits is 0.0), and the TS resamples against training.BOOTSTRAP_RESAMPLES."""
+    from py_trainer import training
+
+    data = json.loads(cases_json.read_text(encoding="utf-8"))
+    problems: list[str] = []
+    if data["resamples"] != training.BOOTSTRAP_RESAMPLES:
+        problems.append(f"TS HELD_OUT_RESAMPLES = {data['resamples']}, training.BOOTSTRAP_RESAMPLES = {training.BOOTSTRAP_RESAMPLES}")
+    compared = 0
+    for run in data["runs"]:
+        if run["ts"] is None:
+            continue
+        summary = json.loads(Path(run["summary"]).read_text(encoding="utf-8"))
+        expected = decode(run["ts"])
+        actual = {k: float(decode(summary.get(key, 0.0))) for k, key in SUMMARY_KEYS.items()}
+        compared += 1
+        problems += [f"{run['run']}: {p}" for p in compare(expected, actual, 0, diff)]
+    return compared, problems
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line
 
 
@@ -299,6 +331,11 @@ def main(argv: list[str]) -> int:
     if "--thresholds" in argv:
         i = argv.index("--thresholds")
         thresholds = Path(argv[i + 1])
+        del argv[i : i + 2]
+    reward = None
+    if "--reward" in argv:
+        i = argv.index("--reward")
+        reward = Path(argv[i + 1])
         del argv[i : i + 2]
     files = _files(argv or ["tests/vectors"])
     if not files:
@@ -325,6 +362,12 @@ def main(argv: list[str]) -> int:
         failures += [f"CURVE_THRESHOLDS: {p}" for p in problems]
         n_keys = len(json.loads(thresholds.read_text(encoding="utf-8")))
         rows.append(("CURVE_THRESHOLDS", "thresholds", n_keys, 0, "0", "0", "<= 0",
+                     "ok" if not problems else f"FAIL ({len(problems)})"))
+    if reward is not None:
+        diff = Diff()
+        compared, problems = check_reward_half(reward, diff)
+        failures += [f"reward half: {p}" for p in problems]
+        rows.append(("reward half (TS verdict vs summary.json)", "run folders", compared, 0, f"{diff.max_abs:.3g}", _fmt_ulp(diff.max_ulp), "<= 0",
                      "ok" if not problems else f"FAIL ({len(problems)})"))
     header = ("function", "source", "cases", "errors", "max abs diff", "max ulp", "tolerance", "result")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]

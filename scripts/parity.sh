@@ -10,7 +10,10 @@
 #   3. recompute every case of both in Python (one process), print a table per function and
 #      exit non-zero on any mismatch. Discrete outputs must be equal; floats within the ulp
 #      tolerance each file states (the ports are bit-identical by construction; see stats.ts);
-#      py_trainer.curve_thresholds's constants must equal the TS thresholds.
+#      py_trainer.curve_thresholds's constants must equal the TS thresholds;
+#   4. the verdict's reward half (ts_agent/src/agent/verdict/reward.ts, from run.json's per-prompt
+#      scores) must equal the sidecar's summary.json numbers for every run folder in
+#      ts_agent/test/fixtures/runs and agent-evals/runs (src/parity/reward.ts writes, parity.py checks).
 # Env: PARITY_RUNS (default 1000), PARITY_SEED (default 20261129), PY (default .venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +24,17 @@ SEED=${PARITY_SEED:-20261129}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "== 1/3 tests/vectors from TypeScript"
+echo "== 1/4 tests/vectors from TypeScript"
 (cd ts_agent && "$TSX" src/parity/vectors.ts --out ../tests/vectors --thresholds "$tmp/curve_thresholds.json")
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [ -n "$(git status --porcelain -- tests/vectors)" ]; then
   echo "   note: tests/vectors differ from the last commit; review and commit them with the TS change"
 fi
 
-echo "== 2/3 $RUNS random inputs per function through TypeScript (seed $SEED)"
+echo "== 2/4 $RUNS random inputs per function through TypeScript (seed $SEED)"
 (cd ts_agent && "$TSX" src/parity/random.ts --out "$tmp/random" --runs "$RUNS" --seed "$SEED")
 
-echo "== 3/3 the same cases through Python"
-"$PY" scripts/parity.py --thresholds "$tmp/curve_thresholds.json" tests/vectors "$tmp/random"
+echo "== 3/4 the verdict's reward half from the run folders' per-prompt scores (TypeScript)"
+(cd ts_agent && "$TSX" src/parity/reward.ts --out "$tmp/reward.json" test/fixtures/runs ../agent-evals/runs)
+
+echo "== 4/4 the same cases through Python, the reward half against summary.json"
+"$PY" scripts/parity.py --thresholds "$tmp/curve_thresholds.json" --reward "$tmp/reward.json" tests/vectors "$tmp/random"
