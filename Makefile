@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 # One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
 export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
-.PHONY: setup proto lint arch typecheck test test-ts test-py parity demo serve bench clean
+.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo serve bench clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 
@@ -64,6 +64,14 @@ test-py: setup
 	$(PYTEST) -q --durations=15 tests
 
 test: lint arch typecheck test-ts test-py
+
+# The unit tier of both languages, under 2 minutes: pytest without the `slow` mark (training, a
+# sidecar, any subprocess; tests/conftest.py checks the marks) and the TS tests that start no
+# sidecar (not *-e2e, no startSidecar). `make test` still runs every test (CI).
+TS_UNIT_TESTS = $(shell cd ts_agent && grep -L startSidecar $$(find test -name '*.test.ts' ! -name '*-e2e.test.ts') | sort)
+test-fast: setup
+	$(PYTEST) -q -m "not slow" tests
+	cd ts_agent && node --import tsx --test $(TS_UNIT_TESTS)
 
 parity: setup
 	scripts/parity.sh

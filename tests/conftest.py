@@ -1,6 +1,14 @@
-"""Shared pytest setup: no model hub (everything loads from local paths) and the tiny default model."""
+"""Shared pytest setup: no model hub (everything loads from local paths), the tiny default model,
+and the two tiers.
+
+Tiers: a test that trains (the embedded model's build included), starts a sidecar or starts any
+other subprocess is marked ``slow``; `make test-fast` runs ``pytest -m "not slow"``, `make test`
+runs everything. The marks are checked, not trusted: an unmarked test that asks for the tiny
+model fails at collection, and one that starts a process fails when it does.
+"""
 
 import os
+import subprocess
 
 # Set before anything imports transformers/huggingface_hub: nothing may download at test time.
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -10,6 +18,34 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
+SLOW_FIXTURES = {"tiny_model_dir", "tiny_model_home"}
+"""Fixtures that build (train) the embedded default model or hand it to a subprocess."""
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: trains a model, starts a sidecar or a subprocess "
+                                       "(left out by `make test-fast`, i.e. -m 'not slow')")
+
+
+def pytest_collection_modifyitems(config, items):
+    unmarked = [item.nodeid for item in items
+                if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError("these tests use the tiny model but are not marked slow: " + ", ".join(unmarked))
+
+
+@pytest.fixture(autouse=True)
+def unit_tier_starts_no_process(request, monkeypatch):
+    """In a test not marked slow, starting a process is an error naming the test."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts a process ({args[0] if args else kwargs.get('args')!r}) "
+                             "but is not marked slow")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "py_trainer" / "py_trainer"
 MAX_LINES = 520
@@ -43,6 +45,7 @@ def test_every_module_is_on_a_floor():
         f"placed but missing: {sorted(set(placed) - package_modules())}")
 
 
+@pytest.mark.slow
 def test_layers_contract_holds():
     proc = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))], cwd=REPO / "py_trainer",
                           capture_output=True, text=True)

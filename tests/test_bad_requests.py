@@ -134,13 +134,36 @@ CASES = [
     train(dataset={"jsonl_path": "missing.jsonl"}) + (NF, "dataset.jsonl_path:"),
     train(dataset={"jsonl_path": "escape-link/passwd"}) + (IA, "dataset.jsonl_path:"),
     train(dataset={"jsonl_path": "subdir"}) + (IA, "dataset.jsonl_path:"),
+    train(dataset={"jsonl_path": "../../etc/passwd"}) + (IA, "dataset.jsonl_path:"),
+    train(dataset={"jsonl_path": "/etc/passwd"}) + (IA, "dataset.jsonl_path:"),
+    train(dataset={"jsonl_path": "tasks.jsonl", "split": "nope"}) + (IA, "dataset:"),
+    ("Train", {k: v for k, v in TRAIN.items() if k != "dataset"}, IA, "dataset:"),
     train(dataset={}) + (IA, "dataset:"),
     train(dataset={"inline": {"rows": []}}) + (IA, "dataset:"),
+    train(dataset={"inline": {"rows": [{"id": "x", "prompt": "  ", "answers": ["a"]}] + rows()}})
+    + (IA, "dataset.inline.rows[0].prompt:"),
+    train(dataset={"inline": {"rows": rows() + [{"id": "y", "prompt": "p", "answers": []}]}})
+    + (IA, "dataset.inline.rows[30].answers:"),
+    train(run_id="../escape") + (IA, "run_id:"),
     train(mode=9) + (IA, "mode:"),
     train(rewards=[{"name": "nope"}]) + (IA, "rewards[0].name:"),
     train(rewards=[{"name": "exact_match", "weight": "Infinity"}]) + (IA, "rewards[0].weight:"),
-    train(**{"grpo.num_generations": 1}) + (IA, "grpo.num_generations:"),
+    train(rewards=[{"name": "exact_match", "weight": "NaN"}]) + (IA, "rewards[0].weight:"),
+    train(rewards=[{"name": "exact_match", "params": {"no_such_param": 1}}]) + (IA, "rewards[0].params.no_such_param:"),
+    train(rewards=[{"name": "exact_match"}, {"name": "exact_match"}]) + (IA, "rewards[1].name:"),
+    # ranges (the range message itself, num_generations' included, is pinned in test_config.py)
     train(**{"grpo.beta": -1}) + (IA, "grpo.beta:"),
+    train(**{"grpo.epsilon": 0}) + (IA, "grpo.epsilon:"),
+    train(**{"grpo.scale_rewards": "per-token"}) + (IA, "grpo.scale_rewards:"),
+    train(**{"grpo.temperature": 0}) + (IA, "grpo.temperature:"),
+    train(**{"grpo.top_p": 1.5}) + (IA, "grpo.top_p:"),
+    train(**{"grpo.warmup_ratio": 1.0}) + (IA, "grpo.warmup_ratio:"),
+    train(**{"held_out.samples_per_prompt": 0}) + (IA, "held_out.samples_per_prompt:"),
+    train(**{"lora.dropout": 1.0}) + (IA, "lora.dropout:"),
+    # the group must be complete: 12 completions per step with 8 per prompt
+    train(**{"grpo.per_device_train_batch_size": 12}) + (IA, "grpo.per_device_train_batch_size:"),
+    # no CUDA here: what the machine cannot honour is FAILED_PRECONDITION (skipped where CUDA exists)
+    train(**{"runtime.device": "cuda"}) + (FP, "runtime.device:"),
     train(**{"grpo.learning_rate": 0}) + (IA, "grpo.learning_rate:"),
     train(**{"grpo.top_p": 0}) + (IA, "grpo.top_p:"),
     train(**{"grpo.loss_type": "x"}) + (IA, "grpo.loss_type:"),
@@ -325,9 +348,15 @@ def test_corpus_size():
     assert {c[0] for c in CASES} == set(MESSAGES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rpc,request_,code,field", CASES,
                          ids=[f"{c[0]}-{i}-{c[3].rstrip(':')}" for i, c in enumerate(CASES)])
 def test_bad_request(sidecar, rpc, request_, code, field):
+    if field == "runtime.device:" and "cuda" in json.dumps(request_):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
     before = sorted(p.name for p in sidecar.runs_root.iterdir())
     with grpc.insecure_channel(sidecar.address) as ch:
         with pytest.raises(grpc.RpcError) as ei:
@@ -336,4 +365,6 @@ def test_bad_request(sidecar, rpc, request_, code, field):
     assert ei.value.details().startswith(field), ei.value.details()
     if "jsonl_path" in field and any(f in json.dumps(request_) for f in CONTENT_ERRORS):
         assert " line " in ei.value.details(), ei.value.details()  # which line of the file
+        if "broken.jsonl" in json.dumps(request_):
+            assert "line 3" in ei.value.details(), ei.value.details()
     assert sorted(p.name for p in sidecar.runs_root.iterdir()) == before, "a refused request created something"

@@ -10,6 +10,9 @@ import pytest
 
 from _sidecar import REPO, sidecar_env
 
+pytestmark = pytest.mark.slow  # every case runs `py-trainer` as a subprocess
+
+
 GOOD = "dataset:\n  inline: {rows: [{prompt: p, answers: [a]}]}\n"
 
 CASES = [
@@ -29,8 +32,11 @@ CASES = [
      {"c.yaml": GOOD + "held_outt: {}\n"}, "held_outt: unknown field (did you mean held_out?)"),
     ("bad number", ["train", "--config", "{d}/c.yaml"],
      {"c.yaml": GOOD + "grpo: {max_steps: abc}\n"}, "grpo.max_steps: invalid literal"),
-    ("out of range", ["train", "--config", "{d}/c.yaml"],
-     {"c.yaml": GOOD + "grpo: {num_generations: 1}\n"}, "grpo.num_generations: must be in [2, 256]"),
+    # the one end-to-end num_generations = 1 case (the message is pinned in test_config.py); the
+    # runs root is the temp folder, so "nothing created" below is checked where a run would go
+    ("out of range", ["train", "--config", "{d}/c.yaml", "--runs-root", "{d}/runs", "--data-root", "{d}"],
+     {"c.yaml": GOOD + "grpo: {num_generations: 1}\n"},
+     "grpo.num_generations: must be in [2, 256] (GRPO needs a group), got 1"),
     ("not a mapping", ["train", "--config", "{d}/c.yaml"], {"c.yaml": "- 1\n"}, "expected a mapping"),
     ("unknown flag with did-you-mean", ["train", "--conifg", "{d}/c.yaml"], {},
      "unknown flag --conifg (did you mean --config?)"),

@@ -17,6 +17,9 @@ from py_trainer.annotation import annotator_agreement, insert_gold_groups
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.preference_data import group_to_json
 
+pytestmark = pytest.mark.slow  # every test runs `py-trainer` as a subprocess
+
+
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 
 

@@ -69,6 +69,7 @@ def test_table_fields_exist_in_their_messages():
         assert set(pref) <= set(table), message
 
 
+@pytest.mark.slow
 def test_defaults_command_prints_every_knob():
     proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "defaults"], capture_output=True, text=True,
                           check=True)

@@ -16,6 +16,9 @@ from py_trainer import grpo
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.slow  # one real sidecar evaluates the embedded model
+
+
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 
 

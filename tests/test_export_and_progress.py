@@ -8,11 +8,14 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from _sidecar import REPO, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.standalone import ProgressLine, TrainProgress
 
 
+@pytest.mark.slow
 def test_export_merge_loads_with_from_pretrained_and_matches_the_adapter(tmp_path, tiny_model_dir, tiny_model_home):
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
@@ -65,6 +68,7 @@ def test_off_a_tty_one_line_every_n_steps_or_10_s():
     assert out.getvalue().splitlines() == ["step 1", "step 5", "step 10", "step 12"]
 
 
+@pytest.mark.slow
 def test_data_sample_reports_progress(tmp_path, tiny_model_home):
     req = tmp_path / "sample.yaml"
     req.write_text("prompts: ['Case: cash deposits just under the threshold.\\n', 'Case: wires out again.\\n']\n"

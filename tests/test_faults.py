@@ -146,6 +146,7 @@ def test_torn_tail_is_tolerated_then_overwritten(tmp_path):
 # Damaged run folders, the runs-root lock, half checkpoints
 
 
+@pytest.mark.slow
 def test_unreadable_run_folders_are_listed_and_the_rest_served(tmp_path):
     runs = tmp_path / "runs"
     make_run(runs, "good")
@@ -195,6 +196,7 @@ def test_unreadable_run_folders_are_listed_and_the_rest_served(tmp_path):
     assert not (runs / ".half-made.abcd1234").exists() and (runs / ".keep-me").is_dir()
 
 
+@pytest.mark.slow
 def test_second_sidecar_is_refused_and_a_stale_lock_is_taken_over(tmp_path):
     runs, data = tmp_path / "runs", tmp_path / "data"
     data.mkdir()
@@ -223,6 +225,7 @@ def test_second_sidecar_is_refused_and_a_stale_lock_is_taken_over(tmp_path):
         third.stop()
 
 
+@pytest.mark.slow
 def test_a_half_written_checkpoint_does_not_count(tmp_path):
     runs = tmp_path / "runs"
     folder = make_run(runs, "interrupted", states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING),
@@ -245,6 +248,7 @@ def test_a_half_written_checkpoint_does_not_count(tmp_path):
 # Downloads: the digest is computed once, memory stays bounded
 
 
+@pytest.mark.slow
 def test_download_tail_of_a_large_file_is_cheap(tmp_path):
     runs = tmp_path / "runs"
     size = 256 * 1024 * 1024
@@ -311,6 +315,7 @@ def completions(result: pb.EvaluateResult) -> list[str]:
     return [s.completion for v in result.variants for t in v.tasks for s in t.samples]
 
 
+@pytest.mark.slow
 def test_concurrent_evaluate_and_sample_groups_match_a_solo_run(tmp_path, env):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "tasks.jsonl").write_bytes(TASKS.read_bytes())
@@ -341,6 +346,7 @@ def test_concurrent_evaluate_and_sample_groups_match_a_solo_run(tmp_path, env):
         ch.close()
 
 
+@pytest.mark.slow
 def test_cancelled_evaluate_stops_generating(tmp_path, env):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "tasks.jsonl").write_bytes(TASKS.read_bytes())
@@ -367,6 +373,7 @@ def test_cancelled_evaluate_stops_generating(tmp_path, env):
 # A full disk; SIGTERM mid-run
 
 
+@pytest.mark.slow
 def test_disk_full_fails_the_run_and_frees_the_slot(small_disk, env):
     runs, data = small_disk / "runs", small_disk.parent / "data"
     data.mkdir()
@@ -437,6 +444,7 @@ while True:  # a worker that reports steps until it is stopped
 """
 
 
+@pytest.mark.slow
 def test_an_events_append_on_a_full_disk_fails_the_run_and_stops_the_worker(small_disk):
     """The sidecar's own write fails (not the worker's): the worker is stopped, the reserve pays for
     the FAILED line, the slot is free, and a new run is refused with RESOURCE_EXHAUSTED."""
@@ -481,6 +489,7 @@ def test_an_events_append_on_a_full_disk_fails_the_run_and_stops_the_worker(smal
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_state_summary_and_events_agree(tmp_path, env):
     runs, data = tmp_path / "runs", tmp_path / "data"
     data.mkdir()

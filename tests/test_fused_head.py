@@ -58,6 +58,7 @@ def fused_outputs(model, ids, mask, labels):
     return out, rows
 
 
+@pytest.mark.slow
 def test_cpu_scores_only_the_labelled_positions(batch, unpatched):
     _, fused, ids, mask, labels = batch
     valid = int((labels[:, 1:] != -100).sum())
@@ -73,6 +74,7 @@ def test_cpu_scores_only_the_labelled_positions(batch, unpatched):
     assert valid < all_positions / 5
 
 
+@pytest.mark.slow
 def test_same_log_probs_entropies_and_gradients(batch, unpatched):
     plain, fused, ids, mask, labels = batch
     scored = labels[:, 1:] != -100

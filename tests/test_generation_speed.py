@@ -95,6 +95,7 @@ def test_pad_batch_puts_the_prefix_first_and_keeps_plain_positions():
     assert ((mask.cumsum(-1) - 1) * mask).tolist() == [[0, 1, 2, 3], [0, 1, 0, 2]]  # as left padding gives
 
 
+@pytest.mark.slow
 def test_greedy_fast_path_matches_plain_path_on_base_model(model_and_tokenizer, prompts):
     model, tokenizer = model_and_tokenizer
     ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
@@ -106,6 +107,7 @@ def test_greedy_fast_path_matches_plain_path_on_base_model(model_and_tokenizer, 
         assert fast == plain
 
 
+@pytest.mark.slow
 def test_greedy_fast_path_matches_plain_path_with_lora_adapter(model_and_tokenizer, lora_model, prompts):
     _, tokenizer = model_and_tokenizer
     fast = generate_completions(lora_model, tokenizer, prompts, k=1, temperature=0, max_new_tokens=32)
@@ -117,6 +119,7 @@ def test_greedy_fast_path_matches_plain_path_with_lora_adapter(model_and_tokeniz
     assert len({c[0] for c in fast}) > len(prompts) // 2  # varied completions: the comparison means something
 
 
+@pytest.mark.slow
 def test_sampling_is_reproducible_and_keeps_the_plain_contract(model_and_tokenizer, lora_model, prompts):
     _, tokenizer = model_and_tokenizer
     subset = prompts[:40]
@@ -128,6 +131,7 @@ def test_sampling_is_reproducible_and_keeps_the_plain_contract(model_and_tokeniz
     assert first != generate_completions(lora_model, tokenizer, subset, **dict(kw, seed=6))
 
 
+@pytest.mark.slow
 def test_prompts_without_a_shared_prefix_take_the_plain_path_in_order(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     mixed = ["Case: funds move", "Allowed labels: structuring", "Reply with exactly one label in the form",
@@ -137,6 +141,7 @@ def test_prompts_without_a_shared_prefix_take_the_plain_path_in_order(model_and_
     assert generate_completions(model, tokenizer, [], k=1, temperature=0) == []
 
 
+@pytest.mark.slow
 def test_cpu_slices_a_large_sampling_batch_reproducibly(model_and_tokenizer, prompts):
     """64 prompts x 4 samples (the held-out measurement) exceed CPU_ROWS_PER_GENERATE: generated in
     slices after the batch's one seed, still k per prompt, in order, the same for the same seed."""

@@ -47,6 +47,7 @@ def run_clean(*args: str) -> subprocess.CompletedProcess:
 # Cleaner
 
 
+@pytest.mark.slow
 def test_clean_messy_file_reports_every_drop(tmp_path):
     src = tmp_path / "messy.jsonl"
     shutil.copy(MESSY, src)
@@ -90,6 +91,7 @@ def test_clean_messy_file_reports_every_drop(tmp_path):
         check_group(obj, need_ranks=False)
 
 
+@pytest.mark.slow
 def test_clean_custom_patterns_replace_the_defaults(tmp_path):
     out = tmp_path / "clean.jsonl"
     proc = run_clean(str(MESSY), str(out), "--refusal-pattern", r"\blayering\b")
@@ -101,6 +103,7 @@ def test_clean_custom_patterns_replace_the_defaults(tmp_path):
     assert "line 8: dropped" not in proc.stdout  # nor the default template pattern
 
 
+@pytest.mark.slow
 def test_clean_refuses_to_edit_its_input_and_unreadable_input(tmp_path):
     src = tmp_path / "in.jsonl"
     shutil.copy(MESSY, src)
@@ -310,6 +313,7 @@ def test_fleiss_kappa_needs_two_annotators():
         annotator_agreement({"only": [make_group(0, ranks=[0, 1, 2, 3])]})
 
 
+@pytest.mark.slow
 def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
     import subprocess
     import sys

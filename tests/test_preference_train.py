@@ -101,6 +101,7 @@ def test_pick_metrics_expect_over_random_tie_breaks():
 # Training on the default model
 
 
+@pytest.mark.slow
 def test_trains_from_ranked_groups_and_heldout_accuracy_rises(tmp_path, tiny_model_home, monkeypatch):
     monkeypatch.setenv("PY_TRAINER_HOME", str(tiny_model_home))
     req = preference_request(
@@ -158,6 +159,7 @@ def test_trains_from_ranked_groups_and_heldout_accuracy_rises(tmp_path, tiny_mod
     assert not list(run_dir.glob(".*.tmp"))  # every file was renamed into place
 
 
+@pytest.mark.slow
 def test_cancel_keeps_a_checkpoint_and_the_adapter(tmp_path, tiny_model_home, monkeypatch):
     monkeypatch.setenv("PY_TRAINER_HOME", str(tiny_model_home))
     req = preference_request(dataset={"inline": {"groups": aml_groups("train", 10)}},
@@ -192,6 +194,7 @@ def test_cancel_keeps_a_checkpoint_and_the_adapter(tmp_path, tiny_model_home, mo
 # Sampling groups for annotators
 
 
+@pytest.mark.slow
 def test_sample_groups_three_strategies(tmp_path, tiny_model_home, monkeypatch):
     monkeypatch.setenv("PY_TRAINER_HOME", str(tiny_model_home))
     prompts = [g["prompt"] for g in aml_groups("test", 2)]
@@ -273,6 +276,7 @@ def test_sample_request_missing_adapter_is_not_found(tmp_path):
     assert ei.value.field == "adapter.path"
 
 
+@pytest.mark.slow
 def test_pref_train_pairs_are_exactly_what_trl_keeps(tmp_path, tiny_model_dir):
     """_fit_pairs predicts DPOTrainer's own drop of pairs whose prompt fills max_length."""
     from datasets import Dataset

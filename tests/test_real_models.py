@@ -21,6 +21,9 @@ from _sidecar import read_events, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.slow  # real sidecars train and evaluate
+
+
 TIME_METRICS = ("step_time",)  # wall-clock metrics TRL logs; everything else must repeat exactly
 
 

@@ -15,6 +15,8 @@ from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.slow  # real sidecar processes
+
 
 def test_health_reflection_and_not_found(tmp_path):
     with running_sidecar(tmp_path) as sc:

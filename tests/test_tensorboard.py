@@ -31,6 +31,7 @@ def test_report_to_defaults_to_tensorboard_and_none_means_nowhere(tmp_path):
         config.check_runtime(pb.RuntimeSettings(report_to=["tensorbored"]))
 
 
+@pytest.mark.slow
 def test_standalone_train_writes_tensorboard_events_with_trl_curves(tmp_path, tiny_model_home):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

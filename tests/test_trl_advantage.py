@@ -27,6 +27,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from py_trainer.grpo import WeightedScorer, compose_rewards, group_relative_advantage  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains a throwaway model with TRL
+
+
 G = 4  # num_generations
 # Four groups of four completions. None = the reward function cannot score that completion.
 PATTERN_A = [1.0, 0.0, None, 0.5, None, None, None, 0.25, 0.5, 0.5, 0.5, 0.5, 1.0, None, 0.0, None]
