@@ -86,3 +86,9 @@ def test_no_library_file_is_too_long():
     long = {p.name: n for p in PKG.glob("*.py") if p.name not in MIRRORS
             and (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_the_modes_a_request_may_name_are_the_modes_the_worker_trains():
+    from py_trainer import validate, worker
+
+    assert set(validate.MODE_CHECKS) == set(worker.MODES)
