@@ -8,6 +8,7 @@
  * Exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise.
  */
 import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
@@ -26,7 +27,7 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageErr
 
 export const help: CommandHelp = {
   summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
-  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--evals-dir DIR]",
+  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR]",
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
@@ -34,6 +35,7 @@ export const help: CommandHelp = {
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
     ["--tasks PATH", "task file to evaluate on (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default agent-evals/)"],
   ],
   notes:
@@ -77,6 +79,7 @@ export const command: CommandHandler = async (argv, client) => {
       "first-seed": { type: "string" },
       "sweep-id": { type: "string" },
       tasks: { type: "string" },
+      limit: { type: "string" },
       ...EVALS_DIR_FLAG,
       ...GLOBAL_FLAGS,
     },
@@ -87,7 +90,7 @@ export const command: CommandHandler = async (argv, client) => {
   const n = values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
   const sweepId = values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
-  const target0 = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
+  const target0 = evalTargetFromFlags({ tasks: values.tasks, limit: values.limit, "evals-dir": values["evals-dir"] });
   const { request, source } = await requestFromFlags(values, target0.evalsDir);
   const first = values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
@@ -104,6 +107,7 @@ export const command: CommandHandler = async (argv, client) => {
   await ensureBaseline(client, target, "sweep", t0);
   console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${source}`);
 
+  mkdirSync(dir, { recursive: true });
   const seeds: SeedRun[] = [];
   let allSucceeded = true;
   for (let seed = first; seed < first + n; seed++) {
