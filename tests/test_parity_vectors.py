@@ -114,8 +114,8 @@ def test_curve_thresholds_constants_equal_the_json():
 
     data = json.loads(ct.JSON_PATH.read_text(encoding="utf-8"))
     assert ct.CURVE_THRESHOLDS == data
-    assert set(data) == {"clipped_ratio_warn", "zero_std_warn", "zero_std_warn_steps", "kl_spike_factor",
-                         "kl_spike_min", "kl_spike_every"}
+    assert set(data) == {"clipped_ratio_warn", "zero_std_warn", "zero_std_warn_steps", "zero_std_rel_tol",
+                         "kl_spike_factor", "kl_spike_min", "kl_spike_every"}
     for key, value in data.items():
         assert getattr(ct, key.upper()) == value, key
     assert isinstance(ct.ZERO_STD_WARN_STEPS, int) and isinstance(ct.KL_SPIKE_EVERY, int)

@@ -6,6 +6,9 @@ import type { DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
+import { answerDistribution, labelSetOf, type AnswerDistribution } from "../src/agent/eval/answers.js";
+import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
+import type { AnswerSignal } from "../src/agent/report/answer-analysis.js";
 
 const N = 60;
 
@@ -58,6 +61,8 @@ describe("the attribution table, row by row", () => {
         "undetermined: the curve cannot carry a trend",
         "lr too high, clip too loose",
         "completions truncated",
+        "constant answer (base): the base learned the label prior, not the mapping from input to label",
+        "constant answer (adapter): training moved the one label the model says, not a mapping from input to label",
       ],
     );
   });
@@ -196,8 +201,57 @@ describe("thresholds shared with the sidecar's live warnings", () => {
     assert.equal(CLIPPED_HIGH, CURVE_THRESHOLDS.clipped_ratio_warn);
     assert.deepEqual(
       { ...CURVE_THRESHOLDS },
-      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_every: 10 },
+      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_every: 10 },
     );
     assert.ok(Object.isFrozen(CURVE_THRESHOLDS));
+  });
+});
+
+describe("constant answers: the base and the adapter judged separately", () => {
+  const dist = (variant: string, labels: string[]): AnswerDistribution => {
+    const set = labelSetOf(TYPOLOGIES.map((t) => ({ label: t.label, answers: t.answers })))!;
+    return answerDistribution(variant, labels.map((l, i) => ({ taskId: `t${i}`, gold: TYPOLOGIES[i % 8].label, completions: [`<answer>${l}</answer>`] })), set);
+  };
+  const constant = (v: string) => dist(v, Array(264).fill("money_mule"));
+  const mixed = (v: string) => dist(v, Array.from({ length: 264 }, (_, i) => TYPOLOGIES[(i * 3) % 8].label));
+  const firedCauses = (a: AnswerSignal) =>
+    attribute(curveFeatures(healthy), NO_EVAL, a)
+      .filter((r) => r.fired)
+      .map((r) => r.row.likelyCause.split(":")[0]);
+
+  test("a base that answers one label fires the base row, not the adapter's", () => {
+    assert.deepEqual(firedCauses({ base: constant("base"), adapter: mixed("adapter") }), ["healthy", "constant answer (base)"]);
+  });
+  test("a mixed base and a mixed adapter fire neither row", () => {
+    assert.deepEqual(firedCauses({ base: mixed("base"), adapter: mixed("adapter") }), ["healthy"]);
+  });
+  test("an adapter that swapped one constant answer for another is never healthy", () => {
+    const swapped = dist("adapter", Array(264).fill("shell_company"));
+    const results = attribute(curveFeatures(healthy), NO_EVAL, { base: constant("base"), adapter: swapped });
+    assert.deepEqual(results.filter((r) => r.fired).map((r) => r.row.likelyCause.split(":")[0]), ["constant answer (base)", "constant answer (adapter)"]);
+    const h = results.find((r) => r.row.likelyCause === "healthy")!;
+    assert.match(h.evidence, /no: adapter answers shell_company on 264\/264 tasks \(100%\): a constant answer/);
+  });
+  test("without answers (an open-answer task set) the rows stay quiet and say why", () => {
+    const r = attribute(curveFeatures(healthy), NO_EVAL).filter((x) => x.row.likelyCause.startsWith("constant answer"));
+    assert.equal(r.length, 2);
+    for (const x of r) {
+      assert.equal(x.fired, false);
+      assert.match(x.evidence, /no: no (base|adapter) answers/);
+    }
+  });
+});
+
+describe("zero reward variance up to float noise counts as zero-std", () => {
+  test("a constant 0.2 reward with reward_std 1.5e-8 reads as frac_reward_zero_std ~1, not TRL's 0.0", () => {
+    const zeroSignal = steps({ reward: () => 0.2, reward_std: () => 1.5e-8, frac_reward_zero_std: () => 0, kl: () => 0 });
+    const f = curveFeatures(zeroSignal);
+    assert.equal(f.fracZeroStd!.mean, 1);
+    assert.ok(fired(zeroSignal).includes("flat from step 0 | ~0 | ~1"), fired(zeroSignal).join("; "));
+    assert.ok(!fired(zeroSignal).includes("flat from step 0 | ~0 | low"));
+  });
+  test("real spread keeps TRL's value", () => {
+    const live = steps({ reward: () => 0.2, reward_std: () => 0.1, frac_reward_zero_std: () => 0.25, kl: () => 0 });
+    assert.equal(curveFeatures(live).fracZeroStd!.mean, 0.25);
   });
 });

@@ -243,3 +243,65 @@ describe("ranked-preference runs (issue 10)", () => {
     assert.match(md, /_Not applicable to a ranked-preference run/);
   });
 });
+
+describe("answers: distribution, confusion matrix, constant predictors (issue 18)", () => {
+  function constantBase() {
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
+    const rows: TaskRow[] = Array.from({ length: 240 }, (_, i) => row(`t${String(i).padStart(4, "0")}`, LABELS[i % 4]));
+    const base: Record<string, string[]> = {};
+    const adapter: Record<string, string[]> = {};
+    for (const [i, r] of rows.entries()) {
+      base[r.id] = ["<answer>money_mule</answer>"];
+      adapter[r.id] = [`<answer>${i % 5 === 0 ? LABELS[(i + 1) % 4] : r.typology}</answer>`];
+    }
+    const taskSet: TaskSet = { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "5e".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map() };
+    writeRun(evalsDir, "r1", { change: 0.5, low: 0.3, high: 0.7 });
+    writeEvalLog(evalsDir, buildEvalLog("r1", settings, taskSet, gradedResult(rows, { base, adapter })));
+    const { path, analysis } = writeReport(evalsDir, "r1", new Date("2026-11-29T12:00:00Z"));
+    return { evalsDir, md: readFileSync(path, "utf8"), analysis };
+  }
+
+  test("report.md shows each variant's answer distribution and confusion matrix, and names the constant base", () => {
+    const { md, analysis, evalsDir } = constantBase();
+    assert.match(md, /## Answers: what each variant says/);
+    assert.match(md, /### test \(240 tasks\)/);
+    assert.match(md, /\| answer \| base \| adapter \|/);
+    assert.match(md, /\| money_mule \| 240 \(100%\) \| \d+ \(\d+%\) \|/);
+    assert.match(md, /- base: 1 distinct answer\(s\); most frequent money_mule on 240\/240 tasks \(100%\) — \*\*a constant answer\*\*/);
+    assert.match(md, /- adapter: 4 distinct answer\(s\); most frequent [a-z_]+ on \d+\/240 tasks \(\d+%\)\n/);
+    assert.match(md, /Confusion matrix, base \(rows: gold label; columns: answer\):\n\n\| gold \\ answer \| structuring \| smurfing \| layering \| money_mule \| \(other\) \| \(none\) \|/);
+    assert.match(md, /\| structuring \| 0 \| 0 \| 0 \| 60 \| 0 \| 0 \|/);
+    assert.match(md, /Confusion matrix, adapter/);
+    // the PNG is matplotlib's, drawn through `py-trainer plot confusion`
+    const png = readFileSync(join(evalsDir, "runs", "r1", "confusion-matrix.png"));
+    assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+    assert.match(md, /!\[confusion matrices, gold label x answer, test split\]\(confusion-matrix\.png\)/);
+    // the attribution row fires for the base only
+    const fired = analysis.attribution.filter((r) => r.fired).map((r) => r.row.likelyCause.split(":")[0]);
+    assert.ok(fired.includes("constant answer (base)"), fired.join("; "));
+    assert.ok(!fired.includes("constant answer (adapter)"), fired.join("; "));
+    assert.match(md, /constant answer \(base\)[^\n]*yes: base answers money_mule on 240\/240 tasks \(100%\)/);
+  });
+
+  test("a mixed base is not called constant, and the report says once that the verdict is one draw", () => {
+    const { md, analysis } = setup(240, 0.3, 0.7, { baseline: true });
+    assert.ok(analysis.answers);
+    assert.doesNotMatch(md, /a constant answer\*\*/);
+    assert.ok(!analysis.attribution.some((r) => r.fired && r.row.likelyCause.startsWith("constant answer")));
+    assert.equal(md.match(/one draw of the training randomness/g)?.length, 1);
+    assert.match(md, /`agent sweep --from-run r1 --seeds 10`/);
+  });
+
+  test("without py-trainer the report says the PNG was not drawn and keeps the tables", () => {
+    const prev = process.env.PY_TRAINER_BIN;
+    process.env.PY_TRAINER_BIN = "/nonexistent/py-trainer";
+    try {
+      const { md } = setup(240, 0.3, 0.7, { baseline: true });
+      assert.match(md, /_confusion-matrix\.png not drawn: py-trainer not found at \/nonexistent\/py-trainer \(set PY_TRAINER_BIN\)\. The tables below hold the same counts\._/);
+      assert.match(md, /Confusion matrix, base/);
+    } finally {
+      if (prev === undefined) delete process.env.PY_TRAINER_BIN;
+      else process.env.PY_TRAINER_BIN = prev;
+    }
+  });
+});

@@ -130,15 +130,13 @@ export const command: CommandHandler = async (argv, client) => {
     }
     const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
     const r = out.result;
+    const h = analysis.reward;
     const d = analysis.downstream;
     seeds.push({
       seed,
       runId: out.runId,
       state: runStateName(out.state),
-      heldOut:
-        r?.startReward && r.endReward
-          ? { start: r.startReward.mean, end: r.endReward.mean, relativeChange: r.relativeChange, ciLow: r.relativeChangeCiLow, ciHigh: r.relativeChangeCiHigh }
-          : null,
+      heldOut: h ? { start: h.startMean, end: h.endMean, relativeChange: h.relativeChange, ciLow: h.relativeChangeCiLow, ciHigh: h.relativeChangeCiHigh } : null,
       downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
       heldOutTemplate: templ,
       verdict: analysis.milestone.verdict,
@@ -153,6 +151,8 @@ export const command: CommandHandler = async (argv, client) => {
     writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify(summary, null, 2) + "\n");
     writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
   }
+  // every run's report names the sweep and carries its replicate section (the final summary)
+  for (const s of seeds) writeReport(target.evalsDir, s.runId);
   const summary = summarizeSweep(sweepId, source, seeds);
   console.log("");
   console.log(`[sweep] ${passLine(summary)}`);

@@ -11,6 +11,7 @@ import { RunState } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { EVAL_FILE, olderLogNote } from "../verdict/eval-log.js";
 import { DOWNSTREAM_MIN_DELTA, MIN_MILESTONE_TASKS } from "../verdict/milestone.js";
 import { judgeRun, type RunVerdict } from "../verdict/verdict.js";
+import { answerAnalysis, answerSignal, type AnswerAnalysis } from "./answer-analysis.js";
 import { attribute, type RowResult } from "./attribution.js";
 import { curveFeatures, type CurveFeatures } from "./curve-features.js";
 import type { ReportInput } from "./input.js";
@@ -20,6 +21,10 @@ import { computeSide, tcoFor, type ComputeSide, type TcoFor } from "./tco.js";
 
 export interface ReportAnalysis extends RunVerdict {
   features: CurveFeatures;
+  /** what each variant answers, for closed label sets (null otherwise) */
+  answers: AnswerAnalysis | null;
+  /** why confusion-matrix.png was not drawn (writeReport fills it); "" or absent when it was */
+  answersPlotNote?: string;
   attribution: RowResult[];
   tco: TcoFor | null;
   /** the compute side of PPO vs GRPO, from summary.json's time_breakdown (GRPO runs) */
@@ -75,10 +80,12 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
   const features = curveFeatures(input.steps);
   const tco = tcoFor(input.run);
   const c = verdict.comparison;
+  const answers = answerAnalysis(input.evalLog);
   return {
     ...verdict,
     features,
-    attribution: attribute(features, verdict.signal),
+    answers,
+    attribution: attribute(features, verdict.signal, answerSignal(answers)),
     tco,
     compute: !preference && input.timeBreakdown ? computeSide(input.timeBreakdown) : null,
     power: c?.paired && c.paired.sdDiff > 0 ? powerCurve(c.paired.sdDiff, c.n, DOWNSTREAM_MIN_DELTA) : null,

@@ -8,10 +8,14 @@
  * Before any curve row fires: a curve too short or too noisy to carry a trend is "undetermined"
  * (its own row, nothing else about the curve fires); a downstream CI that includes 0 at n below
  * the required n is "underpowered", not reward hacking; a significant downstream regression is
- * its own row and rules out "healthy", as do KL spikes.
+ * its own row and rules out "healthy", as do KL spikes. The constant-answer rows read what the
+ * eval's base and adapter answer (report/answer-analysis.ts), each variant on its own; an adapter
+ * with a constant answer is never "healthy".
  */
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
 import type { DownstreamSignal } from "../verdict/verdict.js";
+import { CONSTANT_ANSWER_SHARE, type AnswerDistribution } from "../eval/answers.js";
+import { NO_ANSWER_SIGNAL, type AnswerSignal } from "./answer-analysis.js";
 import { CURVE_THRESHOLDS } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -57,7 +61,7 @@ export interface AttributionRow {
   fracZeroStd: string;
   likelyCause: string;
   nextChange: string;
-  check: (f: CurveFeatures, d: DownstreamSignal) => Check;
+  check: (f: CurveFeatures, d: DownstreamSignal, a: AnswerSignal) => Check;
 }
 
 type Condition = [boolean, string];
@@ -98,13 +102,15 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     fracZeroStd: "falling",
     likelyCause: "healthy",
     nextChange: "more data / steps",
-    check: (f, d) =>
+    check: (f, d, a) =>
       all(
         shapeIs(f, "rising"),
         klIs(f, (kl) => kl >= KL_NEAR_ZERO && kl <= KL_HIGH, `${KL_NEAR_ZERO} to ${KL_HIGH}`),
         fracIs(f, (z) => z.direction === "falling", "frac_reward_zero_std #"),
         f.kl ? [f.kl.spikes === 0, `${f.kl.spikes} KL spike(s) (want 0)`] : [false, "kl not logged"],
         [!regressed(d), regressed(d) ? `downstream ${d.text}: a significant regression` : "no significant downstream regression"],
+        // only a closed-label eval has answers to read: a constant adapter answer is never healthy
+        ...(a.adapter ? [[!a.adapter.constant, `adapter ${answerText(a.adapter)}${a.adapter.constant ? ": a constant answer" : ""}`] as Condition] : []),
       ),
   },
   {
@@ -225,6 +231,22 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
           : [false, "completions/clipped_ratio not logged"],
       ),
   },
+  {
+    curve: "any; the base answers one label on >= 90% of tasks",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "constant answer (base): the base learned the label prior, not the mapping from input to label",
+    nextChange: "a base with input-dependent answers (pass@k > pass@1 on the task), more signal per step",
+    check: (_f, _d, a) => all(constantCondition(a.base, "base")),
+  },
+  {
+    curve: "any; the adapter answers one label on >= 90% of tasks",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "constant answer (adapter): training moved the one label the model says, not a mapping from input to label",
+    nextChange: "more signal per step (raise G or prompts per step), a base with input-dependent answers",
+    check: (_f, _d, a) => all(constantCondition(a.adapter, "adapter")),
+  },
 ];
 
 export interface RowResult extends Check {
@@ -232,8 +254,8 @@ export interface RowResult extends Check {
 }
 
 /** Apply every row of the table; the result keeps the table's order. */
-export function attribute(f: CurveFeatures, d: DownstreamSignal): RowResult[] {
-  return ATTRIBUTION_TABLE.map((row) => ({ row, ...row.check(f, d) }));
+export function attribute(f: CurveFeatures, d: DownstreamSignal, a: AnswerSignal = NO_ANSWER_SIGNAL): RowResult[] {
+  return ATTRIBUTION_TABLE.map((row) => ({ row, ...row.check(f, d, a) }));
 }
 
 /** Curve-pattern rows (a KL column other than "any": the shape, KL and frac_reward_zero_std
@@ -245,5 +267,13 @@ export function attribute(f: CurveFeatures, d: DownstreamSignal): RowResult[] {
 export function nearMisses(results: readonly RowResult[]): RowResult[] {
   return results.filter((r) => !r.fired && r.row.kl !== "any" && r.missed.length === 1 && r.met >= 1);
 }
+
+/** "answers money_mule on 264/264 tasks (100%)" */
+function answerText(d: AnswerDistribution): string {
+  return `answers ${d.top.label} on ${d.top.count}/${d.tasks} tasks (${(d.top.share * 100).toFixed(0)}%)`;
+}
+
+const constantCondition = (d: AnswerDistribution | null, who: string): Condition =>
+  d ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`] : [false, `no ${who} answers (open-answer task set or no eval)`];
 
 const f4 = (x: number) => (Math.abs(x) < 1e-3 && x !== 0 ? x.toExponential(1) : x.toFixed(4));

@@ -10,7 +10,7 @@
  * thresholds.ts). A curve too short or too noisy to carry a trend is "undetermined".
  */
 import { hamedRaoTrend, startVsEnd, type Interval } from "../eval/stats.js";
-import { CURVE_THRESHOLDS } from "./thresholds.js";
+import { CURVE_THRESHOLDS, effectiveZeroStd } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------
 // Thresholds
@@ -237,7 +237,8 @@ export function curveFeatures(steps: ReadonlyArray<StepMetrics>): CurveFeatures 
   const w = windowFor(reward.length || sorted.length);
   const kl = seriesOf(sorted, "kl");
   const klStats = levelStats(kl.values, w);
-  const frac = levelStats(seriesOf(sorted, "frac_reward_zero_std").values, w);
+  // TRL's frac_reward_zero_std misses a constant reward with float noise (thresholds.ts effectiveZeroStd)
+  const frac = levelStats(sorted.map((s) => effectiveZeroStd(s.metrics)).filter((v): v is number => v !== null), w);
   let klOut: CurveFeatures["kl"] = null;
   if (klStats) {
     const spikeSteps = kl.steps.filter((_, i) => kl.values[i] > KL_SPIKE_FACTOR * klStats.median && kl.values[i] > KL_SPIKE_MIN);
@@ -287,7 +288,7 @@ export function describeFeatures(f: CurveFeatures): string[] {
   const z = f.fracZeroStd;
   lines.push(
     z
-      ? `frac_reward_zero_std: run mean ${z.mean.toFixed(2)}, ${z.startMean.toFixed(2)} -> ${z.endMean.toFixed(2)}, ${z.direction}${z.trendP === null ? "" : ` (Mann-Kendall p=${z.trendP.toPrecision(2)})`}`
+      ? `frac_reward_zero_std (a step whose reward_std is ~0 relative to its reward counts as 1): run mean ${z.mean.toFixed(2)}, ${z.startMean.toFixed(2)} -> ${z.endMean.toFixed(2)}, ${z.direction}${z.trendP === null ? "" : ` (Mann-Kendall p=${z.trendP.toPrecision(2)})`}`
       : "frac_reward_zero_std: not logged",
   );
   lines.push(

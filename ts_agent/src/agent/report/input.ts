@@ -11,6 +11,7 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/sweep.js";
 import { REPO_ROOT } from "../workspace.js";
 import type { StepMetrics } from "./curve-features.js";
 import { parseStepTimeBreakdown, type StepTimeBreakdown } from "./tco.js";
@@ -38,6 +39,38 @@ export interface ReportInput {
   timeBreakdown?: StepTimeBreakdown | null;
   /** the project's docs/ folder relative to the run folder (report.md links into it), '/'-separated */
   docsDir?: string;
+  /** the sweep this run is a seed of (`agent sweep`), when one lists it */
+  sweep?: RunSweep | null;
+}
+
+/** A sweep that lists this run: its summary and its report relative to the run folder. */
+export interface RunSweep {
+  summary: SweepSummary;
+  /** '/'-separated, e.g. ../../sweeps/<id>/report.md */
+  report: string;
+}
+
+/** The newest sweep (by its sweep.json's mtime) under <evals dir>/sweeps/ that lists the run. */
+export function findSweep(evalsDir: string, runId: string): RunSweep | null {
+  const root = join(evalsDir, SWEEPS_DIR);
+  if (!existsSync(root)) return null;
+  let best: { summary: SweepSummary; dir: string; mtime: number } | null = null;
+  for (const name of readdirSync(root)) {
+    const file = join(root, name, SWEEP_FILE);
+    if (!existsSync(file)) continue;
+    let summary: SweepSummary;
+    try {
+      summary = JSON.parse(readFileSync(file, "utf8")) as SweepSummary;
+    } catch {
+      continue; // a damaged sweep file must not stop the report
+    }
+    if (!Array.isArray(summary.seeds) || !summary.seeds.some((s) => s.runId === runId)) continue;
+    const mtime = statSync(file).mtimeMs;
+    if (!best || mtime > best.mtime) best = { summary, dir: join(root, name), mtime };
+  }
+  if (!best) return null;
+  const runFolder = join(evalsDir, "runs", runId);
+  return { summary: best.summary, report: relative(runFolder, join(best.dir, SWEEP_REPORT)).split("\\").join("/") };
 }
 
 function listFiles(dir: string, root = dir): string[] {
@@ -78,5 +111,18 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
     ? parseStepTimeBreakdown((JSON.parse(readFileSync(summaryPath, "utf8")) as { time_breakdown?: unknown }).time_breakdown)
     : null;
   const docsDir = relative(dir, join(REPO_ROOT, "docs")).split("\\").join("/");
-  return { runId, run, steps, warnings, evalLog, baseline, files: listFiles(dir), runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [], now, timeBreakdown, docsDir };
+  return {
+    runId,
+    run,
+    steps,
+    warnings,
+    evalLog,
+    baseline,
+    files: listFiles(dir),
+    runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [],
+    now,
+    timeBreakdown,
+    docsDir,
+    sweep: findSweep(evalsDir, runId),
+  };
 }

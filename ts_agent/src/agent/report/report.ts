@@ -7,12 +7,15 @@
  * order and writes report.md with the power curve beside it. Adding a section: one file in
  * sections/ exporting a ReportSection, and one line in SECTIONS.
  */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 
-import { writeFileAtomic } from "../workspace.js";
+import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis, type ReportSection } from "./analysis.js";
 import { loadReportInput, type ReportInput } from "./input.js";
 import { POWER_CSV, POWER_SVG, powerCsv, powerSvg } from "./power.js";
+import { CONFUSION_PNG, CONFUSION_SPEC, answers } from "./sections/answers.js";
 import { attribution } from "./sections/attribution.js";
 import { downstream } from "./sections/downstream.js";
 import { heldOutReward } from "./sections/held-out.js";
@@ -20,6 +23,7 @@ import { milestone } from "./sections/milestone.js";
 import { overview } from "./sections/overview.js";
 import { files, pending } from "./sections/pending.js";
 import { preferenceSection } from "./sections/preference.js";
+import { replicates } from "./sections/replicates.js";
 import { tco } from "./sections/tco.js";
 
 export const REPORT_FILE = "report.md";
@@ -30,7 +34,9 @@ export const SECTIONS: readonly ReportSection[] = [
   preferenceSection,
   heldOutReward,
   downstream,
+  answers,
   milestone,
+  replicates,
   attribution,
   tco,
   pending,
@@ -41,11 +47,36 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   return SECTIONS.flatMap((section) => section(input, a)).join("\n");
 }
 
+/** The py-trainer that draws the report's matplotlib figures: $PY_TRAINER_BIN, else the repo's .venv. */
+export function pyTrainerBin(): string {
+  return process.env.PY_TRAINER_BIN || join(REPO_ROOT, ".venv", "bin", "py-trainer");
+}
+
+/** confusion-matrix.png of the first split's answers, through `py-trainer plot confusion`;
+ *  returns why it was not drawn ("" when it was). */
+function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
+  const first = a.answers?.splits[0];
+  if (!first) return "";
+  const spec = { title: `${runId}: ${first.split} split, ${first.tasks} tasks`, ...first.confusion };
+  writeFileAtomic(join(dir, CONFUSION_SPEC), JSON.stringify(spec) + "\n");
+  const bin = pyTrainerBin();
+  if (!existsSync(bin)) return `py-trainer not found at ${bin} (set PY_TRAINER_BIN)`;
+  const r = spawnSync(bin, ["plot", "confusion", join(dir, CONFUSION_SPEC), join(dir, CONFUSION_PNG)], { encoding: "utf8", timeout: 120_000 });
+  if (r.status === 0) return "";
+  return `py-trainer plot confusion failed (${r.error?.message ?? `exit ${r.status}`}: ${(r.stderr ?? "").trim().split("\n").pop() ?? ""})`;
+}
+
 /** Load, analyze, render and write agent-evals/runs/<run_id>/report.md atomically. */
 export function writeReport(evalsDir: string, runId: string, now = new Date()): { path: string; analysis: ReportAnalysis } {
   const input = loadReportInput(evalsDir, runId, now);
   const analysis = analyzeReport(input);
   const written = [REPORT_FILE];
+  const dir = join(evalsDir, "runs", runId);
+  if (analysis.answers) {
+    analysis.answersPlotNote = drawConfusion(dir, runId, analysis);
+    written.push(CONFUSION_SPEC);
+    if (!analysis.answersPlotNote) written.push(CONFUSION_PNG);
+  }
   if (analysis.power) {
     writeFileAtomic(join(evalsDir, "runs", runId, POWER_CSV), powerCsv(analysis.power));
     writeFileAtomic(join(evalsDir, "runs", runId, POWER_SVG), powerSvg(analysis.power));

@@ -37,7 +37,7 @@ export const CURVE_THRESHOLDS: Readonly<CurveThresholds> = Object.freeze({
   clipped_ratio_warn: 0.9,
   zero_std_warn: 0.9,
   zero_std_warn_steps: 5,
-  zero_std_rel_tol: 1e-5,
+  zero_std_rel_tol: 1e-4,
   kl_spike_factor: 5,
   kl_spike_min: 0.05,
   kl_spike_every: 10,

@@ -3,7 +3,8 @@
  * file holds
  *   - the spec: run id, date, model (requested and resolved), task set (path, sha256, split, n),
  *     the settings (graders, samples per task, decoding, seed);
- *   - the samples: `tasks` (each evaluated task's split, typology and narrative template) and
+ *   - the samples: `tasks` (each evaluated task's split, typology, narrative template and accepted
+ *     answers) and
  *     `result`, the sidecar's EvaluateResult as proto JSON: every variant's completion and
  *     per-grader score per task and sample, for both splits, with the sidecar's metadata (the
  *     resolved base model, seconds);
@@ -43,6 +44,8 @@ export interface LoggedTask {
   split: Split;
   typology: string;
   template: string;
+  /** the answers the grader accepts (absent in logs written before it was kept) */
+  answers?: string[];
 }
 
 export interface EvalLog {
@@ -121,7 +124,7 @@ export function buildEvalLog(
   const main = splitResult(settings, taskSet, result);
   const held = heldOut ? splitResult(settings, heldOut.taskSet, heldOut.result) : null;
   const tasks: Record<string, LoggedTask> = {};
-  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, typology: r.typology, template: r.template };
+  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, typology: r.typology, template: r.template, answers: [...r.answers] };
   return {
     schema: EVAL_LOG_SCHEMA,
     runId,

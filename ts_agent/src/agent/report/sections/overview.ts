@@ -3,11 +3,27 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
 import { RunState, type Run } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { passLine } from "../../replicate/sweep.js";
 import type { ReportSection } from "../analysis.js";
+import type { ReportInput } from "../input.js";
 
 function dateOf(run: Run | null): string {
   const t = run?.endTime ?? run?.startTime ?? run?.createTime;
   return t ? timestampDate(t).toISOString() : "-";
+}
+
+/** The verdict is one draw of the training randomness: say so once, and how to replicate it. */
+function oneDraw(input: ReportInput): string {
+  const seed = input.run?.request?.grpo?.seed;
+  const head =
+    `This verdict is one draw of the training randomness${seed === undefined ? "" : ` (seed ${String(seed)}`}` +
+    `${seed === undefined ? "" : " on this machine)"}: another seed, or another machine's floating-point order, trains another adapter.`;
+  const sw = input.sweep;
+  if (sw) {
+    const s = sw.summary;
+    return `${head} This run is one of ${s.seeds.length} seeds of sweep \`${s.sweepId}\`: ${passLine(s)}; see [the sweep's report](${sw.report}) and the Replicates section below.`;
+  }
+  return `${head} To see how the recipe replicates: \`agent sweep --from-run ${input.runId} --seeds 10\` (the same request under 10 seeds, each judged by these rules).`;
 }
 
 export const overview: ReportSection = (input, a) => {
@@ -19,6 +35,8 @@ export const overview: ReportSection = (input, a) => {
   out.push("Scores and rewards are fractions; differences in accuracy are in percentage points (pp); relative changes in %.");
   out.push("");
   out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
+  out.push("");
+  out.push(oneDraw(input));
   out.push("");
   out.push("## Reward curve");
   out.push("");

@@ -1,0 +1,65 @@
+/**
+ * What each variant of an eval answers, read from the eval log's samples (eval/answers.ts does the
+ * counting): per split, every variant's answer distribution and the confusion matrices, for task
+ * sets with a closed label set (the log's per-task gold label and accepted answers). The attribution
+ * table's constant-answer rows read `constantAnswers`; the answers section renders the rest.
+ */
+import { fromJson } from "@bufbuild/protobuf";
+
+import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { answerDistribution, confusionMatrices, labelSetOf, type AnswerDistribution, type ConfusionMatrices, type LabelledTask } from "../eval/answers.js";
+import { ADAPTER_VARIANT } from "../eval/evaluate.js";
+import type { EvalLog } from "../verdict/eval-log.js";
+
+/** One split's answers. */
+export interface SplitAnswers {
+  split: string;
+  tasks: number;
+  distributions: AnswerDistribution[];
+  confusion: ConfusionMatrices;
+}
+
+export interface AnswerAnalysis {
+  /** the test split first, then the held-out-template split when the log has it */
+  splits: SplitAnswers[];
+}
+
+/** What the constant-answer rows read: the test split's base and adapter distributions. */
+export interface AnswerSignal {
+  base: AnswerDistribution | null;
+  adapter: AnswerDistribution | null;
+}
+
+export const NO_ANSWER_SIGNAL: AnswerSignal = { base: null, adapter: null };
+
+/** The log's answers per split; null for an open-answer task set or a log without per-task labels. */
+export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
+  if (!log?.tasks) return null;
+  const tasks = log.tasks;
+  const set = labelSetOf(Object.values(tasks).map((t) => ({ label: t.typology, answers: t.answers ?? [] })));
+  if (!set) return null;
+  const result = fromJson(EvaluateResultSchema, log.result);
+  const splitNames = [log.taskSet.split, ...(log.heldOutTemplate ? [log.heldOutTemplate.taskSet.split] : [])];
+  const splits: SplitAnswers[] = [];
+  for (const split of splitNames) {
+    const variants = result.variants.map((v) => ({
+      name: v.name,
+      tasks: v.tasks
+        .filter((t) => tasks[t.taskId]?.split === split)
+        .map((t): LabelledTask => ({ taskId: t.taskId, gold: tasks[t.taskId].typology, completions: t.samples.map((s) => s.completion) })),
+    }));
+    const n = variants[0]?.tasks.length ?? 0;
+    if (n === 0) continue;
+    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set)), confusion: confusionMatrices(variants, set) });
+  }
+  return splits.length ? { splits } : null;
+}
+
+export function answerSignal(a: AnswerAnalysis | null): AnswerSignal {
+  const first = a?.splits[0];
+  if (!first) return NO_ANSWER_SIGNAL;
+  return {
+    base: first.distributions.find((d) => d.variant === "base") ?? null,
+    adapter: first.distributions.find((d) => d.variant === ADAPTER_VARIANT) ?? null,
+  };
+}

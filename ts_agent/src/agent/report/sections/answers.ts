@@ -1,0 +1,55 @@
+/** Answers: what each variant says, for closed label sets: the answer distribution (the share of
+ *  tasks per label), whether a variant is a constant predictor, and the confusion matrix (gold
+ *  label x answer) as tables and as confusion-matrix.png (matplotlib, drawn by writeReport). */
+import { CONSTANT_ANSWER_SHARE } from "../../eval/answers.js";
+import type { ReportSection } from "../analysis.js";
+import type { SplitAnswers } from "../answer-analysis.js";
+import { table } from "../markdown.js";
+
+export const CONFUSION_PNG = "confusion-matrix.png";
+export const CONFUSION_SPEC = "confusion-matrix.json";
+
+const pct0 = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+function splitLines(s: SplitAnswers): string[] {
+  const out: string[] = [`### ${s.split} (${s.tasks} tasks)`, ""];
+  const names = s.distributions.map((d) => d.variant);
+  const labels = s.confusion.answers.filter((l) => s.distributions.some((d) => d.shares.some((x) => x.label === l)));
+  out.push(
+    table(
+      ["answer", ...names],
+      labels.map((l) => [l, ...s.distributions.map((d) => {
+        const x = d.shares.find((y) => y.label === l);
+        return x ? `${x.count} (${pct0(x.share)})` : "0";
+      })]),
+    ),
+  );
+  out.push("");
+  for (const d of s.distributions) {
+    out.push(
+      `- ${d.variant}: ${d.distinct} distinct answer(s); most frequent ${d.top.label} on ${d.top.count}/${d.tasks} tasks (${pct0(d.top.share)})` +
+        (d.constant ? ` — **a constant answer** (>= ${pct0(CONSTANT_ANSWER_SHARE)} of tasks whatever the input: it learned the prior, not the mapping)` : ""),
+    );
+  }
+  out.push("");
+  for (const v of s.confusion.variants) {
+    out.push(`Confusion matrix, ${v.name} (rows: gold label; columns: answer):`, "");
+    out.push(table(["gold \\ answer", ...s.confusion.answers], v.matrix.map((row, i) => [s.confusion.gold[i], ...row.map(String)])));
+    out.push("");
+  }
+  return out;
+}
+
+export const answers: ReportSection = (input, a) => {
+  if (!a.answers) return [];
+  const out: string[] = ["## Answers: what each variant says", ""];
+  out.push(
+    "Accuracy cannot tell a model that learned the mapping from one that learned the prior: each task's answer (its most frequent label over its samples) " +
+      `per variant, and where it lands against the gold label. A variant that gives one label on >= ${pct0(CONSTANT_ANSWER_SHARE)} of tasks is a constant predictor (the attribution table's constant-answer rows).`,
+  );
+  out.push("");
+  if (a.answersPlotNote) out.push(`_${CONFUSION_PNG} not drawn: ${a.answersPlotNote}. The tables below hold the same counts._`, "");
+  else if (input.files.includes(CONFUSION_PNG)) out.push(`![confusion matrices, gold label x answer, ${a.answers.splits[0].split} split](${CONFUSION_PNG})`, "");
+  for (const s of a.answers.splits) out.push(...splitLines(s));
+  return out;
+};
