@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 # One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
 export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
-.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo serve bench clean
+.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo serve bench bench-seeds clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 
@@ -89,6 +89,11 @@ demo: setup
 
 bench: setup .stamps/bench
 	scripts/bench.sh
+
+# The demo's recipe over training seeds (scripts/bench_seeds.py; ~25 min for 10 seeds on 2 cores,
+# run it alone): make bench-seeds ARGS="--seeds 5 --first-seed 11"
+bench-seeds: setup
+	$(PY) scripts/bench_seeds.py $(ARGS)
 
 clean:
 	rm -rf .stamps py_trainer/py_trainer/gen ts_agent/src/gen ts_agent/dist

@@ -136,6 +136,7 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "paired_comparison": _plain(stats.paired_comparison),
     "paired_bootstrap_ci": _plain(stats.paired_bootstrap_ci),
     "bootstrap_mean_ci": _plain(stats.bootstrap_mean_ci),
+    "interval_over_runs": _plain(stats.interval_over_runs),
     "relative_change_ci": _plain(stats.relative_change_ci),
     "required_n_for_delta": _plain(stats.required_n_for_delta),
     "minimum_detectable_effect": _plain(stats.minimum_detectable_effect),

@@ -520,3 +520,38 @@ def test_kendall_w_is_friedmans_tie_corrected_chi_square_over_m_n_minus_1(rating
     assume(math.isfinite(chi2))
     assert close(res.chi_square, chi2, rel=1e-9, abs_=1e-12)
     assert close(res.w, chi2 / (m * (n - 1)), rel=1e-9, abs_=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval over training runs (seeds): scipy's t interval below 10 runs, its percentile bootstrap from 10
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 9])
+def test_interval_over_runs_is_scipys_t_interval_below_10_runs(n):
+    from scipy import stats as sp
+
+    rng = np.random.default_rng(n)
+    x = list(rng.normal(0.12, 0.04, size=n))
+    r = stats.interval_over_runs(x)
+    lo, hi = sp.t.interval(0.95, n - 1, loc=np.mean(x), scale=sp.sem(x))
+    assert r.method == f"t interval over {n} runs (df {n - 1})"
+    assert r.lower == pytest.approx(lo, rel=1e-12, abs=1e-15) and r.upper == pytest.approx(hi, rel=1e-12, abs=1e-15)
+    assert r.sd == pytest.approx(np.std(x, ddof=1), rel=1e-12)
+
+
+def test_interval_over_runs_from_10_runs_is_a_percentile_bootstrap_like_scipys():
+    from scipy import stats as sp
+
+    rng = np.random.default_rng(10)
+    x = list(rng.normal(0.12, 0.04, size=12))
+    r = stats.interval_over_runs(x, seed=1)
+    ref = sp.bootstrap((np.array(x),), np.mean, method="percentile", n_resamples=10000, random_state=2).confidence_interval
+    width = ref.high - ref.low
+    assert r.method == "percentile bootstrap over 12 runs (10000 resamples)"
+    # different resampling streams: equal up to Monte Carlo error (a few % of the width)
+    assert abs(r.lower - ref.low) < 0.05 * width and abs(r.upper - ref.high) < 0.05 * width
+
+
+def test_interval_over_runs_of_one_run_has_no_interval():
+    r = stats.interval_over_runs([0.2])
+    assert (r.n, r.mean) == (1, 0.2) and math.isnan(r.lower) and math.isnan(r.upper) and math.isnan(r.sd)

@@ -68,7 +68,7 @@ test("a sidecar that is not there is exit 1 with the address, not a stack trace"
 test("every command's --help lists its flags and an example; agent --help lists every command", () => {
   const top = agent(["--help"]);
   assert.equal(top.code, 0);
-  for (const name of ["health", "runs", "train", "watch", "cancel", "download", "eval", "baseline", "report", "export", "demo"]) {
+  for (const name of ["health", "runs", "train", "watch", "cancel", "download", "eval", "baseline", "report", "export", "demo", "sweep"]) {
     assert.match(top.stdout, new RegExp(`^  ${name} `, "m"), name);
     const r = agent([name, "--help"]);
     assert.equal(r.code, 0, `${name}: ${r.stderr}`);
@@ -81,4 +81,25 @@ test("every command's --help lists its flags and an example; agent --help lists 
   assert.match(agent(["runs", "--help"]).stdout, /--state S/);
   assert.match(agent(["eval", "--help"]).stdout, /--adapter PATH/);
   assert.match(agent(["export", "--help"]).stdout, /--merge/);
+  const sweep = agent(["sweep", "--help"]).stdout;
+  for (const flag of ["--config FILE", "--from-run ID", "--seeds N", "--first-seed S", "--limit N"]) assert.ok(sweep.includes(flag), flag);
+});
+
+test("agent sweep: user mistakes are one line and exit 2, before any sidecar is called", () => {
+  const evals = mkdtempSync(join(tmpdir(), "evals-"));
+  const cases: Array<[string[], RegExp]> = [
+    [["--seeds", "0"], /--seeds/],
+    [["--seeds", "two"], /--seeds/],
+    [["--first-seed", "-1"], /--first-seed/],
+    [["--sweep-id", "bad id"], /--sweep-id 'bad id' must be 1-50 of \[A-Za-z0-9_-\]/],
+    [["--config", "a.json", "--from-run", "r1"], /give --config or --from-run, not both/],
+    [["--from-run", "nope"], /--from-run nope: no runs\/nope\/run\.json with a request/],
+    [["--config", join(evals, "missing.json")], /missing\.json/],
+  ];
+  for (const [args, message] of cases) {
+    const r = agent(["sweep", ...args, "--evals-dir", evals, "--address", "127.0.0.1:9", "--timeout", "2000"]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(" "));
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  }
 });

@@ -166,6 +166,7 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   pairedComparison: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.pairedComparison(a[0], a[1], o) },
   pairedBootstrapCI: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.pairedBootstrapCI(a[0], a[1], o) },
   bootstrapMeanCI: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.bootstrapMeanCI(a[0], o as { seed: number }) },
+  intervalOverRuns: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.intervalOverRuns(a[0], o) },
   relativeChangeCI: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.relativeChangeCI(a[0], a[1], o as { seed: number }) },
   requiredNForDelta: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.requiredNForDelta(a[0], a[1], o) },
   minimumDetectableEffect: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.minimumDetectableEffect(a[0], a[1], o) },

@@ -253,6 +253,14 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       confidence,
     })
     .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
+  intervalOverRuns: fc
+    .record({
+      values: fc.oneof(fc.array(fc.oneof(score, value), { maxLength: 9 }), fc.array(value, { minLength: 10, maxLength: 20 })),
+      resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)),
+      seed,
+      confidence,
+    })
+    .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
   relativeChangeCI: fc
     .record({
       n: fc.oneof(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 25 })),

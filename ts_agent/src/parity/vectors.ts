@@ -328,6 +328,16 @@ const INPUTS: Record<string, Input[]> = {
     ["zero resamples", [CONT_A, CONT_B], { resamples: 0 }],
     ["length mismatch", [[1, 0, 1], [1, 0]]],
   ],
+  intervalOverRuns: [
+    ["5 seeds: t interval", [[0.152, 0.152, 0.1, 0.2, 0.05]]],
+    ["2 seeds: t interval, df 1", [[0.1, 0.3]]],
+    ["one seed: no interval", [[0.12]]],
+    ["10 seeds: percentile bootstrap, 500 resamples", [CONT_A], { seed: 3, resamples: 500 }],
+    ["20 seeds, 90%", [[...CONT_A, ...CONT_B]], { seed: 11, resamples: 300, confidence: 0.9 }],
+    ["identical seeds", [[0.2, 0.2, 0.2]]],
+    ["empty", [[]]],
+    ["confidence 1", [[0.1, 0.2]], { confidence: 1 }],
+  ],
   bootstrapMeanCI: [
     ["0/1 scores, defaults, seed 0", [BIN_A], { seed: 0 }],
     ["continuous, 500 resamples, seed 7", [CONT_A], { seed: 7, resamples: 500 }],
