@@ -116,6 +116,10 @@ export const command: CommandHandler = async (argv, client) => {
   console.log("");
   console.log(`[demo] ${milestoneLine(m)}`);
   console.log(`       ${m.reason}`);
+  console.log(
+    `[demo] this verdict is one draw of the training randomness (seed ${String(request.grpo?.seed ?? 0n)} on this machine); ` +
+      `how the recipe replicates: agent sweep --seeds 10, or make bench-seeds (docs/demo.md has this recipe's 10-seed sweep)`,
+  );
   console.log(`[demo] done in ${elapsed(t0)}. Files:`);
   const lines: Array<[string, string]> = [
     ["report", reportPath],
