@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import grpc
 import pytest
@@ -73,6 +74,33 @@ def test_base_and_adapter_on_one_load(sidecar):
     # The same adapter loaded twice under two names generates the same completions.
     a, c = res.variants[1], res.variants[2]
     assert [s.completion for t in a.tasks for s in t.samples] == [s.completion for t in c.tasks for s in t.samples]
+
+
+def test_result_carries_the_fingerprint_and_each_adapter_identity(sidecar):
+    """The run-time half of the fingerprint (issue 21) and each adapter's sha256 and step."""
+    import hashlib
+
+    from py_trainer.models import weights_sha256
+
+    out = evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "split": "test", "limit": 3},
+                   adapters=[{"name": "adapter", "run_id": "trained"}], batch_size=3)
+    res = out[-1].result
+    fp = res.fingerprint
+    assert fp.model == res.base_model and fp.model.startswith("/")
+    assert fp.weights_sha256 == weights_sha256(Path(fp.model)) and len(fp.weights_sha256) == 64
+    assert fp.revision == ""  # a local folder, not a hub snapshot
+    assert fp.prompt_format in ("raw", "chat")
+    assert (fp.chat_template_sha256 != "") == (fp.prompt_format == "chat")
+    assert (fp.device, fp.dtype, fp.batch_size, fp.top_p) == ("cpu", "fp32", 3, 1.0)
+    assert set(fp.library_versions) == {"torch", "transformers", "peft", "trl"}
+    assert all(fp.library_versions.values())
+    [a] = res.adapters
+    weights = (sidecar.runs_root / "trained" / "adapter" / "adapter_model.safetensors").read_bytes()
+    assert (a.name, a.run_id, a.step) == ("adapter", "trained", 2)
+    assert a.sha256 == hashlib.sha256(weights).hexdigest()
+    # the same request again gives the same fingerprint (the weights are hashed once and cached)
+    assert evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "split": "test", "limit": 3},
+                    adapters=[{"name": "adapter", "run_id": "trained"}], batch_size=3)[-1].result.fingerprint == fp
 
 
 def test_evaluate_refusals(sidecar):

@@ -5,6 +5,9 @@ The base model is loaded once with `from_pretrained`; adapters are attached with
 `set_adapter`; the base variant runs under `disable_adapter()`. Generation is batched with left
 padding (`models.generate_completions`), K samples per task. Every completion gets every
 grader's score (NaN = unscorable), so the TS harness can re-grade and pair them task by task.
+The result carries the run-time half of the eval's fingerprint (resolved model, weights sha256,
+prompt format and chat template hash, device, dtype, batch size, library versions) and each
+adapter's sha256 and step, which the agent compares with baseline.json and the run.
 
 Evaluation runs on the sidecar's one inference thread (`models.INFERENCE`), so concurrent calls
 queue instead of loading models over each other, and each gives what it would give alone;
@@ -26,8 +29,8 @@ from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, check_chat_template, format_prompts,
-                               generate_completions, load_model, resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_sha256, attach_adapters, check_chat_template,
+                               format_prompts, generate_completions, load_model, model_fingerprint, resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
 
 
@@ -40,6 +43,8 @@ class EvalPlan:
     rows: list[pb.TaskRow]
     graders: list[dict]
     request: pb.EvaluateRequest
+    adapter_runs: dict[str, tuple[str, int]]
+    """variant name -> (run id, the run's steps_completed) for each adapter given by run id"""
 
 
 def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
@@ -65,6 +70,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
             out.graders.add(name=g["name"])
     graders = check_reward_specs(out.graders, "graders", check_weight=False)
     adapters: list[tuple[str, Path]] = []
+    adapter_runs: dict[str, tuple[str, int]] = {}
     names = {"base"}
     for i, ref in enumerate(out.adapters):
         field = f"adapters[{i}]"
@@ -74,9 +80,12 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
             raise InvalidArgument(f"{field}.name", f"{ref.name!r} is used twice (or is the reserved 'base')")
         names.add(ref.name)
         adapters.append((ref.name, resolve_adapter(ref, field, data_root, registry.get)))
+        if ref.WhichOneof("source") == "run_id":
+            adapter_runs[ref.name] = (ref.run_id, registry.get(ref.run_id).steps_completed)
     if out.skip_base and not adapters:
         raise InvalidArgument("skip_base", "skips the base model but no adapters are given")
-    return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out)
+    return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out,
+                    adapter_runs=adapter_runs)
 
 
 def run_evaluation(plan: EvalPlan, data_root: Path,
@@ -84,13 +93,19 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     """Generate and grade every variant on one model load."""
     t0 = time.time()
     req = plan.request
-    model, tokenizer, path, _, _ = load_model(plan.base_model, Path(data_root), req.runtime)
+    model, tokenizer, path, device, dtype = load_model(plan.base_model, Path(data_root), req.runtime)
     model = attach_adapters(model, plan.adapters)
     model.eval()
     scorers = {g["name"]: build_scorer(g) for g in plan.graders}
     prompts = format_prompts(tokenizer, [r.prompt for r in plan.rows], req.runtime.prompt_format)
     variants = ([] if req.skip_base else ["base"]) + [name for name, _ in plan.adapters]
     result = pb.EvaluateResult(base_model=path)
+    result.fingerprint.CopyFrom(model_fingerprint(path, tokenizer, req.runtime.prompt_format, device, dtype))
+    result.fingerprint.batch_size = req.batch_size
+    result.fingerprint.top_p = req.top_p
+    for name, folder in plan.adapters:
+        run_id, step = plan.adapter_runs.get(name, ("", 0))
+        result.adapters.add(name=name, run_id=run_id, sha256=adapter_sha256(folder), step=step)
     for variant in variants:
         def on_batch(done: int, _v=variant) -> None:
             progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(prompts)))

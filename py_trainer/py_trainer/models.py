@@ -16,16 +16,19 @@ its own worker process and is not affected.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from py_trainer.artifacts import cached_sha256
 from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.model_files import check_adapter_folder
+from py_trainer.model_files import cached_hub_file, check_adapter_folder
 from py_trainer.paths import resolve_under
 
 # ---------------------------------------------------------------------------------------------
@@ -72,6 +75,80 @@ def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
     extra = {"attn_implementation": runtime.attn_implementation} if runtime.attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **extra).to(device)
     return model, tokenizer, path, device, dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# What was loaded: the parts of an eval's fingerprint only the sidecar knows
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+FINGERPRINT_LIBRARIES = ("torch", "transformers", "peft", "trl")
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+_HUB_BLOB = re.compile(r"[0-9a-f]{64}")
+
+
+def model_files_folder(path: str) -> Path | None:
+    """The folder holding a resolved model's files: the folder itself, or a hub id's cached snapshot."""
+    if Path(path).is_dir():
+        return Path(path)
+    cfg = cached_hub_file(path, "config.json")
+    return cfg.parent if cfg is not None else None
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of one file: a hub cache blob's own name (the hub names LFS blobs by their sha256),
+    else hashed once per (file, size, mtime) (artifacts.cached_sha256)."""
+    target = path.resolve()
+    if path.is_symlink() and target.parent.name == "blobs" and _HUB_BLOB.fullmatch(target.name):
+        return target.name
+    return cached_sha256(target, target.stat())
+
+
+def weights_sha256(folder: Path) -> str:
+    """sha256 of the lines "<name> <sha256>\\n" of the folder's weight files in name order; "" when none."""
+    lines = [f"{f.name} {file_sha256(f)}\n" for f in sorted(folder.iterdir())
+             if f.suffix in WEIGHT_SUFFIXES and f.is_file()]
+    return hashlib.sha256("".join(lines).encode()).hexdigest() if lines else ""
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that generate (a missing one is left out)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in FINGERPRINT_LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def model_fingerprint(path: str, tokenizer, prompt_format: str, device, dtype) -> pb.EvalFingerprint:
+    """The run-time half of an eval's fingerprint: the model's weights and revision, the prompt
+    format as resolved and its chat template's hash, device, dtype and library versions."""
+    folder = model_files_folder(path)
+    fmt = resolve_prompt_format(prompt_format, tokenizer)
+    template = tokenizer.chat_template if fmt == "chat" else None
+    if isinstance(template, dict):  # named templates: hash them all, in name order
+        template = "\n".join(f"{k}\n{v}" for k, v in sorted(template.items()))
+    return pb.EvalFingerprint(
+        model=path,
+        weights_sha256=weights_sha256(folder) if folder is not None else "",
+        revision=folder.name if folder is not None and folder.parent.name == "snapshots" else "",
+        prompt_format=fmt,
+        chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else "",
+        device=device.type,
+        dtype=DTYPE_NAMES.get(str(dtype).removeprefix("torch."), str(dtype)),
+        library_versions=library_versions(),
+    )
+
+
+def adapter_sha256(folder: Path) -> str:
+    """sha256 of an adapter folder's weights file (adapter_model.safetensors, else adapter_model.bin)."""
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        if (folder / name).is_file():
+            return file_sha256(folder / name)
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------

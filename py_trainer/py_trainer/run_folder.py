@@ -114,6 +114,11 @@ class RunRecord:
             run.result.CopyFrom(self.result)
         return run
 
+    @property
+    def steps_completed(self) -> int:
+        """The result's steps_completed (the step its adapter was saved at); 0 without a result."""
+        return self.result.steps_completed if self.result is not None else 0
+
     def listed_artifacts(self) -> dict[str, pb.Artifact]:
         """The result's artifacts by path (their sha256 was computed when they were listed)."""
         return {a.path: a for a in self.result.artifacts} if self.result is not None else {}
@@ -238,6 +243,8 @@ class StoredRun:
     run_id: str
     folder: Path
     state: int
+    steps_completed: int = 0
+    """The result's steps_completed (the step its adapter was saved at); 0 without a result."""
 
 
 def find_stored_run(runs_root: Path, run_id: str) -> StoredRun:
@@ -251,7 +258,7 @@ def find_stored_run(runs_root: Path, run_id: str) -> StoredRun:
         rec = read_run(folder)
     except UnreadableRun as err:
         raise FailedPrecondition("run_id", f"unreadable run folder: {err}") from None
-    return StoredRun(run_id=run_id, folder=folder, state=rec.state)
+    return StoredRun(run_id=run_id, folder=folder, state=rec.state, steps_completed=rec.steps_completed)
 
 
 def new_run_id() -> str:
