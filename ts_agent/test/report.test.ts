@@ -127,7 +127,8 @@ describe("report.md", () => {
   test("a clear improvement on 240 tasks with a matching baseline is CONFIRMED, with every section present", () => {
     const { md, analysis } = setup(240, 0.3, 0.7, { baseline: true });
     assert.equal(analysis.baselineMatch.status, "match");
-    assert.equal(analysis.comparison!.baseLabel, "baseline.json");
+    // the delta is taken against the eval's own base variant; baseline.json only guards it (issue 21)
+    assert.equal(analysis.comparison!.baseLabel, "base (this eval)");
     assert.equal(analysis.milestone.verdict, "CONFIRMED", analysis.milestone.reason);
     assert.match(md, /\*\*Milestone: CONFIRMED\*\*/);
     assert.match(md, /governing test: exact McNemar test/);

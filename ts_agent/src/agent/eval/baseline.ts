@@ -11,29 +11,28 @@
  *   that reason and how many runs had been judged on it, and the new baseline.json records the
  *   replacement (`replaced`), which the report shows. `runsJudgedOn` counts the run folders whose
  *   eval.json matches a baseline: the report warns when one baseline and test split are reused.
- * - `matchBaseline` says whether a baseline is comparable with an eval: same model (requested and
- *   resolved identity), same task file (sha256), split, primary grader (name and effective
- *   params), samples per task, decoding (temperature, max_new_tokens), seed, and every evaluated
- *   task present in the baseline. Anything else gates the milestone verdict.
+ * - `matchBaseline` says whether a baseline is comparable with an eval: their fingerprints
+ *   (fingerprint.ts: task set, grader, model and weights, prompt format and chat template,
+ *   decoding, device and dtype) agree field by field and the baseline holds every evaluated task.
+ *   A gating difference is named; batch size and library versions only warn. A baseline.json
+ *   older than the fingerprint still reads: its fingerprint is rebuilt from what it recorded, and
+ *   the rest is "not recorded".
  */
 import { appendFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
-import { buildReward, type ParamValue } from "../train/grpo.js";
+import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { fsyncDirectory, writeFileAtomic } from "../workspace.js";
-import { PRIMARY_GRADER, checkSettings, evaluateRequest, modelIdentity, runEvaluate, type EvalSettings, type ModelRef } from "./evaluate.js";
+import { checkSettings, evaluateRequest, runEvaluate, type EvalSettings, type ModelRef } from "./evaluate.js";
+import { buildFingerprint, compareFingerprints, fingerprintGates, primaryGraderRef, type Fingerprint, type FingerprintRow, type GraderRef } from "./fingerprint.js";
 import { regrade, summarizeVariant, type Accuracy } from "./grading.js";
 import { taskSetRef, type TaskSet, type TaskSetRef } from "./task-set.js";
 
-export const BASELINE_FILE = "baseline.json";
+export { primaryGraderRef, type GraderRef } from "./fingerprint.js";
 
-/** The primary grader with every param filled in (what "same grader" means). */
-export interface GraderRef {
-  name: string;
-  params: Record<string, ParamValue>;
-}
+export const BASELINE_FILE = "baseline.json";
 
 export interface Baseline {
   schema: "agent-baseline/v1";
@@ -54,6 +53,8 @@ export interface Baseline {
   meanScores: Record<string, number | null>;
   /** the full settings used, for the record */
   settings: EvalSettings;
+  /** everything that can change a score (absent in a baseline.json older than it) */
+  fingerprint?: Fingerprint;
   /** set when this baseline replaced another with --force (absent for a first baseline) */
   replaced?: BaselineReplacement;
 }
@@ -91,13 +92,6 @@ export function baselinePath(evalsDir: string): string {
   return join(evalsDir, BASELINE_FILE);
 }
 
-export function primaryGraderRef(settings: EvalSettings): GraderRef {
-  const spec = settings.graders.find((g) => g.name === PRIMARY_GRADER);
-  if (!spec) throw new Error(`eval settings: graders must include ${PRIMARY_GRADER}`);
-  const built = buildReward(spec);
-  return { name: built.name, params: built.params };
-}
-
 /** Read baseline.json; null when absent. Throws on a file that is not a baseline. */
 export function readBaseline(evalsDir: string): Baseline | null {
   const path = baselinePath(evalsDir);
@@ -133,14 +127,17 @@ export function writeBaseline(evalsDir: string, baseline: Baseline, force: boole
   return path;
 }
 
-/** Build the baseline record from the base variant of an evaluation. */
+/** Build the baseline record from the base variant of an evaluation; `runtime` is what the
+ *  sidecar resolved (EvaluateResult.fingerprint). */
 export function buildBaseline(
   settings: EvalSettings,
   taskSet: TaskSet,
   model: ModelRef,
   base: ReturnType<typeof summarizeVariant>,
   date = new Date(),
+  runtime: EvalFingerprint | null = null,
 ): Baseline {
+  const ref = taskSetRef(taskSet);
   return {
     schema: "agent-baseline/v1",
     date: date.toISOString(),
@@ -155,7 +152,42 @@ export function buildBaseline(
     accuracy: base.accuracy,
     meanScores: base.meanScores,
     settings,
+    fingerprint: buildFingerprint({ settings, taskSet: ref, taskIds: Object.keys(base.perTask), model, runtime }),
   };
+}
+
+/** baseline.json's fingerprint; for an older file, rebuilt from what it recorded (the sidecar's
+ *  run-time half is then "not recorded"). */
+export function baselineFingerprint(b: Baseline): Fingerprint {
+  if (b.fingerprint) return b.fingerprint;
+  const settings = { ...b.settings, samplesPerTask: b.samplesPerTask, temperature: b.temperature, maxNewTokens: b.maxNewTokens, seed: b.seed };
+  return buildFingerprint({ settings, taskSet: b.taskSet, taskIds: Object.keys(b.perTask), model: b.model, grader: b.grader });
+}
+
+/** An eval log as far as its fingerprint goes (structurally verdict/eval-log.ts's EvalLog). */
+export interface FingerprintedEval {
+  model: ModelRef;
+  taskSet: TaskSetRef;
+  settings: EvalSettings;
+  fingerprint?: Fingerprint;
+  variants: ReadonlyArray<{ name: string; perTask: Record<string, unknown> }>;
+}
+
+/** The task ids an eval scored the adapter on (the first variant that is not the base). */
+export function evalTaskIds(ev: FingerprintedEval): string[] {
+  return Object.keys(ev.variants.find((v) => v.name !== "base")?.perTask ?? ev.variants[0]?.perTask ?? {});
+}
+
+/** An eval's fingerprint; for an eval.json older than it, rebuilt from what it recorded. */
+export function evalFingerprint(ev: FingerprintedEval): Fingerprint {
+  return ev.fingerprint ?? buildFingerprint({ settings: ev.settings, taskSet: ev.taskSet, taskIds: evalTaskIds(ev), model: ev.model });
+}
+
+/** baseline.json's fingerprint against an eval's, field by field (fingerprint.ts). */
+export function compareWithBaseline(b: Baseline, ev: EvalIdentity): FingerprintRow[] {
+  const ids = [...ev.taskIds];
+  const evalFp = ev.fingerprint ?? buildFingerprint({ settings: ev.settings, taskSet: ev.taskSet, taskIds: ids, model: ev.model });
+  return compareFingerprints(baselineFingerprint(b), evalFp, { baseline: Object.keys(b.perTask), eval: ids });
 }
 
 /** The run ids under evalsDir/runs whose eval.json was judged on `baseline` (it matches). */
@@ -167,9 +199,8 @@ export function runsJudgedOn(evalsDir: string, baseline: Baseline): string[] {
     const p = join(runs, id, "eval.json");
     if (!existsSync(p)) continue;
     try {
-      const ev = JSON.parse(readFileSync(p, "utf8")) as { model: ModelRef; taskSet: TaskSetRef; settings: EvalSettings; variants: Array<{ name: string; perTask: Record<string, unknown> }> };
-      const adapter = ev.variants.find((v) => v.name !== "base");
-      const m = matchBaseline(baseline, { model: ev.model, taskSet: ev.taskSet, settings: ev.settings, taskIds: Object.keys(adapter?.perTask ?? {}) });
+      const ev = JSON.parse(readFileSync(p, "utf8")) as FingerprintedEval;
+      const m = matchBaseline(baseline, { model: ev.model, taskSet: ev.taskSet, settings: ev.settings, taskIds: evalTaskIds(ev), fingerprint: evalFingerprint(ev) });
       if (m.status === "match") out.push(id);
     } catch {
       // an unreadable eval.json judges nothing
@@ -224,6 +255,8 @@ export async function setBaseline(
     opts.taskSet,
     { requested: opts.settings.baseModel, resolved: result.baseModel },
     summarizeVariant(base, opts.settings.graders),
+    new Date(),
+    result.fingerprint ?? null,
   );
   const previous = force ? readBaseline(opts.evalsDir) : null;
   if (previous) {
@@ -247,31 +280,14 @@ export interface EvalIdentity {
   settings: EvalSettings;
   /** the task ids the adapter was scored on */
   taskIds: Iterable<string>;
+  /** the eval's fingerprint (rebuilt from the fields above when absent) */
+  fingerprint?: Fingerprint;
 }
 
-function stableJson(x: Record<string, unknown>): string {
-  return JSON.stringify(Object.keys(x).sort().map((k) => [k, x[k]]));
-}
-
+/** Whether baseline.json's fingerprint agrees with the eval's in every field that gates
+ *  (fingerprint.ts); each gating difference is one reason, named by its field. */
 export function matchBaseline(baseline: Baseline | null, ev: EvalIdentity): BaselineMatch {
   if (!baseline) return { status: "missing" };
-  const reasons: string[] = [];
-  const diff = (what: string, a: unknown, b: unknown) => {
-    if (a !== b) reasons.push(`${what}: baseline ${JSON.stringify(a)}, eval ${JSON.stringify(b)}`);
-  };
-  diff("model", baseline.model.requested || "(embedded default)", ev.model.requested || "(embedded default)");
-  diff("resolved model", modelIdentity(baseline.model.resolved), modelIdentity(ev.model.resolved));
-  diff("task-set sha256", baseline.taskSet.sha256, ev.taskSet.sha256);
-  diff("split", baseline.taskSet.split, ev.taskSet.split);
-  const grader = primaryGraderRef(ev.settings);
-  diff("grader", `${baseline.grader.name} ${stableJson(baseline.grader.params)}`, `${grader.name} ${stableJson(grader.params)}`);
-  diff("samples per task", baseline.samplesPerTask, ev.settings.samplesPerTask);
-  diff("temperature", baseline.temperature, ev.settings.temperature);
-  diff("max_new_tokens", baseline.maxNewTokens, ev.settings.maxNewTokens);
-  diff("seed", baseline.seed, ev.settings.seed);
-  const missing = [...ev.taskIds].filter((id) => !Object.prototype.hasOwnProperty.call(baseline.perTask, id));
-  if (missing.length > 0) {
-    reasons.push(`${missing.length} evaluated task(s) are not in the baseline (it has ${Object.keys(baseline.perTask).length}), e.g. ${missing[0]}`);
-  }
+  const reasons = fingerprintGates(compareWithBaseline(baseline, ev));
   return reasons.length ? { status: "mismatch", reasons } : { status: "match" };
 }

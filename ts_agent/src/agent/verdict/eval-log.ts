@@ -14,6 +14,12 @@
  * The milestone (verdict.ts) re-judges a log against the current baseline.json from its per-task
  * scores and templates, so a log can be judged again later without re-running the eval.
  *
+ * It also records its `fingerprint` (eval/fingerprint.ts: everything that can change a score,
+ * compared with baseline.json's) and the `adapter` it evaluated (run id, the sha256 of its
+ * adapter_model.safetensors as the sidecar loaded it, the run's step), so the report can refuse
+ * to pair it with a run whose adapter has changed since. Logs written before either existed
+ * still read; the report says which check could not be made.
+ *
  * Schema "agent-eval/v2". An "agent-eval/v1" file (older agents) still reads: it has no `tasks`
  * (so no template-clustered row against baseline.json) and its `result` holds the test split
  * only; the report says so.
@@ -27,6 +33,7 @@ import { EvaluateResultSchema, type EvaluateProgress, type EvaluateResult } from
 import type { SidecarClient } from "../../sidecar/client.js";
 import { humanAgreement, type Agreement } from "../eval/agreement.js";
 import { ADAPTER_VARIANT, evaluateRunSplits, type EvalSettings, type ModelRef } from "../eval/evaluate.js";
+import { buildFingerprint, type Fingerprint } from "../eval/fingerprint.js";
 import { regrade, scoresOf, summarizeVariant, type VariantSummary } from "../eval/grading.js";
 import { heldOutTemplateSetFor, taskSetRef, type TaskSet, type TaskSetRef } from "../eval/task-set.js";
 import type { Split } from "../eval/typologies.js";
@@ -48,6 +55,16 @@ export interface LoggedTask {
   answers?: string[];
 }
 
+/** The adapter an eval scored, as the sidecar loaded it (EvaluateResult.adapters). */
+export interface EvaluatedAdapter {
+  /** "" for an adapter given by path */
+  runId: string;
+  /** sha256 of adapter_model.safetensors as loaded ("" when unknown) */
+  sha256: string;
+  /** the run's steps_completed when its adapter was saved; null when unknown */
+  step: number | null;
+}
+
 export interface EvalLog {
   /** "agent-eval/v1" for a file an older agent wrote (see the module docs) */
   schema: typeof EVAL_LOG_SCHEMA | "agent-eval/v1";
@@ -58,6 +75,10 @@ export interface EvalLog {
   model: ModelRef;
   taskSet: TaskSetRef;
   settings: EvalSettings;
+  /** everything that can change a score (absent in logs written before it was kept) */
+  fingerprint?: Fingerprint;
+  /** the adapter evaluated (absent in logs written before it was kept, or without an adapter) */
+  adapter?: EvaluatedAdapter;
   // -- samples
   /** task id -> split, typology, template, for every task of both splits (absent in v1) */
   tasks?: Record<string, LoggedTask>;
@@ -125,13 +146,17 @@ export function buildEvalLog(
   const held = heldOut ? splitResult(settings, heldOut.taskSet, heldOut.result) : null;
   const tasks: Record<string, LoggedTask> = {};
   for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, typology: r.typology, template: r.template, answers: [...r.answers] };
+  const model = { requested: settings.baseModel, resolved: result.baseModel };
+  const adapter = result.adapters.find((a) => a.name === ADAPTER_VARIANT);
   return {
     schema: EVAL_LOG_SCHEMA,
     runId,
     date: date.toISOString(),
-    model: { requested: settings.baseModel, resolved: result.baseModel },
+    model,
     taskSet: main.taskSet,
     settings,
+    fingerprint: buildFingerprint({ settings, taskSet: main.taskSet, taskIds: taskSet.rows.map((r) => r.id), model, runtime: result.fingerprint ?? null }),
+    ...(adapter ? { adapter: { runId: adapter.runId, sha256: adapter.sha256, step: adapter.step > 0n ? Number(adapter.step) : null } } : {}),
     tasks,
     result: toJson(EvaluateResultSchema, mergedResult(result, heldOut?.result ?? null)),
     regradedScores: main.regradedScores + (held?.regradedScores ?? 0),

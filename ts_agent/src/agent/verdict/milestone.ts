@@ -27,6 +27,7 @@
  *              CI lower >= +5 pp                                        -> CONFIRMED
  *              delta >= +5 pp and the test rejects 0 (CI lower > 0)      -> PASS
  *              otherwise                                                -> INCONCLUSIVE
+ *   overall    eval.json scored another adapter than the run's          -> INCONCLUSIVE, "rerun `agent eval <run_id>`"
  *   overall    baseline missing or mismatching                          -> INCONCLUSIVE, "GATED on baseline.json"
  *              any criterion FAIL                                       -> FAIL
  *              both CONFIRMED                                           -> CONFIRMED
@@ -119,6 +120,9 @@ export interface MilestoneInput {
   rewardNotApplicable?: string;
   downstream: DownstreamEvidence | null;
   baseline: BaselineMatch;
+  /** set when eval.json scored another adapter than the run's current one (verdict.ts
+   *  adapterCheck): the downstream criterion and the verdict are INCONCLUSIVE with this reason */
+  adapterChanged?: string;
 }
 
 export interface MilestoneVerdict {
@@ -238,7 +242,9 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
   const reward: CriterionResult = input.rewardNotApplicable
     ? { verdict: "INCONCLUSIVE", reason: `not applicable: ${input.rewardNotApplicable}` }
     : judgeReward(input.reward);
-  const downstream = judgeDownstream(input.downstream);
+  const downstream: CriterionResult = input.adapterChanged
+    ? { verdict: "INCONCLUSIVE", reason: input.adapterChanged }
+    : judgeDownstream(input.downstream);
   const parts = (pred: (c: CriterionResult) => boolean) =>
     [
       ["reward", reward],
@@ -247,6 +253,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
       .filter(([, c]) => pred(c as CriterionResult))
       .map(([name, c]) => `${name}: ${(c as CriterionResult).reason}`)
       .join("; ");
+  if (input.adapterChanged) return { verdict: "INCONCLUSIVE", gated: false, reason: `downstream: ${input.adapterChanged}`, reward, downstream };
   if (input.baseline.status !== "match") {
     const why =
       input.baseline.status === "missing"

@@ -5,14 +5,20 @@
  * its decision interval (judgeDownstream), so all three show the same numbers.
  *
  * - Reward half: reward.ts, from the per-prompt scores (equal to the sidecar's by `make parity`).
- * - Downstream half: the adapter's per-task scores paired with baseline.json's when it matches
- *   the eval (model, task set, grader, decoding, seed, tasks), else with the eval's own base
- *   variant, and then the verdict is GATED on baseline.json. compare.ts computes the comparison
- *   (decision interval and governing test, required n, MDE, template-clustered SE).
+ * - Downstream half: the adapter's per-task scores paired with the eval's OWN base variant, always
+ *   (same load, same runtime). baseline.json is the guard against a moved baseline: the verdict is
+ *   GATED when its fingerprint differs from the eval's in a field that gates (eval/fingerprint.ts,
+ *   each named), or when its per-task scores disagree with the eval's own base variant more than
+ *   the decoding allows (0 tasks for greedy; for sampling, the paired test must not reject 0).
+ *   compare.ts computes the comparison (decision interval and governing test, required n, MDE,
+ *   template-clustered SE).
+ * - The eval must describe the run's adapter as it is now: an eval.json whose adapter sha256 or
+ *   step differs from run.json's is refused (INCONCLUSIVE, "rerun `agent eval <run_id>`").
  * - The rules: milestone.ts. docs/verdict.md explains them for a reader.
  */
 import type { Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { matchBaseline, type Baseline, type BaselineMatch } from "../eval/baseline.js";
+import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } from "../eval/baseline.js";
+import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
 import { ADAPTER_VARIANT } from "../eval/evaluate.js";
 import { scoresOf } from "../eval/grading.js";
 import { operatingCharacteristic, requiredNForDelta } from "../eval/stats.js";
@@ -33,55 +39,129 @@ import { rewardEvidence } from "./reward.js";
 // ---------------------------------------------------------------------------------------------
 // The downstream half
 
-/** The comparison the milestone judges: which base scores, and how they compare. */
+/** baseline.json's per-task scores against the eval's own base variant, on the tasks both hold. */
+export interface BaseConsistency {
+  /** tasks both hold */
+  compared: number;
+  /** task ids whose per-task score differs, in id order */
+  disagreeing: string[];
+  /** what the decoding allows, in words */
+  allowed: string;
+  /** the disagreement exceeds what the decoding allows: the verdict is GATED */
+  gates: boolean;
+  /** one sentence naming the count and the first few ids */
+  text: string;
+}
+
+/** How many disagreeing task ids a sentence names before "+N more". */
+const IDS_SHOWN = 5;
+
+/** Greedy decoding is deterministic, so the same model and prompts give the same scores: no
+ *  task may disagree. With sampling, a task may, but the two must not differ as a whole: the
+ *  governing paired test of baseline.json vs the eval's base must not reject 0. */
+export function baseConsistency(baselinePerTask: Record<string, number | null>, evalBasePerTask: Record<string, number | null>, greedy: boolean): BaseConsistency {
+  const ids = Object.keys(evalBasePerTask).filter((id) => Object.prototype.hasOwnProperty.call(baselinePerTask, id)).sort();
+  const disagreeing = ids.filter((id) => baselinePerTask[id] !== evalBasePerTask[id]);
+  let gates: boolean;
+  let allowed: string;
+  if (greedy) {
+    allowed = "0 with greedy decoding";
+    gates = disagreeing.length > 0;
+  } else {
+    const pick = (m: Record<string, number | null>) => Object.fromEntries(ids.map((id) => [id, m[id]]));
+    const c = compareScores(scoresOf(pick(baselinePerTask)), scoresOf(pick(evalBasePerTask)), { base: "baseline.json", candidate: "base (this eval)" });
+    const d = c.decision;
+    allowed = `no systematic difference with sampling (${d ? `${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}` : "no test"})`;
+    gates = disagreeing.length > 0 && !!d && d.rejects;
+  }
+  const shown = disagreeing.slice(0, IDS_SHOWN).join(", ") + (disagreeing.length > IDS_SHOWN ? `, ... (+${disagreeing.length - IDS_SHOWN} more)` : "");
+  const text =
+    `baseline.json and this eval's own base variant disagree on ${disagreeing.length} of ${ids.length} task(s) (allowed: ${allowed})` +
+    (disagreeing.length ? `: ${shown}` : "");
+  return { compared: ids.length, disagreeing, allowed, gates, text };
+}
+
+/** The comparison the milestone judges (adapter vs the eval's own base) and baseline.json's guard. */
 export interface JudgedComparison {
   baselineMatch: BaselineMatch;
-  /** adapter vs the base scores the milestone uses; null without an eval with both variants */
+  /** adapter vs the eval's own base variant; null without an eval with both variants */
   comparison: Comparison | null;
   /** where those base scores came from */
   baseSource: string;
   /** tasks where baseline.json and the eval's own base variant disagree (when both exist) */
   baseDisagreements: number | null;
+  /** the same, with the ids and whether it gates (when both exist) */
+  consistency: BaseConsistency | null;
+  /** baseline.json's fingerprint against the eval's, field by field (with both) */
+  fingerprint: FingerprintRow[] | null;
 }
 
-/** Pair the eval's adapter with baseline.json's base scores when the baseline matches the eval,
- *  else with the eval's own base variant. `runBaseModel` judges the baseline when there is no eval. */
+/** The eval's own base variant vs its adapter; baseline.json judged as the guard (its fingerprint
+ *  field by field, and its per-task scores against the eval's base). `runBaseModel` judges the
+ *  baseline when there is no eval. */
 export function judgeDownstream(log: EvalLog | null, baseline: Baseline | null, runBaseModel = ""): JudgedComparison {
   const adapter = log?.variants.find((v) => v.name === ADAPTER_VARIANT) ?? null;
   const evalBase = log?.variants.find((v) => v.name === "base") ?? null;
-  let baselineMatch: BaselineMatch;
-  if (log && adapter) {
-    baselineMatch = matchBaseline(baseline, { model: log.model, taskSet: log.taskSet, settings: log.settings, taskIds: Object.keys(adapter.perTask) });
-  } else if (!baseline) {
-    baselineMatch = { status: "missing" };
-  } else {
-    baselineMatch =
+  const out: JudgedComparison = { baselineMatch: { status: "missing" }, comparison: null, baseSource: "", baseDisagreements: null, consistency: null, fingerprint: null };
+  if (log && adapter && baseline) {
+    out.fingerprint = compareWithBaseline(baseline, { model: log.model, taskSet: log.taskSet, settings: log.settings, taskIds: evalTaskIds(log), fingerprint: log.fingerprint });
+    const reasons = fingerprintGates(out.fingerprint);
+    if (evalBase) {
+      out.consistency = baseConsistency(baseline.perTask, evalBase.perTask, log.settings.temperature === 0);
+      out.baseDisagreements = out.consistency.disagreeing.length;
+      if (out.consistency.gates) reasons.push(out.consistency.text);
+    }
+    out.baselineMatch = reasons.length ? { status: "mismatch", reasons } : { status: "match" };
+  } else if (baseline) {
+    out.baselineMatch =
       baseline.model.requested === runBaseModel
         ? { status: "match" }
-        : { status: "mismatch", reasons: [`model: baseline ${JSON.stringify(baseline.model.requested)}, run ${JSON.stringify(runBaseModel)}`] };
+        : { status: "mismatch", reasons: [`model.requested: ${JSON.stringify(baseline.model.requested)} vs ${JSON.stringify(runBaseModel)}`] };
   }
-  const out: JudgedComparison = { baselineMatch, comparison: null, baseSource: "", baseDisagreements: null };
-  if (!log || !adapter) return out;
-  const cand = scoresOf(adapter.perTask);
+  if (!log || !adapter || !evalBase) return out;
   const templates = log.tasks ? new Map(Object.entries(log.tasks).map(([id, t]) => [id, t.template])) : undefined;
-  const base =
-    baselineMatch.status === "match" && baseline
-      ? { perTask: baseline.perTask, label: "baseline.json", source: "baseline.json" }
-      : evalBase
-        ? { perTask: evalBase.perTask, label: "base (this eval)", source: "the eval's own base variant (baseline.json not usable)" }
-        : null;
-  if (base) {
-    out.baseSource = base.source;
-    out.comparison = compareScores(scoresOf(base.perTask), cand, { base: base.label, candidate: ADAPTER_VARIANT }, templates);
-  }
-  if (baseline && evalBase) {
-    let n = 0;
-    for (const [id, x] of Object.entries(evalBase.perTask)) {
-      if (Object.prototype.hasOwnProperty.call(baseline.perTask, id) && baseline.perTask[id] !== x) n++;
-    }
-    out.baseDisagreements = n;
-  }
+  out.baseSource = "the eval's own base variant";
+  out.comparison = compareScores(scoresOf(evalBase.perTask), scoresOf(adapter.perTask), { base: "base (this eval)", candidate: ADAPTER_VARIANT }, templates);
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter the eval scored
+
+/** The run's adapter file, as run.json lists it. */
+export const ADAPTER_WEIGHTS = "adapter/adapter_model.safetensors";
+
+/** Whether eval.json scored the run's adapter as it is now (run.json). */
+export interface AdapterCheck {
+  status: "same" | "changed" | "not recorded";
+  /** one sentence: what was compared, or why it could not be */
+  text: string;
+}
+
+function short(sha: string): string {
+  return sha ? `sha256 ${sha.slice(0, 12)}…` : "sha256 unknown";
+}
+
+/** eval.json's adapter (sha256, step) against run.json's result; null without both files. */
+export function adapterCheck(run: Run | null, log: EvalLog | null): AdapterCheck | null {
+  if (!run || !log || !log.variants.some((v) => v.name === ADAPTER_VARIANT)) return null;
+  const runSha = run.result?.artifacts.find((a) => a.path === ADAPTER_WEIGHTS)?.sha256 ?? "";
+  const runStep = run.result && run.result.stepsCompleted > 0n ? Number(run.result.stepsCompleted) : null;
+  const ev = log.adapter;
+  if (!ev || (!ev.sha256 && ev.step === null)) {
+    return { status: "not recorded", text: "eval.json does not record which adapter it scored (an older eval): whether the run's adapter changed since cannot be checked" };
+  }
+  const shaDiffers = !!ev.sha256 && !!runSha && ev.sha256 !== runSha;
+  const stepDiffers = ev.step !== null && runStep !== null && ev.step !== runStep;
+  const evalSide = `step ${ev.step ?? "?"}, ${short(ev.sha256)}`;
+  const runSide = `step ${runStep ?? "?"}, ${short(runSha)}`;
+  if (shaDiffers || stepDiffers) {
+    return {
+      status: "changed",
+      text: `eval.json scored the adapter at ${evalSide}, but run ${run.runId}'s adapter is now at ${runSide}: the eval does not describe this adapter; rerun \`agent eval ${run.runId}\``,
+    };
+  }
+  return { status: "same", text: `eval.json scored this run's adapter (${evalSide})` };
 }
 
 /** "+22.3 pp to +32.9 pp": the decision interval as every printout shows it. */
@@ -176,6 +256,8 @@ export interface VerdictInput {
 }
 
 export interface RunVerdict extends JudgedComparison {
+  /** eval.json's adapter against run.json's; null without both */
+  adapter: AdapterCheck | null;
   /** the reward criterion's evidence; null for a ranked-preference run or without a held-out result */
   reward: RewardEvidence | null;
   /** the downstream criterion's evidence, from `comparison` */
@@ -191,11 +273,13 @@ export function judgeRun(input: VerdictInput): RunVerdict {
   const judged = judgeDownstream(input.evalLog, input.baseline, input.run?.request?.baseModel ?? "");
   const reward = input.preference ? null : rewardEvidence(input.run);
   const downstream = downstreamEvidence(judged.comparison, judged.baseSource);
+  const adapter = adapterCheck(input.run, input.evalLog);
   const milestone = judgeMilestone({
     reward,
     rewardNotApplicable: input.preference ? PREFERENCE_REWARD_NOT_APPLICABLE : undefined,
     downstream,
     baseline: judged.baselineMatch,
+    adapterChanged: adapter?.status === "changed" ? adapter.text : undefined,
   });
-  return { ...judged, reward, downstream, signal: downstreamSignal(judged.comparison, reward), milestone, label: verdictLabel(milestone) };
+  return { ...judged, adapter, reward, downstream, signal: downstreamSignal(judged.comparison, reward), milestone, label: verdictLabel(milestone) };
 }
