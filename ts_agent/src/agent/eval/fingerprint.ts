@@ -82,8 +82,10 @@ function sha256Hex(text: string): string {
   return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
+/** "exact_match (case_sensitive=false, tag=answer)": params in key order. */
 function graderText(g: GraderRef): string {
-  return `${g.name} ${JSON.stringify(Object.keys(g.params).sort().map((k) => [k, g.params[k]]))}`;
+  const params = Object.keys(g.params).sort().map((k) => `${k}=${JSON.stringify(g.params[k])}`);
+  return params.length ? `${g.name} (${params.join(", ")})` : g.name;
 }
 
 /** The fingerprint of an evaluation: what the agent asked for, and what the sidecar resolved
@@ -155,7 +157,8 @@ export function compareFingerprints(b: Fingerprint, e: Fingerprint, ids?: { base
         : x === y
           ? "same"
           : "differs";
-    rows.push({ field, baseline: show(x), eval: show(y), effect, status, note: opts.ignored ?? opts.note });
+    const shown = (v: unknown) => (opts.ignored && (v === null || v === undefined) ? "-" : show(v));
+    rows.push({ field, baseline: shown(x), eval: shown(y), effect, status, note: opts.ignored ?? opts.note });
   };
   add("task_set.sha256", b.taskSet.sha256, e.taskSet.sha256, "gates");
   add("task_set.split", b.taskSet.split, e.taskSet.split, "gates");

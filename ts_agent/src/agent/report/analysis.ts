@@ -64,7 +64,8 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
         "confirm a winner on the held-out-template split or fresh tasks.",
     );
   }
-  if (baseDisagreements) pending.push(`baseline.json and this eval's base variant disagree on ${baseDisagreements} task(s): check that decoding is deterministic.`);
+  if (baseDisagreements && !v.consistency?.gates) pending.push(`${v.consistency!.text}: within what the decoding allows, but worth a look.`);
+  if (v.adapter && v.adapter.status !== "same") pending.push(`${v.adapter.text}.`);
   if (comparison && comparison.requiredN !== null && comparison.requiredN > comparison.n && milestone.downstream.verdict === "INCONCLUSIVE") {
     pending.push(`more test tasks: the observed delta needs n=${comparison.requiredN} pairs for 80% power (have ${comparison.n}).`);
   }

@@ -12,6 +12,7 @@ import { olderLogNote, type EvalLog } from "../../verdict/eval-log.js";
 import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
 import { decisionInterval } from "../../verdict/verdict.js";
 import type { ReportSection } from "../analysis.js";
+import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
 import { f3, pct1, table } from "../markdown.js";
 
 function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalLog["variants"]): string[] {
@@ -83,6 +84,37 @@ function splitsSection(ev: EvalLog): string[] {
   return out;
 }
 
+/** baseline.json's fingerprint against this eval's, field by field, with the per-task check and
+ *  the adapter the eval scored (verdict.ts computes all three; docs/verdict.md has the rule). */
+function fingerprintSection(a: Parameters<ReportSection>[1]): string[] {
+  const out: string[] = ["### baseline.json vs this eval: the fingerprint", ""];
+  if (a.adapter) out.push(`Adapter: ${a.adapter.text}.`, "");
+  if (!a.fingerprint) {
+    out.push("_No baseline.json to compare with._", "");
+    return out;
+  }
+  out.push(
+    "The delta above is taken against this eval's own base variant; baseline.json guards it. A difference in a field marked _gates_ " +
+      "(task set, grader, model, prompt, decoding, device, dtype) makes the verdict GATED; one marked _warns_ (batch size, library versions) is only shown.",
+  );
+  out.push("");
+  out.push(
+    table(
+      ["field", "baseline.json", "this eval", "a difference", "status"],
+      a.fingerprint.map((r) => [r.field, r.baseline, r.eval, r.effect, r.status === "differs" ? `**differs**${r.note ? ` (${r.note})` : ""}` : r.note && r.status !== "same" ? `${r.status}: ${r.note}` : r.status]),
+    ),
+  );
+  out.push("");
+  const unchecked = fingerprintUnchecked(a.fingerprint);
+  if (unchecked.length) {
+    out.push(`Fingerprint incomplete: ${unchecked.join(", ")} not recorded on one side (a file written before the fingerprint existed), so these checks could not be made; they do not gate.`, "");
+  }
+  const warnings = fingerprintWarnings(a.fingerprint);
+  if (warnings.length) out.push(`Warning: ${warnings.join("; ")} (shown, does not gate).`, "");
+  if (a.consistency) out.push(`Per-task check: ${a.consistency.text}${a.consistency.gates ? " — **the verdict is GATED on it**" : ""}.`, "");
+  return out;
+}
+
 function agreementRows(list: Array<Agreement | null>): string[][] {
   return list
     .filter((a): a is Agreement => a !== null)
@@ -129,11 +161,8 @@ export const downstream: ReportSection = (input, a) => {
   const c = a.comparison;
   if (c?.paired && c.bootstrap) out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null));
   else out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
-  if (a.baseDisagreements !== null) {
-    out.push("");
-    out.push(`Consistency: baseline.json and this eval's base variant differ on ${a.baseDisagreements} task(s).`);
-  }
   out.push("");
+  out.push(...fingerprintSection(a));
   out.push(...splitsSection(ev));
   out.push("### Grader agreement (Cohen's kappa)");
   out.push("");
