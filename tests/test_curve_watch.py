@@ -1,11 +1,12 @@
-"""The live curve warnings (train_grpo.CurveWatch): zero reward variance judged up to float noise."""
+"""The live curve warnings (train_grpo.CurveWatch): zero reward variance up to float noise; KL spikes
+against the recent local level."""
 
 from __future__ import annotations
 
 import pytest
 
-from py_trainer.curve_thresholds import ZERO_STD_WARN_STEPS
-from py_trainer.train_grpo import CurveWatch, effective_zero_std
+from py_trainer.curve_thresholds import KL_SPIKE_WINDOW, ZERO_STD_WARN_STEPS
+from py_trainer.train_grpo import CurveWatch, effective_zero_std, is_kl_spike, kl_local_level
 
 
 def _codes(steps: list[dict]) -> list[str]:
@@ -46,3 +47,16 @@ def test_warning_needs_consecutive_steps():
     zero = {"reward": 0.2, "reward_std": 0.0, "frac_reward_zero_std": 0.0}
     live = {"reward": 0.2, "reward_std": 0.3, "frac_reward_zero_std": 0.0}
     assert "zero_std_plateau" not in _codes(([zero] * (ZERO_STD_WARN_STEPS - 1) + [live]) * 3)
+
+
+def test_kl_spike_is_judged_against_the_recent_local_level():
+    # a smooth KL ramp 0 -> 0.1 over 60 steps: against the cumulative median the late steps were
+    # "spikes"; against the median of the last KL_SPIKE_WINDOW steps none is, a jump still is
+    ramp = [{"kl": 0.1 * i / 59} for i in range(60)]
+    assert "kl_spike" not in _codes(ramp)
+    assert not any(is_kl_spike(m["kl"], [x["kl"] for x in ramp[:i]]) for i, m in enumerate(ramp))
+    jump = [dict(m) for m in ramp]
+    jump[40]["kl"] = 0.5
+    assert _codes(jump) == ["kl_spike"]
+    assert kl_local_level([0.1, 0.2], KL_SPIKE_WINDOW) is None
+    assert kl_local_level([9, 9, 9, 0.1, 0.2, 0.3, 0.4], 4) == 0.3

@@ -44,7 +44,7 @@ def test_every_function_has_vectors():
         "pairedComparison", "pairedBootstrapCI", "requiredNForDelta", "minimumDetectableEffect", "cohenKappa",
         "fleissKappa", "startVsEnd", "trend", "Rng", "nanMean", "nanSampleSd", "bootstrapMeanCI",
         "tangoScoreInterval", "operatingCharacteristic", "passAtK", "holmAdjust", "clusteredMeanSE", "hamedRaoTrend", "plannedPairedSd", "kendallW",
-        "relativeChangeCI", "kendallTauB",
+        "relativeChangeCI", "kendallTauB", "intervalOverRuns",
     }
     for path in FILES:
         data = json.loads(path.read_text())
@@ -115,7 +115,7 @@ def test_curve_thresholds_constants_equal_the_json():
     data = json.loads(ct.JSON_PATH.read_text(encoding="utf-8"))
     assert ct.CURVE_THRESHOLDS == data
     assert set(data) == {"clipped_ratio_warn", "zero_std_warn", "zero_std_warn_steps", "zero_std_rel_tol",
-                         "kl_spike_factor", "kl_spike_min", "kl_spike_every"}
+                         "kl_spike_factor", "kl_spike_min", "kl_spike_window", "kl_spike_every"}
     for key, value in data.items():
         assert getattr(ct, key.upper()) == value, key
     assert isinstance(ct.ZERO_STD_WARN_STEPS, int) and isinstance(ct.KL_SPIKE_EVERY, int)

@@ -326,16 +326,29 @@ def test_trend_matches_scipy(series):
         assert close(t.p, 2 * ss.norm.sf(abs(t.z)), rel=1e-12, abs_=1e-300)
 
 
-def test_start_vs_end_means_and_block_one_bootstrap_match_numpy_and_scipy():
+def test_start_vs_end_matches_numpy_statsmodels_and_scipy():
+    """The AR(1)-aware t interval, recomputed from its definition with statsmodels' acf (lag-1
+    autocorrelation of the first differences) and scipy's t quantile."""
+    from statsmodels.tsa.stattools import acf
+
     rng = np.random.default_rng(3)
-    series = list(np.concatenate([rng.normal(0.2, 0.05, 30), rng.normal(0.35, 0.05, 30)]))
-    r = stats.start_vs_end(series, window=20, block_length=1, resamples=4000, seed=5)
-    first, last = np.array(series[:20]), np.array(series[-20:])
-    assert close(r.start_mean, first.mean(), rel=1e-12) and close(r.end_mean, last.mean(), rel=1e-12)
-    assert close(r.relative_change, (last.mean() - first.mean()) / abs(first.mean()), rel=1e-12)
-    ref = ss.bootstrap((first, last), lambda x, y, axis=-1: y.mean(axis=axis) - x.mean(axis=axis),
-                       n_resamples=20000, method="percentile", random_state=np.random.default_rng(4)).confidence_interval
-    assert abs(r.change_ci.lower - ref.low) < 0.01 and abs(r.change_ci.upper - ref.high) < 0.01
+    for series, window in [(list(np.concatenate([rng.normal(0.2, 0.05, 30), rng.normal(0.35, 0.05, 30)])), 12),
+                           (list(0.3 + np.cumsum(rng.normal(0, 0.02, 40)) * 0.5 + rng.normal(0, 0.1, 40)), 8)]:
+        r = stats.start_vs_end(series, window=window)
+        x = np.array(series)
+        first, last = x[:window], x[-window:]
+        assert close(r.start_mean, first.mean(), rel=1e-12) and close(r.end_mean, last.mean(), rel=1e-12)
+        assert close(r.relative_change, (last.mean() - first.mean()) / abs(first.mean()), rel=1e-12)
+        d = np.diff(x)
+        phi = min(stats.START_VS_END_MAX_AUTOCORRELATION, max(0.0, 1 + 2 * acf(d, nlags=1, fft=False)[1] + 1 / np.sqrt(len(x))))
+        assert close(r.autocorrelation, phi, rel=1e-12)
+        gamma0 = d.var(ddof=1) / (2 * (1 - phi))
+        f = 1 + 2 * sum((1 - k / window) * phi**k for k in range(1, window))
+        se = np.sqrt(2 * gamma0 * f / window)
+        df = max(stats.START_VS_END_MIN_DF, int(np.floor(len(x) * (1 - phi) / (1 + phi))) - 2)
+        t = ss.t.ppf(0.975, df)
+        assert r.df == df and close(r.change_se, se, rel=1e-12)
+        assert close(r.change_ci.lower, r.change - t * se, rel=1e-10) and close(r.change_ci.upper, r.change + t * se, rel=1e-10)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "ZERO_STD_REL_TOL",
     "KL_SPIKE_FACTOR",
     "KL_SPIKE_MIN",
+    "KL_SPIKE_WINDOW",
     "KL_SPIKE_EVERY",
 ]
 
@@ -43,8 +44,10 @@ ZERO_STD_WARN_STEPS: int = _steps("zero_std_warn_steps")
 ZERO_STD_REL_TOL: float = float(CURVE_THRESHOLDS["zero_std_rel_tol"])
 """reward_std at or below this fraction of max(|reward|, 1): no variance up to float noise."""
 KL_SPIKE_FACTOR: float = float(CURVE_THRESHOLDS["kl_spike_factor"])
-"""A KL spike: KL above this multiple of the running median KL..."""
+"""A KL spike: KL above this multiple of the recent local level (median of the last KL_SPIKE_WINDOW steps)..."""
 KL_SPIKE_MIN: float = float(CURVE_THRESHOLDS["kl_spike_min"])
 """...and above this floor (nats/token)."""
+KL_SPIKE_WINDOW: int = _steps("kl_spike_window")
+"""The local level is the median KL of the previous this many steps (at least 3 of them)."""
 KL_SPIKE_EVERY: int = _steps("kl_spike_every")
 """At most one kl_spike warning per this many steps."""

@@ -1380,89 +1380,80 @@ def kendall_w(ratings: Sequence[Sequence[float]]) -> KendallW:
 
 @dataclass(frozen=True)
 class StartVsEnd:
-    """Result of start_vs_end: changes are end - start, relative changes (end - start) / |start|."""
+    """Result of start_vs_end: the change is end - start, the relative change (end - start) / |start|."""
 
     window: int
-    block_length: int
-    resamples: int
-    seed: int
     confidence: float
     start_mean: float
     end_mean: float
     change: float
     relative_change: float | None
+    autocorrelation: float
+    window_se: float
+    change_se: float
+    df: int
     change_ci: Interval
-    relative_change_ci: Interval | None
 
 
-def _block_resample_mean(xs: Sequence[float], block_length: int, rng: Rng) -> float:
-    w = len(xs)
-    starts = w - block_length + 1
-    total = 0.0
-    count = 0
-    while count < w:
-        s = rng.next_index(starts)
-        j = 0
-        while j < block_length and count < w:
-            total += xs[s + j]
-            count += 1
-            j += 1
-    return total / w
+START_VS_END_MAX_AUTOCORRELATION = 0.9
+"""The AR(1) coefficient start_vs_end assumes at most."""
+START_VS_END_MIN_DF = 3
+"""The fewest degrees of freedom start_vs_end's t uses."""
 
 
-def start_vs_end(
-    series: Sequence[float],
-    *,
-    window: int,
-    block_length: int | None = None,
-    resamples: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> StartVsEnd:
-    """First vs last ``window`` means of a series, with moving-block bootstrap percentile CIs for
-    the change and the relative change (method in stats.ts's startVsEnd)."""
-    _check_sample("series", series, 2)
+def start_vs_end(series: Sequence[float], *, window: int, confidence: float = 0.95) -> StartVsEnd:
+    """First vs last ``window`` means of a series, with a t interval for the change whose standard
+    error allows for AR(1) autocorrelation estimated from the first differences (method in
+    stats.ts's startVsEnd). Deterministic."""
+    _check_sample("series", series, 3)
     window = _check_integer("window", window, 1)
-    if 2 * window > len(series):
-        _fail("out_of_range", f"2 * window ({2 * window}) exceeds the series length ({len(series)})")
-    if block_length is None:
-        block_length = 1
-        while block_length * block_length * block_length < window:
-            block_length += 1
-    else:
-        block_length = _check_integer("blockLength", block_length, 1)
-        if block_length > window:
-            _fail("out_of_range", f"blockLength ({block_length}) exceeds window ({window})")
-    resamples = _check_integer("resamples", resamples, 1)
-    rng = Rng(seed)
+    n = len(series)
+    if 2 * window > n:
+        _fail("out_of_range", f"2 * window ({2 * window}) exceeds the series length ({n})")
     confidence = _check_probability("confidence", confidence)
     first = list(series[:window])
-    last = list(series[len(series) - window :])
+    last = list(series[n - window:])
     start_mean = _sum(first) / window
     end_mean = _sum(last) / window
     change = end_mean - start_mean
-    changes, relatives = [], []
-    relative_defined = True
-    for _ in range(resamples):
-        s = _block_resample_mean(first, block_length, rng)
-        e = _block_resample_mean(last, block_length, rng)
-        changes.append(e - s)
-        if s == 0:
-            relative_defined = False
-        else:
-            relatives.append((e - s) / abs(s))
+    d = [series[i + 1] - series[i] for i in range(n - 1)]
+    m = len(d)
+    dm = _sum(d) / m
+    v = 0.0
+    c = 0.0
+    for i in range(m):
+        dev = d[i] - dm
+        v += dev * dev
+        if i + 1 < m:
+            c += dev * (d[i + 1] - dm)
+    r1 = c / v if v > 0 else -0.5
+    phi = 1 + 2 * r1 + 1 / math.sqrt(n)
+    if phi < 0:
+        phi = 0.0
+    if phi > START_VS_END_MAX_AUTOCORRELATION:
+        phi = START_VS_END_MAX_AUTOCORRELATION
+    gamma0 = v / (m - 1) / (2 * (1 - phi))
+    f = 1.0
+    pk = 1.0
+    for k in range(1, window):
+        pk = pk * phi
+        f += 2 * (1 - k / window) * pk
+    window_se = math.sqrt((gamma0 * f) / window)
+    change_se = math.sqrt(2) * window_se
+    df = max(START_VS_END_MIN_DF, math.floor((n * (1 - phi)) / (1 + phi)) - 2)
+    t = _student_critical(confidence, df)
     return StartVsEnd(
         window=window,
-        block_length=block_length,
-        resamples=resamples,
-        seed=int(seed),
         confidence=confidence,
         start_mean=start_mean,
         end_mean=end_mean,
         change=change,
         relative_change=None if start_mean == 0 else change / abs(start_mean),
-        change_ci=_percentile_interval(changes, confidence),
-        relative_change_ci=_percentile_interval(relatives, confidence) if relative_defined else None,
+        autocorrelation=phi,
+        window_se=window_se,
+        change_se=change_se,
+        df=df,
+        change_ci=Interval(lower=change - t * change_se, upper=change + t * change_se),
     )
 
 

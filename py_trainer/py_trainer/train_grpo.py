@@ -20,7 +20,7 @@ from typing import Callable
 from py_trainer import stats
 from py_trainer.atomic import write_jsonl_atomic
 from py_trainer.config import GRPO, RUNTIME, trl_kwargs
-from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN,
+from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN, KL_SPIKE_WINDOW,
                                          ZERO_STD_REL_TOL, ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
 from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
 from py_trainer.data import split_rows
@@ -96,6 +96,22 @@ def effective_zero_std(m: dict[str, float]) -> float | None:
     return None if zs is None or not math.isfinite(zs) else zs
 
 
+def kl_local_level(previous: list[float], window: int) -> float | None:
+    """The local KL level a step is judged against: the median of the previous ``window`` steps'
+    KL (upper median for an even count); None with fewer than 3 (thresholds.ts klLocalLevel)."""
+    recent = previous[max(0, len(previous) - window):]
+    if len(recent) < 3:
+        return None
+    return sorted(recent)[len(recent) // 2]
+
+
+def is_kl_spike(kl: float, previous: list[float]) -> bool:
+    """KL over KL_SPIKE_FACTOR x the local level (floored at 1e-6) and over KL_SPIKE_MIN
+    (thresholds.ts isKlSpike): a smooth ramp is no spike, a jump is."""
+    level = kl_local_level(previous, KL_SPIKE_WINDOW)
+    return level is not None and kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(level, 0.000001)
+
+
 class CurveWatch:
     """Turns logged metrics into RunWarning events, each code at most once per run phase."""
 
@@ -127,14 +143,13 @@ class CurveWatch:
                        "is learned (raise num_generations, add partial credit, or use easier prompts)")
         kl = m.get("kl")
         if kl is not None and math.isfinite(kl):
-            if len(self.kls) >= 3:
-                med = sorted(self.kls)[len(self.kls) // 2]
-                if (kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(med, 1e-6)
-                        and step - self.last_spike_step >= KL_SPIKE_EVERY):
-                    self.fired.discard("kl_spike")  # spikes may repeat: report at most one per window
-                    self.last_spike_step = step
-                    self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(med, 1e-6):.1f}x the running median "
-                               f"{med:.4g}: the policy jumped (lower learning_rate or epsilon, raise beta)")
+            level = kl_local_level(self.kls, KL_SPIKE_WINDOW)
+            if is_kl_spike(kl, self.kls) and step - self.last_spike_step >= KL_SPIKE_EVERY:
+                self.fired.discard("kl_spike")  # spikes may repeat: report at most one per window
+                self.last_spike_step = step
+                self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(level, 0.000001):.1f}x the median "
+                           f"{level:.4g} of the last {KL_SPIKE_WINDOW} steps: the policy jumped (lower "
+                           "learning_rate or epsilon, raise beta)")
             self.kls.append(kl)
 
 

@@ -4,7 +4,7 @@ import { describe, test } from "node:test";
 import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMisses } from "../src/agent/report/attribution.js";
 import type { DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
-import { CURVE_THRESHOLDS } from "../src/agent/report/thresholds.js";
+import { CURVE_THRESHOLDS, isKlSpike, klLocalLevel } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
 import { answerDistribution, labelSetOf, type AnswerDistribution } from "../src/agent/eval/answers.js";
 import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
@@ -186,10 +186,68 @@ describe("the curve shape on simulated curves (per-step reward sd 0.08, as a bat
     assert.ok(byPeak <= 0.08, `flat curves called a collapse by the peak rule: ${byPeak}`);
   });
 
-  test("a real rise-and-fall of +0.2 over 30 steps is still a collapse", () => {
+  test("a real rise-and-fall of +0.2 over 30 steps is still a collapse (88% of 200; 95% before, with an interval that under-covered)", () => {
     const bump = simulate(6, 200, 60, (i) => 0.2 + 0.2 * Math.max(0, 1 - Math.abs(i - 30) / 15));
     const found = bump.filter((x) => x.shape === "collapses / oscillates").length / bump.length;
-    assert.ok(found >= 0.95, `bumps found: ${found}`);
+    assert.ok(found >= 0.8, `bumps found: ${found}`);
+  });
+});
+
+/** Trendless AR(1) curves at the demo's noise: reward 0.3 + x_t, x stationary with sd 0.125 (a
+ *  batch of 16 binary rewards), x_t = phi x_{t-1} + sqrt(1 - phi^2) 0.125 e_t. */
+function trendless(seed: number, runs: number, n: number, phi: number): number[][] {
+  const rand = mulberry32(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(rand() || 1e-12)) * Math.cos(2 * Math.PI * rand());
+  return Array.from({ length: runs }, () => {
+    let x = 0.125 * gauss();
+    return Array.from({ length: n }, () => {
+      const v = 0.3 + x;
+      x = phi * x + Math.sqrt(1 - phi * phi) * 0.125 * gauss();
+      return v;
+    });
+  });
+}
+
+describe("calibrated on trendless curves (seeded simulations; rates before this change in the names)", () => {
+  const asSteps = (r: number[]): StepMetrics[] => r.map((v, i) => ({ step: i + 1, metrics: { reward: v } }));
+  // every length the attribution accepts, from MIN_STEPS_FOR_SHAPE (the windows grow with n)
+  for (const [n, phi, before] of [[20, 0, 30], [20, 0.5, 50], [30, 0.5, 32], [40, 0, 16], [60, 0.5, 26], [120, 0.5, 20]] as const) {
+    test(`the start-vs-end 95% interval covers the true change 0 >= 93% of the time: n=${n}, AR(1) phi ${phi} (bootstrap missed ~${before}%)`, () => {
+      const curves = trendless(100 + n + 10 * phi, 300, n, phi);
+      const covered = curves.filter((r) => {
+        const c = curveFeatures(asSteps(r)).reward!.changeCi;
+        return c.lower <= 0 && c.upper >= 0;
+      }).length;
+      // measured 95-100%; 300 curves: a binomial sd of 1.3 points at 95%
+      assert.ok(covered / curves.length >= 0.93, `covered ${covered}/${curves.length}`);
+    });
+  }
+  for (const [n, phi, before] of [[40, 0, [37, 8]], [40, 0.5, [70, 16]], [40, 0.9, [61, 27]], [60, 0.9, [62, 30]]] as const) {
+    test(`"collapses / oscillates" and "rising" each fire on <= 7.5%: n=${n}, AR(1) phi ${phi} (were ~${before[0]}% and ~${before[1]}%)`, () => {
+      const shapes = trendless(200 + n + 10 * phi, 500, n, phi).map((r) => curveFeatures(asSteps(r)).reward!.shape);
+      const rate = (s: (x: string) => boolean) => shapes.filter(s).length / shapes.length;
+      const collapse = rate((x) => x === "collapses / oscillates");
+      const rising = rate((x) => x === "rising" || x === "early plateau");
+      // measured (2000 curves each) at most 4.7% and 3.3%: 2 binomial sds (1.9 points at 500) below 7.5%
+      assert.ok(collapse <= 0.075, `collapses / oscillates on ${(collapse * 100).toFixed(1)}%`);
+      assert.ok(rising <= 0.075, `rising / early plateau on ${(rising * 100).toFixed(1)}%`);
+    });
+  }
+});
+
+describe("KL spikes against the recent local level", () => {
+  test("a smooth KL ramp 0 -> 0.1 counts 0 spikes (22 against the whole-run median); a jump on it still counts", () => {
+    const ramp = steps({ reward: (i) => 0.2 + 0.005 * i, kl: (i) => 0.1 * (i / (N - 1)) });
+    assert.equal(curveFeatures(ramp).kl!.spikes, 0);
+    const jump = ramp.map((x, i) => (i === 40 ? { step: x.step, metrics: { ...x.metrics, kl: 0.5 } } : x));
+    assert.deepEqual(curveFeatures(jump).kl!.spikeSteps, [41]);
+  });
+  test("the local level is the upper median of the previous KL_SPIKE_WINDOW steps, none before 3", () => {
+    assert.equal(klLocalLevel([0.1, 0.2], 10), null);
+    assert.equal(klLocalLevel([0.3, 0.1, 0.2], 10), 0.2);
+    assert.equal(klLocalLevel([9, 9, 9, 0.1, 0.2, 0.3, 0.4], 4), 0.3);
+    assert.equal(isKlSpike(0.06, [0.001, 0.001, 0.001]), true);
+    assert.equal(isKlSpike(0.04, [0.001, 0.001, 0.001]), false, "below kl_spike_min");
   });
 });
 
@@ -201,7 +259,7 @@ describe("thresholds shared with the sidecar's live warnings", () => {
     assert.equal(CLIPPED_HIGH, CURVE_THRESHOLDS.clipped_ratio_warn);
     assert.deepEqual(
       { ...CURVE_THRESHOLDS },
-      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_every: 10 },
+      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_window: 10, kl_spike_every: 10 },
     );
     assert.ok(Object.isFrozen(CURVE_THRESHOLDS));
   });

@@ -347,19 +347,13 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       }),
     ),
   startVsEnd: fc
-    .record({ len: mostly(fc.integer({ min: 2, max: 40 }), fc.constantFrom(0, 1)), w: fc.nat(), b: fc.nat(), wild: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) })
-    .chain(({ len, w, b, wild }) => {
+    .record({ len: mostly(fc.integer({ min: 3, max: 60 }), fc.constantFrom(0, 1, 2)), w: fc.nat(), wild: mostly(fc.constant(0), fc.constantFrom(1, 2)), flat: fc.nat({ max: 9 }) })
+    .chain(({ len, w, wild, flat }) => {
       const half = Math.max(1, Math.floor(len / 2));
       const window = wild === 1 ? half + 1 : wild === 2 ? 0 : 1 + (w % half);
-      const blockLength = b % 3 === 0 ? undefined : wild === 3 ? window + 1 : 1 + (b % Math.min(window, 6));
-      return fc.record({
-        series: sample(len, len, fc.oneof(score, value)),
-        window: fc.constant(window),
-        blockLength: fc.constant(blockLength),
-        resamples: fc.integer({ min: 1, max: 80 }),
-        seed: fc.option(seed, { nil: undefined }),
-        confidence,
-      });
+      // a constant or linear series (no spread in the differences) now and then
+      const series = flat === 0 ? fc.constant(Array.from({ length: len }, (_, i) => 0.1 + 0.01 * i)) : sample(len, len, fc.oneof(score, value));
+      return fc.record({ series, window: fc.constant(window), confidence });
     })
     .map(({ series, ...o }) => ({ args: [series], options: optionsOf(o) })),
   trend: mostly(

@@ -1473,92 +1473,102 @@ export function kendallW(ratings: ReadonlyArray<ReadonlyArray<number>>): Kendall
 // ---------------------------------------------------------------------------------------------
 // Training curves
 
-/** Result of startVsEnd. Changes are end - start; relative changes are (end - start) / |start|. */
+/** Result of startVsEnd. Changes are end - start; the relative change is (end - start) / |start|. */
 export interface StartVsEnd {
   window: number;
-  blockLength: number;
-  resamples: number;
-  seed: number;
   confidence: number;
   startMean: number;
   endMean: number;
   change: number;
   /** null when startMean = 0 */
   relativeChange: number | null;
-  /** moving-block bootstrap percentile CI of change */
+  /** the lag-1 autocorrelation the interval assumes (AR(1) phi; see startVsEnd) */
+  autocorrelation: number;
+  /** standard error of one window's mean under that autocorrelation */
+  windowSe: number;
+  /** standard error of change: sqrt(2) windowSe */
+  changeSe: number;
+  /** degrees of freedom of the t critical value: floor(n (1 - phi) / (1 + phi)) - 2, at least
+   *  START_VS_END_MIN_DF */
+  df: number;
+  /** change -/+ t_{df} changeSe */
   changeCi: Interval;
-  /** same, of relativeChange; null when any replicate's start mean is 0 */
-  relativeChangeCi: Interval | null;
 }
 
-function blockResampleMean(xs: ReadonlyArray<number>, blockLength: number, rng: Rng): number {
-  const w = xs.length;
-  const starts = w - blockLength + 1;
-  let sum = 0;
-  let count = 0;
-  while (count < w) {
-    const s = rng.nextIndex(starts);
-    for (let j = 0; j < blockLength && count < w; j++) {
-      sum += xs[s + j];
-      count++;
-    }
-  }
-  return sum / w;
-}
+/** The AR(1) coefficient startVsEnd assumes at most: beyond it the window means carry almost no
+ *  information and the interval would be unbounded in all but name. */
+export const START_VS_END_MAX_AUTOCORRELATION = 0.9;
+/** The fewest degrees of freedom startVsEnd's t uses: a curve with a kink (a ramp, then flat) reads
+ *  as strongly autocorrelated differences, and t_1 (12.7) would then hide a rise of 40x the noise. */
+export const START_VS_END_MIN_DF = 3;
 
 /**
- * Compares the mean of the first and last `window` points of a series (e.g. reward per step).
- * CIs come from a moving-block bootstrap (blocks of `blockLength` consecutive points, drawn with
- * replacement from each window separately, start window first; default block length is the
- * smallest L with L^3 >= window) and the percentile rule in the module docs. Needs
- * 1 <= window and 2 * window <= series length. Defaults: 2000 resamples, seed 0.
+ * Compares the mean of the first and last `window` points of a series (e.g. reward per step), with
+ * a t interval for the change whose standard error allows for AR(1) autocorrelation (a HAC
+ * interval on the window means):
+ * - phi: from the first differences d_i = x_{i+1} - x_i (a smooth trend drops out of them), whose
+ *   lag-1 autocorrelation is -(1 - phi) / 2 under AR(1); so phi = 1 + 2 r_1(d) + 1 / sqrt(n),
+ *   clamped to [0, START_VS_END_MAX_AUTOCORRELATION]. The + 1 / sqrt(n) (about half the estimate's
+ *   standard error) is deliberate: the estimate is noisy and the variance is convex in it, and
+ *   without the margin AR(1) phi 0.5 curves were covered 93% of the time (simulated; with it 96-98%
+ *   at every length from 20 steps, iid 97-99%).
+ * - gamma_0 = var(d) / (2 (1 - phi)) (var with n - 2 degrees of freedom), the variance of a window
+ *   mean gamma_0 / w * (1 + 2 sum_{k<w} (1 - k/w) phi^k), and changeSe = sqrt(2) windowSe (the two
+ *   windows treated as uncorrelated, which is conservative for phi >= 0).
+ * - the CI is change -/+ t_{df} changeSe with df = floor(n (1 - phi) / (1 + phi)) - 2 (at least
+ *   START_VS_END_MIN_DF): the effective number of independent points, less the two means.
+ * r_1(d) is taken as -1/2 (phi 0) when the differences have no spread. Needs 1 <= window,
+ * 2 * window <= series length and length >= 3. Deterministic (no resampling).
  */
-export function startVsEnd(
-  series: ReadonlyArray<number>,
-  options: { window: number; blockLength?: number; resamples?: number; seed?: number; confidence?: number },
-): StartVsEnd {
-  checkSample("series", series, 2);
+export function startVsEnd(series: ReadonlyArray<number>, options: { window: number; confidence?: number }): StartVsEnd {
+  checkSample("series", series, 3);
   const window = checkInteger("window", options.window, 1);
-  if (2 * window > series.length) fail("out_of_range", `2 * window (${2 * window}) exceeds the series length (${series.length})`);
-  let blockLength: number;
-  if (options.blockLength === undefined) {
-    blockLength = 1;
-    while (blockLength * blockLength * blockLength < window) blockLength++;
-  } else {
-    blockLength = checkInteger("blockLength", options.blockLength, 1);
-    if (blockLength > window) fail("out_of_range", `blockLength (${blockLength}) exceeds window (${window})`);
-  }
-  const resamples = checkInteger("resamples", options.resamples ?? 2000, 1);
-  const seed = options.seed ?? 0;
-  const rng = new Rng(seed);
+  const n = series.length;
+  if (2 * window > n) fail("out_of_range", `2 * window (${2 * window}) exceeds the series length (${n})`);
   const confidence = checkProbability("confidence", options.confidence ?? 0.95);
   const first = series.slice(0, window);
-  const last = series.slice(series.length - window);
+  const last = series.slice(n - window);
   const startMean = sumOf(first) / window;
   const endMean = sumOf(last) / window;
   const change = endMean - startMean;
-  const changes: number[] = [];
-  const relatives: number[] = [];
-  let relativeDefined = true;
-  for (let r = 0; r < resamples; r++) {
-    const s = blockResampleMean(first, blockLength, rng);
-    const e = blockResampleMean(last, blockLength, rng);
-    changes.push(e - s);
-    if (s === 0) relativeDefined = false;
-    else relatives.push((e - s) / Math.abs(s));
+  const d: number[] = [];
+  for (let i = 0; i + 1 < n; i++) d.push(series[i + 1] - series[i]);
+  const m = d.length;
+  const dm = sumOf(d) / m;
+  let v = 0;
+  let c = 0;
+  for (let i = 0; i < m; i++) {
+    const dev = d[i] - dm;
+    v += dev * dev;
+    if (i + 1 < m) c += dev * (d[i + 1] - dm);
   }
+  const r1 = v > 0 ? c / v : -0.5;
+  let phi = 1 + 2 * r1 + 1 / Math.sqrt(n);
+  if (phi < 0) phi = 0;
+  if (phi > START_VS_END_MAX_AUTOCORRELATION) phi = START_VS_END_MAX_AUTOCORRELATION;
+  const gamma0 = v / (m - 1) / (2 * (1 - phi));
+  let f = 1;
+  let pk = 1;
+  for (let k = 1; k < window; k++) {
+    pk = pk * phi;
+    f += 2 * (1 - k / window) * pk;
+  }
+  const windowSe = Math.sqrt((gamma0 * f) / window);
+  const changeSe = Math.sqrt(2) * windowSe;
+  const df = Math.max(START_VS_END_MIN_DF, Math.floor((n * (1 - phi)) / (1 + phi)) - 2);
+  const t = studentCritical(confidence, df);
   return {
     window,
-    blockLength,
-    resamples,
-    seed,
     confidence,
     startMean,
     endMean,
     change,
     relativeChange: startMean === 0 ? null : change / Math.abs(startMean),
-    changeCi: percentileInterval(changes, confidence),
-    relativeChangeCi: relativeDefined ? percentileInterval(relatives, confidence) : null,
+    autocorrelation: phi,
+    windowSe,
+    changeSe,
+    df,
+    changeCi: { lower: change - t * changeSe, upper: change + t * changeSe },
   };
 }
 

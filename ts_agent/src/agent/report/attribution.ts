@@ -12,7 +12,7 @@
  * eval's base and adapter answer (report/answer-analysis.ts), each variant on its own; an adapter
  * with a constant answer is never "healthy".
  */
-import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
+import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, KL_SPIKE_WINDOW, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
 import type { DownstreamSignal } from "../verdict/verdict.js";
 import { CONSTANT_ANSWER_SHARE, type AnswerDistribution } from "../eval/answers.js";
 import { NO_ANSWER_SIGNAL, type AnswerSignal } from "./answer-analysis.js";
@@ -215,7 +215,7 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     check: (f) =>
       all(
         shapeIs(f, "collapses / oscillates"),
-        f.kl ? [f.kl.spikes > 0, `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median and > ${KL_SPIKE_MIN})`] : [false, "kl not logged"],
+        f.kl ? [f.kl.spikes > 0, `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median of the previous ${KL_SPIKE_WINDOW} steps and > ${KL_SPIKE_MIN})`] : [false, "kl not logged"],
       ),
   },
   {

@@ -10,6 +10,24 @@
  * JSON reads the same from both sides. Heuristics for reading curves, not tests.
  */
 
+/** The KL spike rule, written once here and ported name for name to py_trainer's train_grpo.py
+ *  (kl_spike_level, used by the live CurveWatch): the local level a step's KL is judged against is
+ *  the median of the KL of the previous `window` steps (the upper median for an even count, as
+ *  sorted(...)[len // 2]); null with fewer than 3 previous steps. */
+export function klLocalLevel(previous: ReadonlyArray<number>, window: number): number | null {
+  const recent = previous.slice(Math.max(0, previous.length - window));
+  if (recent.length < 3) return null;
+  const sorted = [...recent].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+/** A KL spike at a step: its KL is over kl_spike_factor x the local level (klLocalLevel, floored
+ *  at 1e-6 so a level of 0 does not make every KL a spike) and over kl_spike_min. */
+export function isKlSpike(kl: number, previous: ReadonlyArray<number>, t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): boolean {
+  const level = klLocalLevel(previous, t.kl_spike_window);
+  return level !== null && kl > t.kl_spike_min && kl > t.kl_spike_factor * Math.max(level, 0.000001);
+}
+
 /** The curve thresholds; each field says what crosses it and why it matters. */
 export interface CurveThresholds {
   /** completions/clipped_ratio at or above this (fraction): almost every completion hit
@@ -25,10 +43,14 @@ export interface CurveThresholds {
    *  with torch.isclose at atol 1e-8, so a constant reward of 0.2 with float32 noise
    *  (reward_std 1.5e-8) logs frac_reward_zero_std 0.0. Such a step counts as all groups zero-std. */
   zero_std_rel_tol: number;
-  /** A KL spike: a step whose KL exceeds this multiple of the median KL... */
+  /** A KL spike: a step whose KL exceeds this multiple of the recent local level (the median KL
+   *  of the previous kl_spike_window steps; a step with fewer than 3 before it is not judged)... */
   kl_spike_factor: number;
   /** ...and this absolute floor (nats/token), so noise around ~0 is not a spike. */
   kl_spike_min: number;
+  /** The local level's window (steps): against the whole run's median a KL that grows smoothly
+   *  (0 -> 0.1) counted 22 spikes; against the last 10 steps a ramp has none, a jump still is one. */
+  kl_spike_window: number;
   /** The sidecar reports at most one KL spike per this many steps (steps). */
   kl_spike_every: number;
 }
@@ -40,6 +62,7 @@ export const CURVE_THRESHOLDS: Readonly<CurveThresholds> = Object.freeze({
   zero_std_rel_tol: 1e-4,
   kl_spike_factor: 5,
   kl_spike_min: 0.05,
+  kl_spike_window: 10,
   kl_spike_every: 10,
 });
 
