@@ -25,6 +25,23 @@ function agent(args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+const dirOf = (path: string) => path.slice(0, path.lastIndexOf("/"));
+const MINIMAL_BASELINE = {
+  schema: "agent-baseline/v1",
+  date: "2026-11-01T00:00:00Z",
+  model: { requested: "", resolved: "m" },
+  taskSet: { path: "x", sha256: "ab", split: "test", n: 0 },
+  grader: { name: "exact_match", params: {} },
+  samplesPerTask: 1,
+  temperature: 0,
+  maxNewTokens: 32,
+  seed: 0,
+  perTask: {},
+  accuracy: null,
+  meanScores: {},
+  settings: {},
+};
+
 const CASES: Array<[string, string[], RegExp]> = [
   ["unknown command", ["trian"], /^agent: unknown command 'trian' \(did you mean train\?\)/],
   ["unknown flag", ["train", "--conifg", "x.json"], /^agent train: unknown flag --conifg \(did you mean --config\?\)/],
@@ -45,6 +62,8 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["report of a run not downloaded", ["report", "r-404", "--evals-dir", dir], /run r-404 is not downloaded .*fetch it with: agent download r-404 --evals-dir /],
   ["export of a run not downloaded", ["export", "r-404", "--evals-dir", dir], /fetch it with: agent download r-404/],
   ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
+  ["baseline check with two runs", ["baseline", "check", "a", "b", "--evals-dir", dir], /^agent baseline check: one run id at most, got 2/],
+  ["baseline check of a run never evaluated", ["baseline", "check", "r-404", "--evals-dir", dirOf(file("baseline.json", JSON.stringify(MINIMAL_BASELINE)))], /^agent baseline check: run r-404 has no eval\.json .*\(evaluate it with: agent eval r-404\)/],
 ];
 
 for (const [what, args, want] of CASES) {

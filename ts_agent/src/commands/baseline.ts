@@ -4,7 +4,13 @@
  * seed, date). An existing baseline is never replaced without --force and a --reason; the replaced
  * one is kept in agent-evals/baseline-history.jsonl with the reason and the runs judged on it.
  * `agent baseline show`: print the current baseline's identity and accuracy.
+ * `agent baseline check [<run_id>]`: baseline.json's fingerprint against this agent's settings
+ * (the agent-side fields; the run-time ones need an Evaluate) or against a run's eval.json (every
+ * field, and the per-task check against its own base variant), field by field; exit 1 when a
+ * difference gates the verdict.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 
 import {
@@ -17,19 +23,33 @@ import {
   type Baseline,
 } from "../agent/eval/baseline.js";
 import { progressPrinter } from "../agent/eval/evaluate.js";
-import { loadTaskSet } from "../agent/eval/task-set.js";
+import {
+  buildFingerprint,
+  compareFingerprints,
+  fingerprintGates,
+  fingerprintUnchecked,
+  fingerprintWarnings,
+  type FingerprintRow,
+} from "../agent/eval/fingerprint.js";
+import { baselineFingerprint } from "../agent/eval/baseline.js";
+import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
+import { EVAL_FILE, readEvalLog } from "../agent/verdict/eval-log.js";
+import { judgeDownstream } from "../agent/verdict/verdict.js";
+import { UserError } from "../agent/workspace.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
+       agent baseline check [<run_id>] [options]
   --force             replace an existing baseline.json (needs --reason)
   --reason TEXT       why it is replaced: kept in baseline.json and baseline-history.jsonl, shown in reports
 ${EVAL_FLAGS_USAGE}`;
 
 export const help: CommandHelp = {
-  summary: "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), or print it (show).",
-  usage: "agent baseline set [--force --reason TEXT] [options] | agent baseline show [--evals-dir DIR]",
+  summary:
+    "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), print it (show), or compare its fingerprint with this agent's settings or a run's eval.json (check).",
+  usage: "agent baseline set [--force --reason TEXT] [options] | agent baseline show [--evals-dir DIR] | agent baseline check [<run_id>] [options]",
   flags: [
     ["--force", "replace an existing baseline.json (needs --reason)"],
     ["--reason TEXT", "why: kept in baseline.json and baseline-history.jsonl, shown in every report"],
@@ -38,8 +58,55 @@ export const help: CommandHelp = {
     ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
   ],
-  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show"],
+  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show", "agent baseline check", "agent baseline check run-20261201-101500-ab12cd"],
+  notes: "check exits 1 when a difference gates the verdict (docs/verdict.md, the fingerprint), 0 otherwise.",
 };
+
+/** The comparison as the terminal prints it: a table, then what gates, warns and was not checked. */
+export function fingerprintLines(rows: ReadonlyArray<FingerprintRow>, against: string): string[] {
+  const width = Math.max(...rows.map((r) => r.field.length));
+  const lines = [`${"field".padEnd(width)}  ${"baseline.json".padEnd(16)}  ${against.padEnd(16)}  effect  status`];
+  for (const r of rows) {
+    lines.push(`${r.field.padEnd(width)}  ${r.baseline.padEnd(16)}  ${r.eval.padEnd(16)}  ${r.effect.padEnd(6)}  ${r.status}${r.note && r.status !== "same" ? ` (${r.note})` : ""}`);
+  }
+  const gates = fingerprintGates(rows);
+  lines.push(gates.length ? `GATES the verdict: ${gates.join("; ")}` : "nothing that gates the verdict differs");
+  const warns = fingerprintWarnings(rows);
+  if (warns.length) lines.push(`warning (does not gate): ${warns.join("; ")}`);
+  const unchecked = fingerprintUnchecked(rows);
+  if (unchecked.length) lines.push(`not checked (not recorded on one side): ${unchecked.join(", ")}`);
+  return lines;
+}
+
+/** `agent baseline check [<run_id>]`: 0 when nothing gates, 1 when something does. */
+function check(target: EvalTarget, runId: string | undefined): number {
+  const b = readBaseline(target.evalsDir);
+  if (!b) {
+    console.error(`no baseline at ${baselinePath(target.evalsDir)} (run \`agent baseline set\`)`);
+    return 1;
+  }
+  console.log(describeBaseline(b));
+  if (runId !== undefined) {
+    const path = join(target.evalsDir, "runs", runId, EVAL_FILE);
+    if (!existsSync(path)) throw new UserError(`agent baseline check: run ${runId} has no ${EVAL_FILE} under ${target.evalsDir} (evaluate it with: agent eval ${runId})`);
+    const judged = judgeDownstream(readEvalLog(path), b);
+    if (!judged.fingerprint) throw new UserError(`agent baseline check: ${path} has no adapter variant to compare`);
+    for (const line of fingerprintLines(judged.fingerprint, `eval ${runId}`)) console.log(line);
+    if (judged.consistency) console.log(`per-task check: ${judged.consistency.text}${judged.consistency.gates ? " (GATES the verdict)" : ""}`);
+    return judged.baselineMatch.status === "match" ? 0 : 1;
+  }
+  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  const fresh = buildFingerprint({
+    settings: target.settings,
+    taskSet: taskSetRef(taskSet),
+    taskIds: taskSet.rows.map((r) => r.id),
+    model: { requested: target.settings.baseModel, resolved: null },
+  });
+  console.log("against this agent's settings (the run-time fields need an Evaluate: `agent baseline check <run_id>` compares a run's eval.json)");
+  const rows = compareFingerprints(baselineFingerprint(b), fresh, { baseline: Object.keys(b.perTask), eval: taskSet.rows.map((r) => r.id) });
+  for (const line of fingerprintLines(rows, "these settings")) console.log(line);
+  return fingerprintGates(rows).length ? 1 : 0;
+}
 
 /** `agent demo` and `agent sweep`, step 1: keep baseline.json, or set it when it is missing (never --force). */
 export async function ensureBaseline(client: SidecarClient, target: EvalTarget, tag: string, t0: number): Promise<void> {
@@ -83,6 +150,10 @@ export const command: CommandHandler = async (argv, client) => {
     console.log(`runs judged on it: ${judged.length}${judged.length ? ` (${judged.join(", ")})` : ""}`);
     if (b.replaced) console.log(`replaced the baseline of ${b.replaced.previousDate} (${b.replaced.runsJudgedOnPrevious} run(s) judged on it): ${b.replaced.reason}`);
     return 0;
+  }
+  if (positionals[0] === "check") {
+    if (positionals.length > 2) throw new UserError(`agent baseline check: one run id at most, got ${positionals.length - 1} (usage: ${help.usage})`);
+    return check(target, positionals[1]);
   }
   if (positionals.length !== 1 || positionals[0] !== "set") {
     console.error(USAGE);

@@ -4,8 +4,9 @@
  * the sidecar's data root) on the test split through the sidecar's Evaluate, re-grade every
  * completion in TS, and write <evals dir>/runs/<run_id or N>/eval.json (atomically). Prints
  * accuracy per variant and the paired difference the milestone judges, with the verdict's decision
- * interval (verdict.judgeDownstream: against baseline.json when it matches, the same numbers
- * report.md prints). A TS/Python grading disagreement fails the command and writes nothing.
+ * interval (verdict.judgeDownstream: against the eval's own base variant, the same numbers
+ * report.md prints), and whether baseline.json gates the verdict (its fingerprint and per-task
+ * check). A TS/Python grading disagreement fails the command and writes nothing.
  */
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
@@ -54,6 +55,8 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
         `; base from ${judged.baseSource}`,
     );
   }
+  if (judged.baselineMatch.status === "mismatch") lines.push(`baseline.json GATES the verdict: ${judged.baselineMatch.reasons.join("; ")}`);
+  else if (judged.baselineMatch.status === "match") lines.push("baseline.json matches this eval (fingerprint and per-task check)");
   const h = log.heldOutTemplate?.comparison;
   if (h?.paired && h.decision) {
     lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${decisionInterval(h.decision)}, ${h.decision.method})`);

@@ -45,8 +45,8 @@ export interface Fingerprint {
   model: {
     /** "" = the embedded default */
     requested: string;
-    /** a local folder or a hub id, as the sidecar resolved it */
-    resolved: string;
+    /** a local folder or a hub id, as the sidecar resolved it (null: not known without an Evaluate) */
+    resolved: string | null;
     /** the sidecar's EvaluateResult.fingerprint.weights_sha256 ("" = no weight file at hand) */
     weightsSha256: string | null;
     /** a hub snapshot's commit hash ("" = a local folder) */
@@ -94,7 +94,7 @@ export function buildFingerprint(a: {
   settings: EvalSettings;
   taskSet: TaskSetRef;
   taskIds: Iterable<string>;
-  model: ModelRef;
+  model: ModelRef | { requested: string; resolved: null };
   grader?: GraderRef;
   runtime?: EvalFingerprint | null;
 }): Fingerprint {
@@ -184,7 +184,8 @@ export function compareFingerprints(b: Fingerprint, e: Fingerprint, ids?: { base
   // With both weights hashes at hand, the folder's name only warns (the same weights can live
   // under another path); without them the name is all there is, and it gates.
   const byWeights = !!b.model.weightsSha256 && !!e.model.weightsSha256;
-  add("model.resolved", modelIdentity(b.model.resolved), modelIdentity(e.model.resolved), byWeights ? "warns" : "gates", {
+  const identity = (resolved: string | null) => (resolved === null ? null : modelIdentity(resolved));
+  add("model.resolved", identity(b.model.resolved), identity(e.model.resolved), byWeights ? "warns" : "gates", {
     note: "a local folder by its name, a hub id as is",
   });
   add("model.weights_sha256", b.model.weightsSha256, e.model.weightsSha256, "gates");
