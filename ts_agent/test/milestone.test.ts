@@ -94,7 +94,7 @@ test("clear fail: the reward CI upper bound is below +20%", () => {
 test("reward >= +20% but its CI includes 0 is INCONCLUSIVE; a zero start is INCONCLUSIVE", () => {
   const a = judgeMilestone({ reward: reward({ relativeChange: 0.3, relativeChangeCiLow: -0.1, relativeChangeCiHigh: 0.8 }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(a.verdict, "INCONCLUSIVE");
-  assert.match(a.reward.reason, /CI includes 0/);
+  assert.match(a.reward.reason, /the CI does not exclude 0/);
   const b = judgeMilestone({ reward: reward({ startMean: 0, relativeChange: NaN, relativeChangeCiLow: NaN, relativeChangeCiHigh: NaN }), downstream: downstream(), baseline: { status: "match" } });
   assert.equal(b.reward.verdict, "INCONCLUSIVE");
   assert.match(b.reward.reason, /relative change is undefined/);

@@ -12,11 +12,12 @@
  *
  * Rules, in the order applied:
  *   reward     no held-out result                                       -> INCONCLUSIVE
- *              fewer than MIN_HELDOUT_PROMPTS prompts                   -> INCONCLUSIVE (too small for a CI)
+ *              fewer than MIN_HELDOUT_PROMPTS scorable prompts          -> INCONCLUSIVE (too small for a CI)
  *              relative change undefined (start 0) or CI undefined (NaN) -> INCONCLUSIVE
  *              CI upper < +20%                                          -> FAIL
  *              CI lower >= +20%                                         -> CONFIRMED
- *              relative change >= +20% and CI lower > 0                 -> PASS
+ *              relative change >= +20% and the paired test rejects 0    -> PASS (the test governs
+ *                                                                          "excludes 0", not the seeded CI)
  *              otherwise                                                -> INCONCLUSIVE
  *              (a CI bound of +-Infinity is "unbounded" and judged as such, never dropped)
  *   downstream no paired comparison (no eval, or n < 2 pairs)          -> INCONCLUSIVE
@@ -77,7 +78,16 @@ export interface RewardEvidence {
   relativeChangeCiLow: number;
   relativeChangeCiHigh: number;
   numPrompts: number;
+  /** prompts with a score at both ends (what MIN_HELDOUT_PROMPTS counts); null when unknown
+   *  (the sidecar's numbers only), then numPrompts counts */
+  scorablePrompts?: number | null;
   samplesPerPrompt: number;
+  /** the deterministic test that governs "excludes 0" (reward.ts heldOutTest: paired t on the
+   *  per-prompt end - start, exact sign test when they have no spread); absent for the sidecar's
+   *  numbers, where the CI decides */
+  test?: string;
+  p?: number | null;
+  rejects?: boolean | null;
   /** P(PASS | true relative change = +20%) at this many prompts (normal approximation from the
    *  CI's width); null when unknown */
   pPassAtThreshold?: number | null;
@@ -160,13 +170,15 @@ const POINT_GATE = "PASS is a point-estimate gate with an interval excluding 0";
 export function judgeReward(r: RewardEvidence | null): CriterionResult {
   if (!r) return { verdict: "INCONCLUSIVE", reason: "the run has no held-out start/end reward (run.json result)" };
   const absolute = r.endMean - r.startMean;
-  const size = `${r.numPrompts} prompt${r.numPrompts === 1 ? "" : "s"} x ${r.samplesPerPrompt}`;
-  if (r.numPrompts < MIN_HELDOUT_PROMPTS) {
+  const prompts = r.scorablePrompts ?? r.numPrompts;
+  const scorable = r.scorablePrompts !== undefined && r.scorablePrompts !== null && r.scorablePrompts !== r.numPrompts ? ` (${r.scorablePrompts} scorable)` : "";
+  const size = `${r.numPrompts} prompt${r.numPrompts === 1 ? "" : "s"}${scorable} x ${r.samplesPerPrompt}`;
+  if (prompts < MIN_HELDOUT_PROMPTS) {
     return {
       verdict: "INCONCLUSIVE",
       reason:
         `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)} (absolute ${signed3(absolute)}) on ${size}: ` +
-        `too few prompts to carry a CI (the reward criterion needs >= ${MIN_HELDOUT_PROMPTS}; raise held_out.num_prompts)`,
+        `too few scorable prompts to carry a CI (the reward criterion needs >= ${MIN_HELDOUT_PROMPTS}; raise held_out.num_prompts)`,
     };
   }
   if (!Number.isFinite(r.relativeChange)) {
@@ -175,9 +187,10 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
       reason: `step-0 held-out reward is ${r.startMean.toFixed(3)}: the relative change is undefined (end ${r.endMean.toFixed(3)}, absolute ${signed3(absolute)}, ${size})`,
     };
   }
+  const testText = r.test && r.p !== undefined && r.p !== null ? `; ${r.test} on the per-prompt end - start p=${r.p.toPrecision(2)}` : "";
   const est =
     `held-out reward ${r.startMean.toFixed(3)} -> ${r.endMean.toFixed(3)}, absolute ${signed3(absolute)}, relative ${pct(r.relativeChange)} ` +
-    `(95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}, ${size})`;
+    `(95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}, ${size}${testText})`;
   if (Number.isNaN(r.relativeChangeCiLow) || Number.isNaN(r.relativeChangeCiHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
   if (r.relativeChangeCiHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.relativeChangeCiHigh)} < ${need}` };
@@ -185,11 +198,14 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   const oc =
     r.pPassAtThreshold === undefined || r.pPassAtThreshold === null
       ? ""
-      : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${r.numPrompts} prompts`;
-  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && r.relativeChangeCiLow > 0) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and the CI excludes 0 (${POINT_GATE}${oc})` };
+      : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${prompts} prompts`;
+  // the deterministic test governs "excludes 0" when there is one; the seeded CI only describes
+  const excludes = r.rejects ?? r.relativeChangeCiLow > 0;
+  const which = r.rejects === undefined || r.rejects === null ? "the CI" : `the ${r.test} (which governs)`;
+  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && excludes) {
+    return { verdict: "PASS", reason: `${est}: >= ${need} and ${which} excludes 0 (${POINT_GATE}${oc})` };
   }
-  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but the CI includes 0` };
+  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but ${which} does not exclude 0` };
   return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.relativeChangeCiHigh)}` };
 }
 

@@ -225,7 +225,11 @@ export interface DownstreamSignal {
 /** What attribution reads about the downstream comparison and the held-out reward. */
 export function downstreamSignal(c: Comparison | null, reward: RewardEvidence | null): DownstreamSignal {
   const heldOutRose =
-    reward && reward.numPrompts >= MIN_HELDOUT_PROMPTS ? Number.isFinite(reward.relativeChangeCiLow) && reward.relativeChangeCiLow > 0 : null;
+    reward && (reward.scorablePrompts ?? reward.numPrompts) >= MIN_HELDOUT_PROMPTS
+      ? reward.rejects !== undefined && reward.rejects !== null
+        ? reward.rejects && reward.relativeChange > 0 // the deterministic test governs, as in judgeReward
+        : Number.isFinite(reward.relativeChangeCiLow) && reward.relativeChangeCiLow > 0
+      : null;
   const d = c?.decision ?? null;
   if (!c || !c.paired || !d) return { heldOutRose, significant: null, text: "" };
   return {
