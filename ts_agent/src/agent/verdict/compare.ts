@@ -14,6 +14,7 @@ import { ADAPTER_VARIANT } from "../eval/evaluate.js";
 import {
   clusteredMeanSE,
   holmAdjust,
+  mcnemarExactP,
   minimumDetectableEffect,
   pairedBootstrapCI,
   pairedComparison,
@@ -65,7 +66,8 @@ export interface Decision {
   test: string;
   lower: number;
   upper: number;
-  /** the test's two-sided p (exact McNemar, or the paired t test's) */
+  /** the test's two-sided p (exact McNemar, the paired t test's, or the exact sign test's when
+   *  per-task means have no spread); null when every difference is 0 (no variance: nothing to test) */
   p: number | null;
   /** the test rejects a difference of 0 at alpha .05 */
   rejects: boolean;
@@ -74,18 +76,33 @@ export interface Decision {
 /** Alpha of the governing test (two-sided), matching the 95% intervals. */
 export const DECISION_ALPHA = 0.05;
 
+/** The governing test when per-task means (K > 1 samples) differ by the same amount on every task. */
+export const NO_VARIANCE_TEST = "exact sign test";
+/** The governing test's name when every difference is 0: there is nothing to test. */
+export const UNDEFINED_TEST = "undefined (no variance)";
+
 /**
  * 0/1 per-task scores: Tango's score interval (its Z(0) is McNemar's z) with the exact McNemar
  * test governing whether the difference excludes 0, so a bootstrap seed can never flip it. Per-task
  * means (K > 1 samples): the paired t interval and the t test (the interval excludes 0 exactly
- * when the test rejects).
+ * when the test rejects). When those differences have no spread, t would read certainty (p = 0 for
+ * two tasks that both go 0/2 -> 1/2): all 0 leaves p undefined (null, rejects false); all the same
+ * non-zero amount is judged by the exact sign test (mcnemarExactP on falls vs rises), as the
+ * reward's heldOutTest does.
  */
 export function decisionFor(p: PairedComparison): Decision {
   if (p.binary && p.discordant && p.mcnemarP !== null) {
     const t = tangoScoreInterval(p.discordant.b, p.discordant.c, p.n);
     return { method: "Tango score interval", test: "exact McNemar test", lower: t.lower, upper: t.upper, p: p.mcnemarP, rejects: p.mcnemarP < DECISION_ALPHA };
   }
-  return { method: "paired t interval", test: "paired t test", lower: p.ciT.lower, upper: p.ciT.upper, p: p.tTestP, rejects: p.ciT.lower > 0 || p.ciT.upper < 0 };
+  const interval = { method: "paired t interval", lower: p.ciT.lower, upper: p.ciT.upper };
+  if (p.sdDiff === 0) {
+    if (p.meanDiff === 0) return { ...interval, test: UNDEFINED_TEST, p: null, rejects: false };
+    // no spread: every difference equals the mean, so all n are rises, or all n are falls
+    const sign = p.meanDiff > 0 ? mcnemarExactP(0, p.n) : mcnemarExactP(p.n, 0);
+    return { ...interval, test: NO_VARIANCE_TEST, p: sign, rejects: sign < DECISION_ALPHA };
+  }
+  return { ...interval, test: "paired t test", p: p.tTestP, rejects: p.ciT.lower > 0 || p.ciT.upper < 0 };
 }
 
 /** Pair `candidate` with `base` by task id (candidate's order) and compute every statistic. */
@@ -165,13 +182,15 @@ export interface TypologyComparison {
   baseAccuracy: number | null;
   adapterAccuracy: number | null;
   delta: number | null;
-  /** the decision interval (Tango for 0/1, paired t otherwise); null when n < 2 */
+  /** the decision interval (Tango for 0/1, paired t otherwise); null when n < 2, or when per-task
+   *  means have no spread (a zero-width t interval would read certainty) */
   lower: number | null;
   upper: number | null;
   test: string;
-  /** the governing test's p (exact McNemar for 0/1; paired t otherwise); null when n < 2 */
+  /** the governing test's p (exact McNemar for 0/1; paired t otherwise, or the exact sign test
+   *  when the differences have no spread); null when n < 2 or every difference is 0 (undefined) */
   p: number | null;
-  /** Holm-adjusted across the typologies with a p */
+  /** Holm-adjusted across the typologies with a defined p; null where p is */
   pHolm: number | null;
 }
 
@@ -196,16 +215,17 @@ export function typologyBreakdown(
       sb += candidate.get(id)!;
     }
     const mean = (x: number) => (c.n > 0 ? x / c.n : null);
+    const noSpreadT = !!p && !p.binary && p.sdDiff === 0;
     out.push({
       typology,
       n: c.n,
       baseAccuracy: mean(sa),
       adapterAccuracy: mean(sb),
       delta: c.n > 0 ? (p ? p.meanDiff : sb / c.n - sa / c.n) : null,
-      lower: c.decision ? c.decision.lower : null,
-      upper: c.decision ? c.decision.upper : null,
+      lower: c.decision && !noSpreadT ? c.decision.lower : null,
+      upper: c.decision && !noSpreadT ? c.decision.upper : null,
       test: c.decision ? c.decision.test : "-",
-      p: c.decision ? (c.decision.p ?? (p ? p.tTestP : null)) : null,
+      p: c.decision ? c.decision.p : null,
       pHolm: null,
     });
   }

@@ -7,7 +7,7 @@
  */
 import { ADAPTER_VARIANT } from "../../eval/evaluate.js";
 import type { Agreement } from "../../eval/agreement.js";
-import { CI_METHOD, type Comparison } from "../../verdict/compare.js";
+import { CI_METHOD, NO_VARIANCE_TEST, UNDEFINED_TEST, type Comparison } from "../../verdict/compare.js";
 import { olderLogNote, type EvalLog } from "../../verdict/eval-log.js";
 import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
 import { decisionInterval } from "../../verdict/verdict.js";
@@ -61,13 +61,16 @@ function splitsSection(ev: EvalLog): string[] {
       t.baseAccuracy === null ? "-" : pct1(t.baseAccuracy),
       t.adapterAccuracy === null ? "-" : pct1(t.adapterAccuracy),
       t.delta === null ? "-" : pp(t.delta),
-      t.lower === null || t.upper === null ? "-" : `${pp(t.lower)} to ${pp(t.upper)}`,
-      t.p === null ? "-" : t.p.toPrecision(2),
+      t.lower === null || t.upper === null ? (t.test === NO_VARIANCE_TEST || t.test === UNDEFINED_TEST ? "- (no variance)" : "-") : `${pp(t.lower)} to ${pp(t.upper)}`,
+      t.p === null ? (t.test === UNDEFINED_TEST ? UNDEFINED_TEST : "-") : `${t.p.toPrecision(2)}${t.test === NO_VARIANCE_TEST ? ` (${NO_VARIANCE_TEST})` : ""}`,
       t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
     ]);
   const perTypology = [...typologyRows(ev.byTypology, ev.taskSet.split), ...typologyRows(h?.byTypology, "test_heldout_template")];
   if (perTypology.length > 0) {
-    out.push("Per typology (p from the governing test; Holm-adjusted across the typologies of each split):");
+    out.push(
+      "Per typology (p from the governing test; Holm-adjusted across the typologies of each split that have a p). " +
+        "Where the per-task differences have no spread, p is the exact sign test's (or undefined when every difference is 0) and there is no interval: a zero-width t interval would read certainty.",
+    );
     out.push("");
     out.push(table(["split", "typology", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p", "p (Holm)"], perTypology));
     out.push("");
@@ -187,7 +190,7 @@ function comparisonTable(c: Comparison, baseSource: string, pPass: number | null
   ];
   if (dec) {
     rows.push([`**95% CI, ${dec.method} (the decision interval)**`, `**${decisionInterval(dec)}**`]);
-    rows.push([`**governing test: ${dec.test}**`, dec.p === null ? (dec.rejects ? "rejects 0 (alpha .05)" : "does not reject 0 (alpha .05)") : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`]);
+    rows.push([`**governing test: ${dec.test}**`, dec.p === null ? (dec.test === UNDEFINED_TEST ? "p undefined: every difference is 0" : dec.rejects ? "rejects 0 (alpha .05)" : "does not reject 0 (alpha .05)") : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`]);
   }
   // The bootstrap's Monte Carlo error on a 2.5% quantile is ~sqrt(q(1-q)/R)/f(x): about 0.1 pp here,
   // so it is shown to 0.1 pp and never decides.
