@@ -146,6 +146,8 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "start_vs_end": _plain(stats.start_vs_end),
     "trend": _plain(stats.trend),
     "tango_score_interval": _plain(stats.tango_score_interval),
+    "paired_proportion_gate": _plain(stats.paired_proportion_gate),
+    "simulated_operating_characteristic": _plain(stats.simulated_operating_characteristic),
     "operating_characteristic": _plain(stats.operating_characteristic),
     "pass_at_k": _plain(stats.pass_at_k),
     "holm_adjust": _plain(stats.holm_adjust),

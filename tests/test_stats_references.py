@@ -425,6 +425,48 @@ def test_operating_characteristic_at_the_threshold_is_about_one_half_at_large_n(
     assert abs(stats.operating_characteristic(0.05, 0.35, 264, threshold=0.05).p_pass - 0.5) < 1e-12
 
 
+def _exact_gate_probabilities(delta, q, n, thr):
+    """P(PASS), P(CONFIRMED) of the gate summed over every table (b, c) with its exact
+    multinomial probability (D = b + c ~ Binomial(n, q), c | D ~ Binomial(D, pc / q)); the
+    tables' verdicts from the Tango + exact McNemar rule, rebuilt here from scipy / statsmodels
+    where a table is near a boundary would be too slow, so from stats.paired_proportion_gate, whose
+    parts are referenced above (Tango, McNemar) and whose rule is pinned against
+    milestone.ts judgeDownstream in ts_agent/test/small-slices.test.ts."""
+    pb, pc = (q - delta) / 2, (q + delta) / 2
+    p_pass = p_conf = 0.0
+    for d in range(n + 1):
+        wd = ss.binom.pmf(d, n, q)
+        if wd < 1e-10:
+            continue
+        for c in range(d + 1):
+            w = wd * ss.binom.pmf(c, d, pc / q)
+            if w < 1e-12:
+                continue
+            g = stats.paired_proportion_gate(d - c, c, n, threshold=thr)
+            p_pass += w * g.passes
+            p_conf += w * g.confirm
+    return p_pass, p_conf
+
+
+@pytest.mark.parametrize("delta,q,n", [(0.05, 0.25, 264), (0.08, 0.3, 200)])
+def test_simulated_operating_characteristic_matches_the_exact_gate_probability(delta, q, n):
+    # 2000 draws: MC SE <= 0.5 / sqrt(2000) = 0.011; 4 SE allowed
+    sim = stats.simulated_operating_characteristic(delta, q, n, threshold=0.05, draws=2000)
+    p_pass, p_conf = _exact_gate_probabilities(delta, q, n, 0.05)
+    tol = 4 * 0.5 / math.sqrt(2000)
+    assert abs(sim.p_pass - p_pass) < tol, (sim, p_pass)
+    assert abs(sim.p_confirm - p_conf) < tol, (sim, p_conf)
+
+
+def test_the_real_gate_passes_less_often_than_the_normal_approximation_says_at_n_264():
+    # issue 21: at n = 264 and a true +5 pp the normal approximation says 0.37; the gate itself
+    # (exact test's discreteness, Tango's asymmetric interval) about 0.33
+    q = 0.25
+    p_pass, _ = _exact_gate_probabilities(0.05, q, 264, 0.05)
+    normal = stats.operating_characteristic(0.05, math.sqrt(q - 0.05**2), 264, threshold=0.05).p_pass
+    assert normal - p_pass > 0.03, (normal, p_pass)
+
+
 @FAST
 @given(st.integers(1, 200).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
 def test_pass_at_k_is_one_minus_the_exact_binomial_ratio(nck):

@@ -983,6 +983,97 @@ def operating_characteristic(
 
 
 @dataclass(frozen=True)
+class PairedProportionGate:
+    """Result of paired_proportion_gate: pass (PASS or CONFIRMED), confirm (CONFIRMED)."""
+
+    passes: bool
+    confirm: bool
+
+
+def paired_proportion_gate(b: int, c: int, n: int, *, threshold: float, alpha: float = 0.05) -> PairedProportionGate:
+    """The downstream gate on one 0/1 paired table: Tango's interval and the exact McNemar test
+    (rule in stats.ts's pairedProportionGate)."""
+    threshold = _check_number("threshold", threshold)
+    alpha = _check_probability("alpha", alpha)
+    t = tango_score_interval(b, c, n, confidence=1 - alpha)
+    rejects = mcnemar_exact_p(b, c) < alpha
+    if t.upper < threshold:
+        return PairedProportionGate(passes=False, confirm=False)
+    if rejects != (t.lower > 0):
+        return PairedProportionGate(passes=False, confirm=False)
+    if t.lower >= threshold:
+        return PairedProportionGate(passes=True, confirm=True)
+    return PairedProportionGate(passes=t.estimate >= threshold and rejects, confirm=False)
+
+
+GATE_SIMULATION_DRAWS = 10000
+GATE_SIMULATION_SEED = 0
+
+
+@dataclass(frozen=True)
+class SimulatedOperatingCharacteristic:
+    """Result of simulated_operating_characteristic (fields as stats.ts's)."""
+
+    p_pass: float
+    p_confirm: float
+    discordance: float
+    draws: int
+    seed: int
+    mc_error: float
+
+
+def simulated_operating_characteristic(
+    true_delta: float,
+    discordance: float,
+    n: int,
+    *,
+    threshold: float,
+    alpha: float = 0.05,
+    draws: int = GATE_SIMULATION_DRAWS,
+    seed: int = GATE_SIMULATION_SEED,
+) -> SimulatedOperatingCharacteristic:
+    """P(PASS) and P(CONFIRMED) of paired_proportion_gate by simulation, draw for draw the stream
+    and model of stats.ts's simulatedOperatingCharacteristic."""
+    _check_number("trueDelta", true_delta)
+    if true_delta < -1 or true_delta > 1:
+        _fail("out_of_range", f"trueDelta must be in [-1, 1], got {true_delta}")
+    _check_number("discordance", discordance)
+    if discordance < 0 or discordance > 1:
+        _fail("out_of_range", f"discordance must be in [0, 1], got {discordance}")
+    n = _check_integer("n", n, 1)
+    threshold = _check_number("threshold", threshold)
+    alpha = _check_probability("alpha", alpha)
+    draws = _check_integer("draws", draws, 1)
+    rng = Rng(seed)
+    q = discordance if discordance > abs(true_delta) else abs(true_delta)
+    cut_b = math.floor(((q - true_delta) / 2) * _TWO_POW_32)
+    cut_c = math.floor(q * _TWO_POW_32)
+    memo: dict[tuple[int, int], int] = {}
+    passes = confirms = 0
+    nxt = rng.next_uint32
+    for _ in range(draws):
+        b = c = 0
+        for _ in range(n):
+            u = nxt()
+            if u < cut_b:
+                b += 1
+            elif u < cut_c:
+                c += 1
+        g = memo.get((b, c))
+        if g is None:
+            gate = paired_proportion_gate(b, c, n, threshold=threshold, alpha=alpha)
+            g = 2 if gate.confirm else 1 if gate.passes else 0
+            memo[(b, c)] = g
+        if g >= 1:
+            passes += 1
+        if g == 2:
+            confirms += 1
+    return SimulatedOperatingCharacteristic(
+        p_pass=passes / draws, p_confirm=confirms / draws, discordance=q, draws=draws, seed=seed, mc_error=0.5 / math.sqrt(draws)
+    )
+
+
+@dataclass(frozen=True)
 class PlannedPairedSd:
     """Result of planned_paired_sd (method in stats.ts's plannedPairedSd)."""
 

@@ -176,6 +176,16 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   startVsEnd: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.startVsEnd(a[0], o as { window: number }) },
   trend: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.trend(a[0]) },
   tangoScoreInterval: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.tangoScoreInterval(a[0], a[1], a[2], o) },
+  pairedProportionGate: {
+    module: "stats",
+    tolerance: FLOAT_TOL,
+    call: (a, o) => stats.pairedProportionGate(a[0], a[1], a[2], o as { threshold: number }),
+  },
+  simulatedOperatingCharacteristic: {
+    module: "stats",
+    tolerance: FLOAT_TOL,
+    call: (a, o) => stats.simulatedOperatingCharacteristic(a[0], a[1], a[2], o as { threshold: number }),
+  },
   operatingCharacteristic: {
     module: "stats",
     tolerance: FLOAT_TOL,

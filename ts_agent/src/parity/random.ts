@@ -368,6 +368,25 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       const args = bad === 1 ? [b, n - b + 1, n] : bad === 2 ? [b + 0.5, c, n] : [b, c, n];
       return { args, options: optionsOf({ confidence }) };
     }),
+  pairedProportionGate: fc
+    .record({ n: fc.integer({ min: 1, max: 600 }), u: fc.double({ min: 0, max: 0.4, noNaN: true }), v: fc.double({ min: 0, max: 1, noNaN: true }), threshold: mostly(fc.constantFrom(0.05, 0, 0.1), fc.constantFrom<unknown>(NaN)), alpha, bad: mostly(fc.constant(0), fc.constant(1)) })
+    .map(({ n, u, v, bad, ...o }) => {
+      const b = Math.floor(u * n);
+      const c = Math.floor(v * (n - b));
+      return { args: bad === 1 ? [b, n - b + 1, n] : [b, c, n], options: optionsOf(o) };
+    }),
+  // kept small: the Python port draws one uint32 per task per draw
+  simulatedOperatingCharacteristic: fc
+    .record({
+      trueDelta: mostly(fc.oneof(finite(-0.2, 0.3), fc.constantFrom(0.05, 0)), fc.constantFrom<unknown>(NaN, 1.5)),
+      discordance: mostly(fc.oneof(finite(0, 0.6), fc.constant(0)), fc.constantFrom<unknown>(-0.1, NaN)),
+      n: mostly(fc.integer({ min: 1, max: 80 }), fc.constantFrom<unknown>(0, 2.5)),
+      threshold: fc.constantFrom(0.05, 0, 0.1),
+      alpha,
+      draws: mostly(fc.integer({ min: 1, max: 40 }), fc.constantFrom<unknown>(0)),
+      seed: fc.option(mostly(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.constantFrom<unknown>(-1)), { nil: undefined }),
+    })
+    .map(({ trueDelta, discordance, n, ...o }) => ({ args: [trueDelta, discordance, n], options: optionsOf(o) })),
   operatingCharacteristic: fc
     .record({
       trueDelta: mostly(fc.oneof(finite(-0.3, 0.5), fc.constantFrom(0.05, 0.2, 0)), fc.constantFrom<unknown>(NaN, Infinity)),
