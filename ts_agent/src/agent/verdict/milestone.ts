@@ -115,10 +115,13 @@ export interface DownstreamEvidence {
   requiredN: number | null;
   /** minimum detectable effect at n (fraction); null when undefined */
   mde: number | null;
-  /** P(PASS | true delta = threshold) at this n (normal approximation); null when unknown */
+  /** P(PASS | true delta = threshold) at this n; null when unknown */
   pPassAtThreshold?: number | null;
-  /** P(CONFIRMED | true delta = threshold) at this n (normal approximation); null when unknown */
+  /** P(CONFIRMED | true delta = threshold) at this n; null when unknown */
   pConfirmAtThreshold?: number | null;
+  /** how those two were computed: "simulated" (0/1 scores: stats.simulatedOperatingCharacteristic,
+   *  the real Tango + exact McNemar gate) or "normal approximation" (per-task means) */
+  powerMethod?: "simulated" | "normal approximation";
   /** where the base scores came from */
   baseSource: string;
 }
@@ -221,7 +224,7 @@ export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
   const oc =
     d.pPassAtThreshold === undefined || d.pPassAtThreshold === null
       ? ""
-      : `; P(PASS | true delta = ${need}) = ${d.pPassAtThreshold.toFixed(2)} at n=${d.n}`;
+      : `; P(PASS | true delta = ${need}) = ${d.pPassAtThreshold.toFixed(2)} at n=${d.n}${d.powerMethod ? ` (${d.powerMethod})` : ""}`;
   if (d.n < MIN_MILESTONE_TASKS) {
     return { verdict: "INCONCLUSIVE", reason: `n=${d.n} < ${MIN_MILESTONE_TASKS} test tasks the milestone needs; ${est}${reqN}${oc}` };
   }

@@ -21,7 +21,7 @@ import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } f
 import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
 import { ADAPTER_VARIANT } from "../eval/evaluate.js";
 import { scoresOf } from "../eval/grading.js";
-import { operatingCharacteristic, requiredNForDelta } from "../eval/stats.js";
+import { operatingCharacteristic, requiredNForDelta, simulatedOperatingCharacteristic } from "../eval/stats.js";
 import { CI_METHOD, compareScores, type Comparison, type Decision } from "./compare.js";
 import type { EvalLog } from "./eval-log.js";
 import {
@@ -169,12 +169,27 @@ export function decisionInterval(d: Pick<Decision, "lower" | "upper">): string {
   return `${pp(d.lower)} to ${pp(d.upper)}`;
 }
 
+/** P(PASS) / P(CONFIRMED) at a true delta equal to the threshold at the comparison's n. 0/1 scores:
+ *  simulated through the real gate (stats.simulatedOperatingCharacteristic, the eval's own
+ *  discordance (b + c) / n, GATE_SIMULATION_DRAWS draws, seed GATE_SIMULATION_SEED: MC SE <= 0.005);
+ *  per-task means (K > 1 samples), whose gate is the paired t test: the normal approximation. */
+export function powerAtThreshold(c: Comparison): { pPass: number; pConfirm: number; method: "simulated" | "normal approximation" } | null {
+  const p = c.paired;
+  if (!p) return null;
+  if (p.discordant) {
+    const s = simulatedOperatingCharacteristic(DOWNSTREAM_MIN_DELTA, (p.discordant.b + p.discordant.c) / c.n, c.n, { threshold: DOWNSTREAM_MIN_DELTA });
+    return { pPass: s.pPass, pConfirm: s.pConfirm, method: "simulated" };
+  }
+  const oc = operatingCharacteristic(DOWNSTREAM_MIN_DELTA, p.sdDiff, c.n, { threshold: DOWNSTREAM_MIN_DELTA });
+  return { pPass: oc.pPass, pConfirm: oc.pConfirm, method: "normal approximation" };
+}
+
 /** The milestone's downstream evidence: the comparison's decision interval and governing test,
  *  and P(PASS) / P(CONFIRMED) at a true delta equal to the threshold at this n. */
 export function downstreamEvidence(c: Comparison | null, baseSource: string): DownstreamEvidence | null {
   if (!c) return null;
   const d = c.decision;
-  const oc = c.paired ? operatingCharacteristic(DOWNSTREAM_MIN_DELTA, c.paired.sdDiff, c.n, { threshold: DOWNSTREAM_MIN_DELTA }) : null;
+  const oc = powerAtThreshold(c);
   return {
     n: c.n,
     meanDiff: c.paired ? c.paired.meanDiff : NaN,
@@ -188,6 +203,7 @@ export function downstreamEvidence(c: Comparison | null, baseSource: string): Do
     mde: c.mde,
     pPassAtThreshold: oc ? oc.pPass : null,
     pConfirmAtThreshold: oc ? oc.pConfirm : null,
+    powerMethod: oc?.method,
     baseSource,
   };
 }

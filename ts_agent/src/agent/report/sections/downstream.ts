@@ -14,6 +14,7 @@ import { decisionInterval } from "../../verdict/verdict.js";
 import type { ReportSection } from "../analysis.js";
 import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
 import { f3, pct1, table } from "../markdown.js";
+import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../eval/stats.js";
 
 function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalLog["variants"]): string[] {
   const acc = (name: string) => {
@@ -162,7 +163,7 @@ export const downstream: ReportSection = (input, a) => {
   out.push(table(["variant", `${graders[0]} accuracy (95% CI)`, "tasks", ...graders.slice(1).map((gname) => `${gname} mean`)], accRows));
   out.push("");
   const c = a.comparison;
-  if (c?.paired && c.bootstrap) out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null));
+  if (c?.paired && c.bootstrap) out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null, a.downstream?.powerMethod));
   else out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
   out.push("");
   out.push(...fingerprintSection(a));
@@ -180,7 +181,7 @@ export const downstream: ReportSection = (input, a) => {
 };
 
 /** The judged comparison's statistics, the decision interval and governing test first. */
-function comparisonTable(c: Comparison, baseSource: string, pPass: number | null, pConfirm: number | null): string[] {
+function comparisonTable(c: Comparison, baseSource: string, pPass: number | null, pConfirm: number | null, powerMethod: string | undefined): string[] {
   const p = c.paired!;
   const out: string[] = [`Paired by task id, adapter - base, base scores from ${baseSource}:`, ""];
   const dec = c.decision;
@@ -212,7 +213,7 @@ function comparisonTable(c: Comparison, baseSource: string, pPass: number | null
   }
   if (p.sdDiff > 0 && pPass !== null && pConfirm !== null) {
     rows.push([
-      `P(PASS) / P(CONFIRMED) if the true delta were +${DOWNSTREAM_MIN_DELTA_PP} pp, at n=${c.n} (normal approximation)`,
+      `P(PASS) / P(CONFIRMED) if the true delta were +${DOWNSTREAM_MIN_DELTA_PP} pp, at n=${c.n} (${powerMethod === "simulated" ? `simulated: ${GATE_SIMULATION_DRAWS} draws of the Tango + exact McNemar gate at this eval's discordance, seed ${GATE_SIMULATION_SEED}, MC SE <= ${(0.5 / Math.sqrt(GATE_SIMULATION_DRAWS)).toFixed(3)}` : "normal approximation"})`,
       `${pPass.toFixed(2)} / ${pConfirm.toFixed(2)}`,
     ]);
   }
