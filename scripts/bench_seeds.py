@@ -63,12 +63,26 @@ def start_sidecar(runs_root: Path, log_path: Path) -> tuple[subprocess.Popen, in
     raise SystemExit(f"bench_seeds: the sidecar did not start in 120 s; see {log_path}")
 
 
+def to_fixed(x: float, digits: int) -> str:
+    """JavaScript's Number.prototype.toFixed, so a number prints here as in the sweep's report.md:
+    the exact binary value rounded half away from zero (Python's format rounds a tie to even:
+    6.25 -> '6.2' where toFixed gives '6.3')."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def signed(x: float, digits: int) -> str:
+    """As the sweep report's ppText / pctText: '+' before a value >= 0."""
+    return ("+" if x >= 0 else "") + to_fixed(x, digits)
+
+
 def pct(x: float | None) -> str:
-    return "-" if x is None or x != x else f"{x * 100:+.0f}%"
+    return "-" if x is None or x != x else f"{signed(x * 100, 0)}%"
 
 
 def pp(x: float | None) -> str:
-    return "-" if x is None or x != x else f"{x * 100:+.1f}"
+    return "-" if x is None or x != x else signed(x * 100, 1)
 
 
 def delta_cell(d: dict | None) -> str:
@@ -82,15 +96,23 @@ def print_table(summary: dict) -> None:
     print("-" * len(head))
     for s in summary["seeds"]:
         h = s.get("heldOut")
-        reward = f"{h['start']:.3f} -> {h['end']:.3f}" if h else "-"
+        reward = f"{to_fixed(h['start'], 3)} -> {to_fixed(h['end'], 3)}" if h else "-"
         rel = f"{pct(h['relativeChange'])} [{pct(h['ciLow'])}, {pct(h['ciHigh'])}]" if h else "-"
         verdict = s["verdict"] + ("" if s["state"] == "SUCCEEDED" else f" ({s['state']})")
         print(f"{s['seed']:>4}  {reward:<15}  {rel:<20}  {delta_cell(s.get('downstream')):<26}  "
-              f"{delta_cell(s.get('heldOutTemplate')):<24}  {verdict:<12}  {s['trainSeconds']:>7.0f}")
+              f"{delta_cell(s.get('heldOutTemplate')):<24}  {verdict:<12}  {'-' if s['trainSeconds'] is None else to_fixed(s['trainSeconds'], 0):>7}")
+
+
+class Parser(argparse.ArgumentParser):
+    """A command-line mistake is one line on stderr, exit 2."""
+
+    def error(self, message: str):
+        print(f"bench_seeds: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=10, help="how many training seeds (default 10)")
     ap.add_argument("--first-seed", type=int, default=1, help="seeds S..S+N-1 (default 1, the demo's seed)")
     ap.add_argument("--config", type=Path, help="a TrainRequest in proto JSON (default agent-evals/demo-request.json)")
@@ -98,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.first_seed < 0:
         ap.error("--seeds must be >= 1 and --first-seed >= 0")
+    if args.config and not args.config.is_file():
+        ap.error(f"--config {args.config}: no such file")
     for tool in (PY_TRAINER, AGENT):
         if not tool.exists():
             print(f"bench_seeds: {tool} not found (run `make setup`)", file=sys.stderr)
@@ -137,14 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     d = summary.get("delta")
     if d:
         ci = "" if d["lower"] is None else f", 95% CI {pp(d['lower'])} to {pp(d['upper'])} pp ({d['method']})"
-        print(f"downstream delta over seeds: mean {pp(d['mean'])} pp, between-seed SD {d['sd'] * 100:.1f} pp{ci}"
+        print(f"downstream delta over seeds: mean {pp(d['mean'])} pp, between-seed SD {to_fixed(d['sd'] * 100, 1)} pp{ci}"
               if d["sd"] is not None else f"downstream delta: {pp(d['mean'])} pp (one seed)")
     walls = [s["wallSeconds"] for s in summary["seeds"]]
     k, n = summary["passed"], len(summary["seeds"])
     w = stats.wilson_interval(k, n)
-    print(f"wall time per seed (train + download + eval + report): median {statistics.median(walls):.0f} s, max {max(walls):.0f} s")
+    print(f"wall time per seed (train + download + eval + report): median {to_fixed(statistics.median(walls), 0)} s, max {to_fixed(max(walls), 0)} s")
     print(f"sweep report: {evals / 'sweeps' / sweep_id / 'report.md'}" + ("" if args.work_dir else " (temp folder, removed)"))
-    print(f"seeds: {k}/{n} PASS both criteria (Wilson 95% CI {w.lower:.2f}-{w.upper:.2f}), median {statistics.median(walls):.0f} s")
+    print(f"seeds: {k}/{n} PASS both criteria (Wilson 95% CI {to_fixed(w.lower, 2)}-{to_fixed(w.upper, 2)}), "
+          f"median {to_fixed(statistics.median(walls), 0)} s")
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if rc == 0 else 1
