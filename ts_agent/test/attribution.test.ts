@@ -313,3 +313,17 @@ describe("zero reward variance up to float noise counts as zero-std", () => {
     assert.equal(curveFeatures(live).fracZeroStd!.mean, 0.25);
   });
 });
+
+describe("no ratio of a change indistinguishable from 0 (issue 21)", () => {
+  test("a trendless curve prints no 'x% of the change reached by mid-run'; a clear rise does", () => {
+    // trendless noise around 0.3: the start-vs-end change is ~0 and its CI includes 0
+    const flat = steps({ reward: (_i, e) => 0.3 + 0.1 * e, kl: () => 0.01 }, 5, 40);
+    const f = curveFeatures(flat);
+    assert.ok(f.reward!.changeCi.lower <= 0 && f.reward!.changeCi.upper >= 0, JSON.stringify(f.reward!.changeCi));
+    assert.equal(f.reward!.midShare, null);
+    assert.doesNotMatch(describeFeatures(f)[0], /of the change reached by mid-run/);
+    const rise = curveFeatures(healthy);
+    assert.ok(rise.reward!.midShare !== null);
+    assert.match(describeFeatures(rise)[0], /\d+% of the change reached by mid-run/);
+  });
+});
