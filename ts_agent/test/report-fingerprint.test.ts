@@ -21,6 +21,10 @@ import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
 
+// Reports here are not about the confusion-matrix figure: a stand-in draws it in milliseconds
+// (the real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and report.test.ts).
+process.env.PY_TRAINER_BIN = new URL("./helpers/fake-py-trainer.sh", import.meta.url).pathname;
+
 const LABELS = ["structuring", "smurfing", "layering", "money_mule"];
 const N = 264;
 const rows: TaskRow[] = Array.from({ length: N }, (_, i) => row(`t${String(i).padStart(4, "0")}`, LABELS[i % 4]));
