@@ -2,9 +2,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { create } from "@bufbuild/protobuf";
-
-import { EvalFingerprintSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildBaseline, matchBaseline } from "../src/agent/eval/baseline.js";
 import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
 import {
@@ -16,28 +13,14 @@ import {
 } from "../src/agent/eval/fingerprint.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
-import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
+import { RESOLVED_MODEL, gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
 
 const rows = [row("t1", "structuring"), row("t2", "smurfing")];
 const taskSet: TaskSet = { path: "agent-evals/tasks/x.jsonl", sha256: "ab".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map() };
 const taskSetRef = { path: taskSet.path, sha256: taskSet.sha256, split: taskSet.split, n: 2 };
 const model = { requested: "", resolved: RESOLVED_MODEL };
 
-function runtime(over: Partial<Record<string, unknown>> = {}) {
-  return create(EvalFingerprintSchema, {
-    model: RESOLVED_MODEL,
-    weightsSha256: "11".repeat(32),
-    revision: "",
-    promptFormat: "raw",
-    chatTemplateSha256: "",
-    device: "cpu",
-    dtype: "fp32",
-    batchSize: 64,
-    topP: 1,
-    libraryVersions: { torch: "2.5.1", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" },
-    ...over,
-  });
-}
+const runtime = runtimeFingerprint;
 
 function fp(settings: Partial<EvalSettings> = {}, rt: ReturnType<typeof runtime> | null = runtime()) {
   return buildFingerprint({ settings: { ...DEFAULT_EVAL_SETTINGS, ...settings }, taskSet: taskSetRef, taskIds: ["t1", "t2"], model, runtime: rt });

@@ -18,7 +18,7 @@ import { main } from "../src/cli.js";
 import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
-import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
 
@@ -32,13 +32,7 @@ after(async () => {
 test("train 10 steps, baseline, eval with held-out templates, report", { timeout: 600_000 }, async () => {
   const client = new SidecarClient({ address: sc.address });
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
-  const rows = readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; answers: string[] })
-    .filter((r) => r.split === "train")
-    .slice(0, 64)
-    .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
+  const rows = amlTrainRows(64);
   const request = create(TrainRequestSchema, {
     runId: "report-e2e",
     dataset: { source: { case: "inline", value: { rows } } },

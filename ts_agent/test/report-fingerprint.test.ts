@@ -11,7 +11,7 @@ import { describe, test } from "node:test";
 
 import { create, toJsonString } from "@bufbuild/protobuf";
 
-import { EvalFingerprintSchema, RunSchema, RunState, type EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunSchema, RunState, type EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
 import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
@@ -19,7 +19,7 @@ import type { TaskSet } from "../src/agent/eval/task-set.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
 import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";
 import { writeReport } from "../src/agent/report/report.js";
-import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
+import { RESOLVED_MODEL, gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
 
 // Reports here are not about the confusion-matrix figure: a stand-in draws it in milliseconds
 // (the real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and report.test.ts).
@@ -36,19 +36,7 @@ function firstRight(k: number): Record<string, string[]> {
   return Object.fromEntries(rows.map((r, i) => [r.id, [`<answer>${i < k ? r.typology : LABELS[(LABELS.indexOf(r.typology) + 1) % 4]}</answer>`]]));
 }
 
-function runtime(over: Record<string, unknown> = {}) {
-  return create(EvalFingerprintSchema, {
-    model: RESOLVED_MODEL,
-    weightsSha256: "11".repeat(32),
-    promptFormat: "raw",
-    device: "cpu",
-    dtype: "fp32",
-    batchSize: 64,
-    topP: 1,
-    libraryVersions: { torch: "2.5.1", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" },
-    ...over,
-  });
-}
+const runtime = runtimeFingerprint;
 
 function withFingerprint(result: EvaluateResult, fp: ReturnType<typeof runtime> | null, step = 60): EvaluateResult {
   if (fp) result.fingerprint = fp;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { main } from "../src/cli.js";
-import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
 
@@ -24,13 +24,7 @@ after(async () => {
 
 test("sweep: 2 seeds of a 4-step request, each evaluated and reported, and the replicate section", { timeout: 600_000 }, async () => {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
-  const rows = readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; answers: string[] })
-    .filter((r) => r.split === "train")
-    .slice(0, 48)
-    .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
+  const rows = amlTrainRows(48);
   const config = join(evalsDir, "request.json");
   writeFileSync(
     config,

@@ -23,7 +23,7 @@ import { create } from "@bufbuild/protobuf";
 import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
-import { PYTHON, REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { PYTHON, REPO, amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 const run = promisify(execFile);
 let sc: RunningSidecar;
@@ -38,13 +38,7 @@ after(async () => {
 test("GRPO through the sidecar raises the held-out reward; the adapter loads with PEFT", { timeout: 900_000 }, async () => {
   const client = new SidecarClient({ address: sc.address });
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
-  const rows = readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string })
-    .filter((r) => r.split === "train")
-    .slice(0, 200)
-    .map((r) => ({ id: r.id, prompt: r.prompt, answers: ["structuring"] }));
+  const rows = amlTrainRows(200).map((r) => ({ ...r, answers: ["structuring"] }));
   const request = create(TrainRequestSchema, {
     runId: "ts-e2e",
     dataset: { source: { case: "inline", value: { rows } } },

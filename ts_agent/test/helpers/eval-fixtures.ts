@@ -1,12 +1,27 @@
 /** Synthetic task rows and Evaluate results for the harness, baseline and report tests. */
 import { create } from "@bufbuild/protobuf";
 
-import { EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { EvalFingerprintSchema, EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/evaluate.js";
 import { formatPrompt, type TaskRow } from "../../src/agent/eval/typologies.js";
 import { buildReward } from "../../src/agent/train/grpo.js";
 
 export const RESOLVED_MODEL = "/cache/models/tiny-aml-qwen2-s0-8ae0970906";
+
+/** An Evaluate fingerprint of the CPU/fp32 sidecar the fixtures pretend to be; `over` changes fields. */
+export function runtimeFingerprint(over: Record<string, unknown> = {}) {
+  return create(EvalFingerprintSchema, {
+    model: RESOLVED_MODEL,
+    weightsSha256: "11".repeat(32),
+    promptFormat: "raw",
+    device: "cpu",
+    dtype: "fp32",
+    batchSize: 64,
+    topP: 1,
+    libraryVersions: { torch: "2.5.1", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" },
+    ...over,
+  });
+}
 
 export function row(id: string, typology: string, answers = [typology]): TaskRow {
   const narrative = `case ${id}`;

@@ -1,12 +1,23 @@
 /** Start a real `py-trainer serve` process for a TS test, on a free port, in a temp folder. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, mkdirSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const REPO = resolve(fileURLToPath(new URL("../../..", import.meta.url)));
 export const PYTHON = join(REPO, ".venv", "bin", "python");
+
+/** The first `limit` train rows of the checked-in AML task file, as a TrainRequest's inline rows. */
+export function amlTrainRows(limit: number): Array<{ id: string; prompt: string; answers: string[] }> {
+  return readFileSync(join(REPO, "agent-evals", "tasks", "aml_typology.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; answers: string[] })
+    .filter((r) => r.split === "train")
+    .slice(0, limit)
+    .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
+}
 
 export interface RunningSidecar {
   proc: ChildProcess;

@@ -13,7 +13,7 @@
  * Units: deltas and relative changes are FRACTIONS here and percentage points / percent in text.
  */
 import { intervalOverRuns, wilsonInterval, type ProportionInterval, type RunsInterval } from "../eval/stats.js";
-import type { Verdict } from "../verdict/milestone.js";
+import { pct, pp, type Verdict } from "../verdict/milestone.js";
 
 export const SWEEP_FILE = "sweep.json";
 export const SWEEP_REPORT = "report.md";
@@ -109,17 +109,13 @@ export function summarizeSweep(sweepId: string, request: string, seeds: SeedRun[
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
-/** +12.3 pp from a fraction; "-" for a missing or non-finite value. */
+/** milestone.ts's pp / pct, with "-" for a missing or non-finite value (a seed without an eval). */
 function ppText(x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return "-";
-  const v = x * 100;
-  return `${v >= 0 ? "+" : ""}${v.toFixed(1)} pp`;
+  return x === undefined || !Number.isFinite(x) ? "-" : pp(x);
 }
 
 function pctText(x: number | undefined): string {
-  if (x === undefined || !Number.isFinite(x)) return "-";
-  const v = x * 100;
-  return `${v >= 0 ? "+" : ""}${v.toFixed(0)}%`;
+  return x === undefined || !Number.isFinite(x) ? "-" : pct(x, 0);
 }
 
 function deltaCell(d: DeltaLine | null): string {

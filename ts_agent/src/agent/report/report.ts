@@ -8,7 +8,7 @@
  * sections/ exporting a ReportSection, and one line in SECTIONS.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
@@ -57,8 +57,11 @@ export function pyTrainerBin(): string {
 function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
   const first = a.answers?.splits[0];
   if (!first) return "";
-  const spec = { title: `${runId}: ${first.split} split, ${first.tasks} tasks`, ...first.confusion };
-  writeFileAtomic(join(dir, CONFUSION_SPEC), JSON.stringify(spec) + "\n");
+  const spec = JSON.stringify({ title: `${runId}: ${first.split} split, ${first.tasks} tasks`, ...first.confusion }) + "\n";
+  const specPath = join(dir, CONFUSION_SPEC);
+  // a report re-rendered on the same eval (agent report again, a sweep's final pass) keeps its figure
+  if (existsSync(join(dir, CONFUSION_PNG)) && existsSync(specPath) && readFileSync(specPath, "utf8") === spec) return "";
+  writeFileAtomic(specPath, spec);
   const bin = pyTrainerBin();
   if (!existsSync(bin)) return `py-trainer not found at ${bin} (set PY_TRAINER_BIN)`;
   const r = spawnSync(bin, ["plot", "confusion", join(dir, CONFUSION_SPEC), join(dir, CONFUSION_PNG)], { encoding: "utf8", timeout: 120_000 });
