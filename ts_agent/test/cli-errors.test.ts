@@ -122,3 +122,21 @@ test("agent sweep: user mistakes are one line and exit 2, before any sidecar is 
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   }
 });
+
+test("a task file that does not load is one line and exit 2 in every command that reads it, before any sidecar is called", () => {
+  const dir = mkdtempSync(join(tmpdir(), "tasks-"));
+  const bad = join(dir, "sentiment.jsonl");
+  writeFileSync(bad, JSON.stringify({ id: "s1", split: "train", prompt: "Great film?", answers: ["positive"], label: "positive" }) + "\n");
+  const runs: Array<[string[], RegExp]> = [
+    [["sweep", "--tasks", bad], /^agent sweep: .*sentiment\.jsonl:1: field "typology" must be a non-empty string$/],
+    [["baseline", "set", "--tasks", bad], /^agent baseline: .*sentiment\.jsonl:1: field "typology"/],
+    [["plan", "--tasks", bad, "--base-accuracy", "0.5"], /^agent plan: .*sentiment\.jsonl:1: field "typology"/],
+    [["sweep", "--tasks", join(dir, "missing.jsonl")], /^agent sweep: .*missing\.jsonl: cannot read the task file \(ENOENT\)$/],
+  ];
+  for (const [args, message] of runs) {
+    const r = agent([...args, "--evals-dir", dir, "--address", "127.0.0.1:9", "--timeout", "2000"]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr.trim(), message);
+    assert.doesNotMatch(r.stderr, /^\s+at /m);
+  }
+});

@@ -158,7 +158,7 @@ describe("loadTasks", () => {
     }
     const path = join(tmp, "bad-json.jsonl");
     writeFileSync(path, lines.slice(0, 2).join("\n") + "\n{not json\n");
-    assert.throws(() => loadTasks(path), new RegExp(`^Error: ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:3: invalid JSON`));
+    assert.throws(() => loadTasks(path), new RegExp(`^UserError: ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:3: invalid JSON`));
   });
 });
 

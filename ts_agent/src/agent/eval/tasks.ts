@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
+import { REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
 import { HELDOUT_TEMPLATES, TEMPLATES, TaskRng, composeNarrative, drawSlots, mulberry32, type Template } from "./narratives.js";
 import { LABELS, SPLITS, TYPOLOGIES, formatPrompt, type Split, type TaskRow } from "./typologies.js";
 
@@ -145,8 +145,9 @@ export function splitTasks(rows: readonly TaskRow[], split: Split): TaskRow[] {
 // ---------------------------------------------------------------------------------------------
 // Loader
 
+// a bad task file is the user's mistake: the CLI prints it as one line, exit 2
 function fail(path: string, line: number, message: string): never {
-  throw new Error(`${path}:${line}: ${message}`);
+  throw new UserError(`${path}:${line}: ${message}`);
 }
 
 function requireString(obj: Record<string, unknown>, field: string, path: string, line: number): string {
@@ -157,10 +158,15 @@ function requireString(obj: Record<string, unknown>, field: string, path: string
 
 /**
  * Reads and validates a task JSONL file. Blank lines are skipped; any other bad line throws an
- * Error whose message starts with "<path>:<1-based line>:" and names the bad field.
+ * UserError whose message starts with "<path>:<1-based line>:" and names the bad field.
  */
 export function loadTasks(path: string): TaskRow[] {
-  const text = readFileSync(path, "utf8");
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new UserError(`${path}: cannot read the task file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
   const rows: TaskRow[] = [];
   const ids = new Set<string>();
   const labels = new Set(LABELS);
