@@ -153,6 +153,21 @@ def stop_on_every_rank(should_stop: Callable[[], bool]) -> bool:
     return stop
 
 
+def close_process_group() -> None:
+    """Destroy this process's torch.distributed process group, if it has one. Every rank calls it
+    on its way out: a rank that reaches interpreter exit with its gloo group open can die of
+    SIGABRT in finalization (gloo's threads free tensors after the interpreter is gone;
+    pytorch/pytorch#179291), which fails a run that trained. Destroying a gloo group is local: it
+    waits for no other rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception as err:  # the run's outcome is decided; a failed teardown must not change it
+            log.warning("could not destroy the process group: %s", err)
+
+
 def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None],
                        rank: int = 0, world: int = 1):
     """The TrainerCallback every training mode uses: stop after the current step when cancelled

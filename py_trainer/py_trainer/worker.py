@@ -35,7 +35,7 @@ from py_trainer.rewards import RewardFunctionError
 from py_trainer.run_folder import load_request
 from py_trainer.train_grpo import GrpoMode
 from py_trainer.train_preference import PreferenceMode
-from py_trainer.training import Emit, RunStopped, run_training
+from py_trainer.training import Emit, RunStopped, close_process_group, run_training
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         emit = SocketEmitter(os.environ.get("PY_TRAINER_EVENTS_SOCK"))
     cancel_file = args.run_dir / CANCEL_FILE
     try:
-        state = train_run(args.run_dir, args.data_root, emit, lambda: stop["flag"] or cancel_file.exists(),
-                          resume=args.resume)
+        return _train_and_report(args, emit, lambda: stop["flag"] or cancel_file.exists())
+    finally:
+        close_process_group()
+
+
+def _train_and_report(args, emit: Emit, should_stop: Callable[[], bool]) -> int:
+    try:
+        state = train_run(args.run_dir, args.data_root, emit, should_stop, resume=args.resume)
     except RunStopped:
         emit(pb.RunEvent(state_change=pb.StateChange(state=pb.RUN_STATE_CANCELLED, reason="cancelled before training")))
         return 0
