@@ -30,6 +30,7 @@ const COMMANDS: Record<string, Entry> = {
   train: { summary: "train through the sidecar (live progress, verified download)", load: () => import("./commands/train.js") },
   watch: { summary: "re-attach to a run, follow it, download it at the end", load: () => import("./commands/watch.js") },
   cancel: { summary: "cancel a run (stops after the current step, adapter kept)", load: () => import("./commands/cancel.js") },
+  delete: { summary: "delete a finished run and its folder on the sidecar (asks first; --yes)", load: () => import("./commands/delete.js") },
   resume: { summary: "continue a FAILED or CANCELLED run from its last checkpoint, then watch it", load: () => import("./commands/resume.js") },
   download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
   eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },

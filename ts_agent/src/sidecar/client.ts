@@ -164,6 +164,14 @@ export class SidecarClient {
     return res.run!;
   }
 
+  /** Remove a finished run and its folder on the sidecar (FAILED_PRECONDITION while it is active);
+   *  returns the run as it was just before. */
+  async deleteRun(runId: string, opts?: CallOptions): Promise<Run> {
+    const res = await this.call(() => this.raw.deleteRun({ runId }, this.unary(opts)));
+    if (!res.run) throw new SidecarError("DeleteRun answered without a run", Code.Internal, undefined);
+    return res.run;
+  }
+
   /** Start a run and stream its events to the end. Aborting the signal drops the stream only. */
   async *train(req: MessageInitShape<typeof TrainRequestSchema>, opts?: CallOptions): AsyncGenerator<RunEvent> {
     for await (const res of this.stream(() => this.raw.train(create(TrainRequestSchema, req), opts))) {
