@@ -105,3 +105,71 @@ def test_preference_mode_takes_its_own_schedule_defaults():
     with pytest.raises(InvalidArgument) as ei:
         config.check_schedule(g)
     assert ei.value.field == "grpo.logging_steps"
+
+
+# ---------------------------------------------------------------------------------------------
+# TRL 1.16's knobs (issue 23): in the table, validated, refused when this machine cannot honour them
+
+
+def grpo_request(**grpo):
+    from _builders import small_request
+
+    return small_request("knobs", **grpo)
+
+
+def test_trl_knobs_are_in_the_grpo_table_with_trl_defaults(tmp_path):
+    from py_trainer.validate import validate_train_request
+
+    g = validate_train_request(grpo_request(), tmp_path).grpo
+    assert (g.importance_sampling_level, g.num_iterations, g.top_k, g.min_p, g.repetition_penalty,
+            g.use_liger_kernel) == ("token", 1, 0, 0.0, 1.0, False)
+    assert config.GRPO["vllm_importance_sampling_cap"].trl == "vllm_importance_sampling_clip_max"
+    assert "importance_sampling_level" in config.describe_defaults()
+
+
+@pytest.mark.parametrize("grpo, field, text", [
+    ({"importance_sampling_level": "seq"}, "grpo.importance_sampling_level", "one of ('token', 'sequence')"),
+    ({"num_iterations": 0}, "grpo.num_iterations", "in [1, 64]"),
+    ({"top_k": 2_000_000}, "grpo.top_k", "in [0, 1000000]"),
+    ({"min_p": 1.5}, "grpo.min_p", "in [0, 1]"),
+    ({"repetition_penalty": 0.0}, "grpo.repetition_penalty", "in (0, 10]"),
+])
+def test_trl_knob_out_of_range_is_invalid_argument(tmp_path, grpo, field, text):
+    from py_trainer.validate import validate_train_request
+
+    with pytest.raises(InvalidArgument) as ei:
+        validate_train_request(grpo_request(**grpo), tmp_path)
+    assert ei.value.field == field and text in str(ei.value)
+
+
+@pytest.mark.parametrize("name, value", [("vllm_importance_sampling_correction", False),
+                                         ("vllm_importance_sampling_mode", "token_mask"),
+                                         ("vllm_importance_sampling_cap", 2.0)])
+def test_vllm_importance_sampling_without_vllm_is_failed_precondition(tmp_path, name, value):
+    from py_trainer.errors import FailedPrecondition
+    from py_trainer.validate import validate_train_request
+
+    with pytest.raises(FailedPrecondition) as ei:
+        validate_train_request(grpo_request(**{name: value}), tmp_path)
+    assert ei.value.field == f"grpo.{name}" and "use_vllm" in str(ei.value)
+
+
+def test_liger_kernel_without_the_package_is_failed_precondition(tmp_path):
+    import importlib.util
+
+    from py_trainer.errors import FailedPrecondition
+    from py_trainer.validate import validate_train_request
+
+    if importlib.util.find_spec("liger_kernel") is not None:
+        pytest.skip("liger-kernel is installed here")
+    with pytest.raises(FailedPrecondition) as ei:
+        validate_train_request(grpo_request(use_liger_kernel=True), tmp_path)
+    assert ei.value.field == "grpo.use_liger_kernel" and "liger-kernel" in str(ei.value)
+
+
+def test_the_effective_request_validates_again(tmp_path):
+    """A run's stored request.json, sent again, is accepted: the vLLM-only knobs stay unset."""
+    from py_trainer.validate import validate_train_request
+
+    eff = validate_train_request(grpo_request(importance_sampling_level="sequence"), tmp_path)
+    assert validate_train_request(eff, tmp_path) == eff

@@ -26,8 +26,14 @@ SCHEDULE = {"learning_rate": 3e-3, "max_steps": 7, "per_device_train_batch_size"
             "max_completion_length": 24}
 GRPO = {"num_generations": 4, "beta": 0.05, "epsilon": 0.3, "epsilon_high": 0.28, "loss_type": "grpo",
         "scale_rewards": "batch", "temperature": 0.9, "top_p": 0.95, "mask_truncated_completions": True,
-        "vllm_mode": "server", "vllm_gpu_memory_utilization": 0.5}
-NOT_SET = {"use_vllm"}  # True needs CUDA and vllm; its False is TRL's default too
+        "vllm_mode": "server", "vllm_gpu_memory_utilization": 0.5,
+        "importance_sampling_level": "sequence", "num_iterations": 2, "top_k": 5, "min_p": 0.05,
+        "repetition_penalty": 1.1}
+# True needs CUDA and vllm / liger-kernel (their False is TRL's default too); the vLLM importance
+# sampling knobs need use_vllm (test_vllm_knobs_reach_grpoconfig sets them on an effective request)
+NOT_SET = {"use_vllm", "use_liger_kernel", *config.VLLM_ONLY_FIELDS}
+VLLM = {"vllm_importance_sampling_correction": False, "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_cap": 5.0}
 LORA = {"r": 8, "alpha": 24.0, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
 
 
@@ -73,7 +79,7 @@ def test_every_grpo_knob_with_a_trl_name_reaches_grpoconfig(tmp_path):
     req.lora.CopyFrom(json_format.ParseDict(LORA, pb.LoraSettings()))
     eff = effective(req, tmp_path)
     cfg = grpo_config(eff, args_for(eff, tmp_path), [1.0, 0.2])
-    names = (assert_arrives(cfg, eff.grpo, config.SCHEDULE) + assert_arrives(cfg, eff.grpo, config.GRPO)
+    names = (assert_arrives(cfg, eff.grpo, config.SCHEDULE) + assert_arrives(cfg, eff.grpo, config.GRPO, skip=config.VLLM_ONLY_FIELDS)
              + assert_arrives(cfg, eff.runtime, config.RUNTIME))
     assert set(names) >= {"learning_rate", "warmup_steps", "seed", "data_seed", "num_generations", "beta",
                           "max_completion_length", "gradient_checkpointing"}
@@ -82,6 +88,29 @@ def test_every_grpo_knob_with_a_trl_name_reaches_grpoconfig(tmp_path):
     assert_not_trl_defaults(GRPOConfig, cfg, [n for n in names if n not in NOT_SET])
     assert {n for n, k in {**config.SCHEDULE, **config.GRPO}.items() if config.trl_names(k)} - set(SCHEDULE) - set(GRPO) \
         == NOT_SET, "a knob with a TRL name is missing from this test's request"
+
+
+def test_vllm_knobs_reach_grpoconfig_under_trl_names(tmp_path):
+    """The vLLM importance-sampling knobs arrive under TRL 1.16's names (cap -> clip_max) when set;
+    unset (a run without vLLM) they leave TRL's defaults."""
+    from trl import GRPOConfig
+
+    eff = effective(small_request("trl-vllm"), tmp_path)
+    assert not any(eff.grpo.HasField(n) for n in config.VLLM_ONLY_FIELDS)
+    plain = grpo_config(eff, args_for(eff, tmp_path), [1.0, 0.2])
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert [getattr(plain, n) for n in ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                                        "vllm_importance_sampling_clip_max")] \
+        == [defaults[n] for n in ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                                  "vllm_importance_sampling_clip_max")]
+    for name, value in VLLM.items():  # as validate fills them when use_vllm is set
+        setattr(eff.grpo, name, value)
+    cfg = grpo_config(eff, args_for(eff, tmp_path), [1.0, 0.2])
+    names = assert_arrives(cfg, eff.grpo, {n: config.GRPO[n] for n in VLLM})
+    assert names == ["vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                     "vllm_importance_sampling_clip_max"]
+    assert_not_trl_defaults(GRPOConfig, cfg, names)
+    assert set(VLLM) == set(config.VLLM_ONLY_FIELDS)
 
 
 def test_every_preference_knob_with_a_trl_name_reaches_dpoconfig(tmp_path):

@@ -159,8 +159,32 @@ GRPO: dict[str, Knob] = {
                       trl="vllm_mode"),
     "vllm_gpu_memory_utilization": Knob(0.3, Range(0, 1, lo_open=True), "GPU memory share of vLLM in colocate mode",
                                         trl="vllm_gpu_memory_utilization"),
+    # TRL 1.16's knobs, passed through by name with TRL's defaults (TRL's min_p default is None:
+    # 0.0 keeps every token, the same sampling)
+    "importance_sampling_level": Knob("token", Choices(("token", "sequence")),
+                                      "token (GRPO) or sequence (GSPO: one length-normalised ratio per completion)",
+                                      trl="importance_sampling_level"),
+    "num_iterations": Knob(1, Range(1, 64), "policy updates per generation batch (mu)", trl="num_iterations"),
+    "vllm_importance_sampling_correction": Knob(True, None, "correct vLLM's sampling logprobs against the trainer's "
+                                                "(only with use_vllm)", trl="vllm_importance_sampling_correction"),
+    "vllm_importance_sampling_mode": Knob("sequence_mask", Choices(("token_truncate", "token_mask", "sequence_truncate",
+                                                                    "sequence_mask")),
+                                          "how the vLLM importance ratio is truncated or masked (only with use_vllm)",
+                                          trl="vllm_importance_sampling_mode"),
+    "vllm_importance_sampling_cap": Knob(3.0, Range(1, None), "upper bound C of the vLLM importance ratio "
+                                         "(only with use_vllm)", trl="vllm_importance_sampling_clip_max"),
+    "top_k": Knob(0, Range(0, 1_000_000), "top-k filtering of the rollouts (0 = off)", trl="top_k"),
+    "min_p": Knob(0.0, Range(0, 1), "min-p sampling of the rollouts (0 = off)", trl="min_p"),
+    "repetition_penalty": Knob(1.0, Range(0, 10, lo_open=True), "repetition penalty of the rollouts (1 = none)",
+                               trl="repetition_penalty"),
+    "use_liger_kernel": Knob(False, None, "Liger kernels for the model and the GRPO loss (needs liger-kernel)",
+                             trl="use_liger_kernel"),
 }
 GRPO_ONLY_FIELDS = tuple(GRPO)
+VLLM_ONLY_FIELDS = ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                    "vllm_importance_sampling_cap")
+"""Knobs that only mean something with use_vllm: refused when set without it, left unset (TRL's
+default) in the effective request of a run that does not use vLLM."""
 
 PREFERENCE_SCHEDULE_DEFAULTS: dict[str, Any] = {
     # with alpha/r = 2 and Adam, each LoRA weight moves by about lr per step; 5e-5 is the top of the
@@ -429,11 +453,15 @@ def trl_names(knob: Knob) -> tuple[str, ...]:
 def trl_kwargs(msg, table: Mapping[str, Knob], *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Keyword arguments for TRL's config (or PEFT's LoraConfig): every knob of `table` that has a
     TRL name, with its value in the (effective) message `msg`, repeated fields as lists; the knobs
-    in `skip` are left out (a mode whose TRL config lacks the field)."""
+    in `skip` are left out (a mode whose TRL config lacks the field), and so are optional knobs
+    left unset (TRL's default applies)."""
     out: dict[str, Any] = {}
     for name, knob in table.items():
         if name in skip:
             continue
+        fd = msg.DESCRIPTOR.fields_by_name[name]
+        if fd.has_presence and not msg.HasField(name):
+            continue  # left unset in the effective request (VLLM_ONLY_FIELDS without vLLM): TRL's default
         value = getattr(msg, name)
         if msg.DESCRIPTOR.fields_by_name[name].is_repeated:
             value = list(value)

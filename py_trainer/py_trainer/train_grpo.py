@@ -206,7 +206,9 @@ class GrpoMode:
                                      samples_per_prompt=run.req.held_out.samples_per_prompt)
 
     def on_log(self, run: RunContext, state, logs: dict) -> None:
-        if "reward" not in logs:  # skip the end-of-train summary log
+        # skip the end-of-train summary log; a step that reuses its generation batch (num_iterations
+        # > 1) logs no reward metrics (it generated nothing) and is still a train_step
+        if "train_runtime" in logs:
             return
         metrics = numeric_metrics(logs, keep_nan=("kl",))
         run.emit_step(state.global_step, state.max_steps, metrics)

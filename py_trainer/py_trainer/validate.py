@@ -11,11 +11,13 @@ the effective request into TRL.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from py_trainer.config import (DEFAULT_REWARDS, GRPO, GRPO_ONLY_FIELDS, HELD_OUT, MAX_HELD_OUT_GROUPS_DEFAULT,
-                               PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, check_base_model,
-                               check_knobs, check_lora, check_runtime, check_schedule, fill_defaults, set_default)
+                               PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, VLLM_ONLY_FIELDS,
+                               check_base_model, check_knobs, check_lora, check_runtime, check_schedule, fill_defaults,
+                               set_default)
 from py_trainer.data import load_ranked_groups, task_rows
 from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -64,8 +66,7 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
     check_reward_specs(out.rewards, "rewards", check_weight=True)
     g = out.grpo
     check_schedule(g)
-    fill_defaults(g, GRPO)
-    check_knobs(g, GRPO, "grpo.")
+    check_trl_knobs(g)
     if (g.per_device_train_batch_size * g.gradient_accumulation_steps) % g.num_generations:
         raise InvalidArgument(
             "grpo.per_device_train_batch_size",
@@ -73,8 +74,6 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
             f"{g.per_device_train_batch_size * g.gradient_accumulation_steps} must be divisible by "
             f"num_generations = {g.num_generations} (each prompt's group must be complete)")
     if g.use_vllm:
-        import importlib.util
-
         import torch
 
         if not torch.cuda.is_available() or out.runtime.device == "cpu":
@@ -100,6 +99,24 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
     prompts_per_step = g.per_device_train_batch_size * g.gradient_accumulation_steps // g.num_generations
     if train_n < prompts_per_step:
         raise InvalidArgument("dataset", f"{train_n} training rows, but one step needs {prompts_per_step} prompts")
+
+
+def check_trl_knobs(g: pb.GrpoConfig) -> None:
+    """Fill and check GRPO's knobs; what this machine cannot honour is FAILED_PRECONDITION naming
+    the field: the vLLM importance-sampling knobs set without grpo.use_vllm (they only act on vLLM's
+    rollouts; left unset, TRL's default, in the effective request), use_liger_kernel without the
+    liger-kernel package."""
+    use_vllm = g.HasField("use_vllm") and g.use_vllm
+    if not use_vllm:
+        for name in VLLM_ONLY_FIELDS:
+            if g.HasField(name):
+                raise FailedPrecondition(f"grpo.{name}", "only applies to vLLM rollouts: set grpo.use_vllm "
+                                                          "(needs CUDA and the vllm package) or leave it unset")
+    fill_defaults(g, GRPO, only=tuple(n for n in GRPO if use_vllm or n not in VLLM_ONLY_FIELDS))
+    check_knobs(g, GRPO, "grpo.")
+    if g.use_liger_kernel and importlib.util.find_spec("liger_kernel") is None:
+        raise FailedPrecondition("grpo.use_liger_kernel", "the liger-kernel package is not installed "
+                                                          "(pip install liger-kernel)")
 
 
 # ---------------------------------------------------------------------------------------------
