@@ -9,10 +9,10 @@
  */
 import { parseArgs } from "node:util";
 
-import { Detached, loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
+import { Detached, SidecarLost, heldOutChangeLine, loadTrainRequest, outcomeLine, trainProgressPrinter, trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { evalsDirOrDefault } from "../agent/workspace.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, repeatFlags, sidecarFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Train through the sidecar: live progress, then every artifact downloaded and sha256-verified.",
@@ -24,27 +24,48 @@ export const help: CommandHelp = {
   ],
   notes:
     "Ctrl-C detaches: the run keeps going on the sidecar, and the `agent watch` / `agent cancel`\n" +
-    "commands for it are printed; a second Ctrl-C within 2 s cancels the run.",
+    "commands for it are printed; a second Ctrl-C within 2 s cancels the run. If the sidecar goes away\n" +
+    "(and does not come back within a few re-attach attempts) the run id and the `agent watch` /\n" +
+    "`agent resume` commands are printed, exit 1.",
   examples: ["agent train --config run.json --run-id aml-1", "agent train --config run.json --evals-dir /tmp/evals --address 10.0.0.5:50151"],
 };
 
 /** The summary lines after a run ended (train and watch). */
 export function printOutcome(out: TrainOutcome): void {
   const r = out.result;
-  if (r?.startReward && r.endReward) {
-    console.log(
-      `held-out reward: step 0 ${r.startReward.mean.toFixed(3)} -> step ${r.endReward.step} ${r.endReward.mean.toFixed(3)} (${relativeChangeText(r)})`,
-    );
-  }
+  const heldOut = r ? heldOutChangeLine(r) : undefined;
+  if (heldOut) console.log(heldOut);
   console.log(outcomeLine(out));
   if (r) console.log(`artifacts (sha256 verified): ${out.localDir}`);
+}
+
+type RepeatedFlags = { address?: string; token?: string; "evals-dir"?: string };
+
+/** What a detach prints: how to re-attach (watch takes --evals-dir) and how to cancel (cancel does not). */
+export function detachLines(runId: string, values: RepeatedFlags): string[] {
+  if (!runId) return [`detached before the sidecar named the run; find it with: agent runs${sidecarFlags(values)}`];
+  return [
+    `detached from run ${runId}: it keeps running on the sidecar.`,
+    `  re-attach:  agent watch ${runId}${repeatFlags(values)}`,
+    `  cancel:     agent cancel ${runId}${sidecarFlags(values)}   (or press Ctrl-C again within 2 s)`,
+  ];
+}
+
+/** What losing the sidecar prints (stderr): the run id and the commands that recover the run. */
+export function sidecarLostLines(err: SidecarLost, values: RepeatedFlags): string[] {
+  return [
+    `agent: ${err.message}.`,
+    `  the run stays on the sidecar's disk; once the sidecar is back (py-trainer serve on the same runs root):`,
+    `  follow it:  agent watch ${err.runId}${repeatFlags(values)}`,
+    `  or, if it ended FAILED, continue it from its last checkpoint:  agent resume ${err.runId}${repeatFlags(values)}`,
+  ];
 }
 
 /**
  * Ctrl-C while following a run: the first aborts `controller` (detach); `afterDetach` then prints
  * how to re-attach or cancel and waits 2 s, and a second Ctrl-C in that time cancels the run.
  */
-export function ctrlCDetaches(controller: AbortController): { afterDetach: (client: SidecarClient, runId: string, again: string) => Promise<number>; dispose: () => void } {
+export function ctrlCDetaches(controller: AbortController): { afterDetach: (client: SidecarClient, runId: string, values: RepeatedFlags) => Promise<number>; dispose: () => void } {
   let first = 0;
   let second: (() => void) | undefined;
   let secondSeen = false;
@@ -62,21 +83,18 @@ export function ctrlCDetaches(controller: AbortController): { afterDetach: (clie
   const dispose = () => process.off("SIGINT", onSigint);
   return {
     dispose,
-    afterDetach: async (client, runId, again) => {
+    afterDetach: async (client, runId, values) => {
+      for (const line of detachLines(runId, values)) console.log(line);
       if (!runId) {
-        console.log("detached before the sidecar named the run; find it with: agent runs" + again);
         dispose();
         return 130;
       }
-      console.log(`detached from run ${runId}: it keeps running on the sidecar.`);
-      console.log(`  re-attach:  agent watch ${runId}${again}`);
-      console.log(`  cancel:     agent cancel ${runId}${again}   (or press Ctrl-C again within 2 s)`);
       const left = Math.max(0, 2000 - (Date.now() - first));
       if (!secondSeen) await new Promise<void>((res) => ((second = res), setTimeout(res, left)));
       dispose();
       if (!secondSeen) return 130;
       const run = await client.cancelRun(runId);
-      console.log(`cancel requested: run ${runId} is ${runStateName(run.state)}; follow it with: agent watch ${runId}${again}`);
+      console.log(`cancel requested: run ${runId} is ${runStateName(run.state)}; follow it with: agent watch ${runId}${repeatFlags(values)}`);
       return 130;
     },
   };
@@ -97,7 +115,7 @@ export const command: CommandHandler = async (argv, client) => {
  */
 export async function followAttached(
   client: SidecarClient,
-  values: { address?: string; token?: string; "evals-dir"?: string },
+  values: RepeatedFlags,
   follow: (opts: { log: (line: string) => void; evalsDir: string; signal: AbortSignal }) => Promise<TrainOutcome>,
 ): Promise<number> {
   const controller = new AbortController();
@@ -108,8 +126,12 @@ export async function followAttached(
     out = await follow({ log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), signal: controller.signal });
   } catch (err) {
     progress.end();
-    if (err instanceof Detached) return ctrlC.afterDetach(client, err.runId, repeatFlags(values));
+    if (err instanceof Detached) return ctrlC.afterDetach(client, err.runId, values);
     ctrlC.dispose();
+    if (err instanceof SidecarLost) {
+      for (const line of sidecarLostLines(err, values)) console.error(line);
+      return 1;
+    }
     throw err;
   }
   ctrlC.dispose();

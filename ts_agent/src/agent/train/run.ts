@@ -33,6 +33,7 @@ import {
   type TrainRequest,
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarClient, SidecarError, isTerminal, runStateName, sha256File } from "../../sidecar/client.js";
+import { pairedBootstrapCI } from "../eval/stats.js";
 import { EVALS_DIR, RUN_RECORD, UserError, didYouMean, readJsonFile, runDir, withDirLock, writeFileAtomic } from "../workspace.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -147,6 +148,35 @@ export function relativeChangeText(r: RunResult): string {
   return `${pct(r.relativeChange)}, 95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}`;
 }
 
+/** A ranked-preference run's result: its held-out "reward" is pairwise accuracy (0.5 at step 0 by
+ *  construction), so a ratio to step 0 means nothing; GRPO results carry no preference metrics. */
+export function isPreferenceResult(r: RunResult): boolean {
+  return r.preferenceMetrics !== undefined;
+}
+
+/**
+ * The outcome's held-out line: "held-out reward: step 0 0.250 -> step 30 0.400 (+60.0%, 95% CI ...)"
+ * for GRPO; "held-out pairwise accuracy: step 0 0.500 -> step 40 0.625 (+0.125, paired 95% CI
+ * ... over 16 groups)" for ranked preference (the change, paired percentile bootstrap over groups,
+ * 2000 resamples, seed 0: the interval report.md prints). undefined without both measurements.
+ */
+export function heldOutChangeLine(r: RunResult): string | undefined {
+  const s = r.startReward;
+  const e = r.endReward;
+  if (!s || !e) return undefined;
+  const ends = `step ${s.step} ${s.mean.toFixed(3)} -> step ${e.step} ${e.mean.toFixed(3)}`;
+  if (!isPreferenceResult(r)) return `held-out reward: ${ends} (${relativeChangeText(r)})`;
+  const change = e.mean - s.mean;
+  const paired = s.perPrompt.length === e.perPrompt.length && s.perPrompt.length >= 2 && [...s.perPrompt, ...e.perPrompt].every(Number.isFinite);
+  const ci = paired ? pairedBootstrapCI([...s.perPrompt], [...e.perPrompt], { resamples: 2000, seed: 0 }) : null;
+  const sign = (x: number) => `${x >= 0 ? "+" : ""}${x.toFixed(3)}`;
+  return (
+    `held-out pairwise accuracy: ${ends} (${sign(change)}` +
+    (ci ? `, paired 95% CI ${sign(ci.lower)} to ${sign(ci.upper)}` : "") +
+    ` over ${e.numPrompts} groups; 0.5 at step 0 by construction)`
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Following a run
 
@@ -173,7 +203,39 @@ export class Detached extends Error {
   }
 }
 
-/** Stream a run to its end, re-attaching with WatchRun if the stream drops. */
+/** The sidecar went away while a run was followed and did not come back within the re-attach
+ *  attempts. The run itself is on the sidecar's disk: `agent watch` / `agent resume` recover it. */
+export class SidecarLost extends Error {
+  constructor(
+    readonly runId: string,
+    readonly address: string,
+    /** the last train step seen (0 = none yet) */
+    readonly lastStep: number,
+    readonly cause: SidecarError,
+    attempts: number,
+  ) {
+    super(
+      `lost the sidecar at ${address} while following run ${runId} (${lastStep ? `last step seen: ${lastStep}` : "no step seen yet"}; ` +
+        `${attempts} re-attach attempts failed, the last with ${cause.codeName})`,
+    );
+    this.name = "SidecarLost";
+  }
+}
+
+/** The stream broke on the sidecar's side (it died, restarted, or reset the stream): re-attach.
+ *  Canceled counts when we did not abort: an HTTP/2 stream reset by a dying server arrives as it. */
+const RETRIABLE = [Code.Unavailable, Code.Internal, Code.Unknown, Code.Canceled];
+
+function lastStepOf(events: ReadonlyArray<RunEvent>): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const k = events[i].kind;
+    if (k.case === "trainStep") return Number(k.value.step);
+  }
+  return 0;
+}
+
+/** Stream a run to its end, re-attaching with WatchRun if the stream drops; SidecarLost once the
+ *  re-attach attempts are spent. */
 export async function followRun(
   client: SidecarClient,
   first: AsyncIterable<RunEvent>,
@@ -194,8 +256,9 @@ export async function followRun(
       return { runId, events };
     } catch (err) {
       if (opts.signal?.aborted) throw new Detached(runId);
-      const retriable = err instanceof SidecarError && [Code.Unavailable, Code.Internal, Code.Unknown].includes(err.code);
-      if (!runId || !retriable || reattach >= (opts.maxReattach ?? 5)) throw err;
+      const retriable = err instanceof SidecarError && RETRIABLE.includes(err.code);
+      if (!runId || !retriable) throw err;
+      if (reattach >= (opts.maxReattach ?? 5)) throw new SidecarLost(runId, client.options.address, lastStepOf(events), err as SidecarError, reattach);
       reattach += 1;
       await new Promise((r) => setTimeout(r, 500 * reattach));
       const after = events.length ? events[events.length - 1].seq : (opts.afterSeq ?? 0n);
@@ -204,8 +267,14 @@ export async function followRun(
   }
 }
 
-/** The onEvent that turns a run's events into log lines (state changes, steps, warnings). */
-function eventLogger(log: TrainLog): { onEvent: (ev: RunEvent) => void; state: () => RunState; reason: () => string } {
+/** What a run does between RUNNING and its first step line (the sidecar sends no event for it:
+ *  seconds on a CPU, more for a large model), printed once under the RUNNING line. */
+export function startingLine(runId: string): string {
+  return `[${runId}] starting: loading the model, then the held-out measurement at step 0; the step line follows from the first step`;
+}
+
+/** The onEvent that turns a run's events into log lines (state changes, the starting phase, steps, warnings). */
+export function eventLogger(log: TrainLog): { onEvent: (ev: RunEvent) => void; state: () => RunState; reason: () => string } {
   const clk = new RunClock();
   let state = RunState.UNSPECIFIED;
   let reason = "";
@@ -219,6 +288,7 @@ function eventLogger(log: TrainLog): { onEvent: (ev: RunEvent) => void; state: (
           state = ev.kind.value.state;
           reason = ev.kind.value.reason;
           log(`[${ev.runId}] ${runStateName(state)}${reason ? `: ${reason}` : ""}`, true);
+          if (state === RunState.RUNNING) log(startingLine(ev.runId), true);
           break;
         case "trainStep":
           log(line!, false, { step: Number(ev.kind.value.step), maxSteps: Number(ev.kind.value.maxSteps) });
