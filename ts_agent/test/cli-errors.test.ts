@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -42,6 +42,14 @@ const MINIMAL_BASELINE = {
   settings: {},
 };
 
+/** A downloaded run (run.json and a PEFT adapter_config.json) under `dir`, for the export rows. */
+function downloadedRun(runId: string): string {
+  mkdirSync(join(dir, "runs", runId, "adapter"), { recursive: true });
+  writeFileSync(join(dir, "runs", runId, "run.json"), JSON.stringify({ runId, state: "RUN_STATE_SUCCEEDED" }));
+  writeFileSync(join(dir, "runs", runId, "adapter", "adapter_config.json"), "{}");
+  return runId;
+}
+
 const CASES: Array<[string, string[], RegExp]> = [
   ["unknown command", ["trian"], /^agent: unknown command 'trian' \(did you mean train\?\)/],
   ["unknown flag", ["train", "--conifg", "x.json"], /^agent train: unknown flag --conifg \(did you mean --config\?\)/],
@@ -61,6 +69,11 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["unknown state", ["runs", "--state", "runing"], /--state: unknown state 'runing' \(did you mean RUNNING\?\)/],
   ["report of a run not downloaded", ["report", "r-404", "--evals-dir", dir], /run r-404 is not downloaded .*fetch it with: agent download r-404 --evals-dir /],
   ["export of a run not downloaded", ["export", "r-404", "--evals-dir", dir], /fetch it with: agent download r-404/],
+  ["export --out a file", ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", file("a-file", "x")], /^agent export: --out .*a-file: is a file, not a folder/],
+  ["export --merge --out a file", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", file("a-file", "x")], /^agent export: --out .*a-file: is a file, not a folder/],
+  ["export --out in a missing folder", ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /^agent export: --out .*no-such\/x: its parent folder .*no-such does not exist/],
+  ["export --merge --out in a missing folder", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /its parent folder .*no-such does not exist/],
+  ["cancel takes no --evals-dir (the detach hint does not print it)", ["cancel", "r1", "--evals-dir", dir], /^agent cancel: unknown flag --evals-dir/],
   ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
   ["baseline check with two runs", ["baseline", "check", "a", "b", "--evals-dir", dir], /^agent baseline check: one run id at most, got 2/],
   ["baseline check of a run never evaluated", ["baseline", "check", "r-404", "--evals-dir", dirOf(file("baseline.json", JSON.stringify(MINIMAL_BASELINE)))], /^agent baseline check: run r-404 has no eval\.json .*\(evaluate it with: agent eval r-404\)/],

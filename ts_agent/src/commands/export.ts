@@ -6,7 +6,7 @@
  * py-trainer on PATH), which uses peft's merge_and_unload.
  */
 import { spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
@@ -31,6 +31,19 @@ function pyTrainer(): string {
   return existsSync(venv) ? venv : (process.env.PY_TRAINER_BIN ?? "py-trainer");
 }
 
+/** --out must be a folder to create (or an empty one) in a folder that exists: checked before
+ *  anything is copied or merged, so neither mode ends in ENOTDIR / ENOENT. */
+function checkOut(out: string): void {
+  if (existsSync(out)) {
+    if (!statSync(out).isDirectory()) throw new UserError(`agent export: --out ${out}: is a file, not a folder (give a folder to create)`);
+    if (readdirSync(out).length) throw new UserError(`agent export: --out ${out}: exists and is not empty`);
+    return;
+  }
+  const parent = dirname(out);
+  if (!existsSync(parent)) throw new UserError(`agent export: --out ${out}: its parent folder ${parent} does not exist (create it first)`);
+  if (!statSync(parent).isDirectory()) throw new UserError(`agent export: --out ${out}: ${parent} is a file, not a folder`);
+}
+
 export const command: CommandHandler = async (argv, _client) => {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -46,7 +59,7 @@ export const command: CommandHandler = async (argv, _client) => {
   if (!run) throw new UserError(`agent export: run ${runId} is not downloaded; fetch it with: agent download ${runId}${repeatFlags(values)}`);
   if (!existsSync(join(adapter, "adapter_config.json"))) throw new UserError(`agent export: run ${runId} has no adapter (it ${run.reason ? `ended: ${run.reason}` : "kept none"})`);
   const out = resolve(values.out ?? join(runDir(evalsDir, runId), values.merge ? "export-merged" : "export-adapter"));
-  if (existsSync(out) && readdirSync(out).length) throw new UserError(`agent export: --out ${out}: exists and is not empty`);
+  checkOut(out);
   if (!values.merge) {
     const tmp = mkdtempSync(join(dirname(out), ".export-"));
     try {
