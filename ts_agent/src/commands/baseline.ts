@@ -4,6 +4,8 @@
  * seed, date). An existing baseline is never replaced without --force and a --reason; the replaced
  * one is kept in agent-evals/baseline-history.jsonl with the reason and the runs judged on it.
  * `agent baseline show`: print the current baseline's identity and accuracy.
+ * `agent baseline history`: the baselines it replaced (baseline-history.jsonl), oldest first, each
+ * with when and why it was replaced and the runs judged on it, then the current one.
  * `agent baseline check [<run_id>]`: baseline.json's fingerprint against this agent's settings
  * (the agent-side fields; the run-time ones need an Evaluate) or against a run's eval.json (every
  * field, and the per-task check against its own base variant), field by field; exit 1 when a
@@ -14,10 +16,12 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 
 import {
+  BASELINE_HISTORY_FILE,
   BaselineExistsError,
   BaselineReasonRequiredError,
   baselinePath,
   readBaseline,
+  readBaselineHistory,
   runsJudgedOn,
   setBaseline,
   type Baseline,
@@ -35,12 +39,13 @@ import { baselineFingerprint } from "../agent/eval/baseline.js";
 import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
 import { EVAL_FILE, readEvalLog } from "../agent/verdict/eval-log.js";
 import { judgeDownstream } from "../agent/verdict/verdict.js";
-import { UserError } from "../agent/workspace.js";
+import { UserError, displayPath } from "../agent/workspace.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
+       agent baseline history [--evals-dir DIR]
        agent baseline check [<run_id>] [options]
   --force             replace an existing baseline.json (needs --reason)
   --reason TEXT       why it is replaced: kept in baseline.json and baseline-history.jsonl, shown in reports
@@ -48,8 +53,9 @@ ${EVAL_FLAGS_USAGE}`;
 
 export const help: CommandHelp = {
   summary:
-    "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), print it (show), or compare its fingerprint with this agent's settings or a run's eval.json (check).",
-  usage: "agent baseline set [--force --reason TEXT] [options] | agent baseline show [--evals-dir DIR] | agent baseline check [<run_id>] [options]",
+    "Evaluate the base model on the test split and keep it as agent-evals/baseline.json (set), print it (show), list the baselines it replaced (history), or compare its fingerprint with this agent's settings or a run's eval.json (check).",
+  usage:
+    "agent baseline set [--force --reason TEXT] [options] | agent baseline show [--evals-dir DIR] | agent baseline history [--evals-dir DIR] | agent baseline check [<run_id>] [options]",
   flags: [
     ["--force", "replace an existing baseline.json (needs --reason)"],
     ["--reason TEXT", "why: kept in baseline.json and baseline-history.jsonl, shown in every report"],
@@ -58,7 +64,7 @@ export const help: CommandHelp = {
     ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
   ],
-  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show", "agent baseline check", "agent baseline check run-20261201-101500-ab12cd"],
+  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show", "agent baseline history", "agent baseline check", "agent baseline check run-20261201-101500-ab12cd"],
   notes: "check exits 1 when a difference gates the verdict (docs/verdict.md, the fingerprint), 0 otherwise.",
 };
 
@@ -108,6 +114,27 @@ function check(target: EvalTarget, runId: string | undefined): number {
   return fingerprintGates(rows).length ? 1 : 0;
 }
 
+/** `agent baseline history`: every baseline replaced so far, oldest first, then the current one:
+ *  when it was replaced, why, and the runs judged on it. Exit 1 when there is no baseline at all. */
+export function historyLines(evalsDir: string): string[] | null {
+  const history = readBaselineHistory(evalsDir);
+  const current = readBaseline(evalsDir);
+  if (!current && history.length === 0) return null;
+  const lines = [`${history.length} replaced baseline(s) in ${displayPath(join(evalsDir, BASELINE_HISTORY_FILE))}${history.length ? ", oldest first:" : ""}`];
+  history.forEach((h, i) => {
+    lines.push(`${i + 1}. ${describeBaseline(h.baseline)}`);
+    lines.push(`   replaced ${h.replacedAt}: ${h.reason}; runs judged on it: ${h.runsJudged.length}${h.runsJudged.length ? ` (${h.runsJudged.join(", ")})` : ""}`);
+  });
+  if (current) {
+    const judged = runsJudgedOn(evalsDir, current);
+    lines.push(`current (${displayPath(baselinePath(evalsDir))}): ${describeBaseline(current)}`);
+    lines.push(`   runs judged on it: ${judged.length}${judged.length ? ` (${judged.join(", ")})` : ""}`);
+  } else {
+    lines.push(`current: none (${displayPath(baselinePath(evalsDir))} is missing; run \`agent baseline set\`)`);
+  }
+  return lines;
+}
+
 /** `agent demo` and `agent sweep`, step 1: keep baseline.json, or set it when it is missing (never --force). */
 export async function ensureBaseline(client: SidecarClient, target: EvalTarget, tag: string, t0: number): Promise<void> {
   const existing = readBaseline(target.evalsDir);
@@ -149,6 +176,16 @@ export const command: CommandHandler = async (argv, client) => {
     const judged = runsJudgedOn(target.evalsDir, b);
     console.log(`runs judged on it: ${judged.length}${judged.length ? ` (${judged.join(", ")})` : ""}`);
     if (b.replaced) console.log(`replaced the baseline of ${b.replaced.previousDate} (${b.replaced.runsJudgedOnPrevious} run(s) judged on it): ${b.replaced.reason}`);
+    return 0;
+  }
+  if (positionals[0] === "history") {
+    if (positionals.length > 1) throw new UserError(`agent baseline history: unexpected argument '${positionals[1]}' (usage: agent baseline history [--evals-dir DIR])`);
+    const lines = historyLines(target.evalsDir);
+    if (!lines) {
+      console.error(`no baseline at ${baselinePath(target.evalsDir)} and no ${BASELINE_HISTORY_FILE} beside it (run \`agent baseline set\`)`);
+      return 1;
+    }
+    for (const line of lines) console.log(line);
     return 0;
   }
   if (positionals[0] === "check") {

@@ -1,14 +1,15 @@
-/** `agent runs [--state S]`: list the sidecar's runs, one tab-separated line each (id, state, step, reason). */
+/** `agent runs [--state S]`: list the sidecar's runs, one tab-separated line each (id, state, step,
+ *  reason); a QUEUED run's state carries its place in the device queue ("QUEUED #2"). */
 import { parseArgs } from "node:util";
 
 import { UserError, didYouMean } from "../agent/workspace.js";
-import { RunState, runStateName } from "../sidecar/client.js";
+import { RunState, runStateName, type Run } from "../sidecar/client.js";
 import { GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"];
 
 export const help: CommandHelp = {
-  summary: "List the sidecar's runs: id, state, step, reason.",
+  summary: "List the sidecar's runs: id, state (a QUEUED run with its place in the queue), step, reason.",
   usage: "agent runs [--state S]",
   flags: [["--state S", `only runs in this state: ${STATES.join(", ")} (any case)`]],
   examples: ["agent runs", "agent runs --state running"],
@@ -25,8 +26,12 @@ export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({ args: argv, options: { state: { type: "string" }, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
   if (positionals.length) throw usageError("runs", help, `unexpected argument '${positionals[0]}'`);
   const state = values.state !== undefined ? parseRunState(values.state) : undefined;
-  for (const run of await client.listRuns({ state })) {
-    console.log(`${run.runId}\t${runStateName(run.state)}\tstep ${run.currentStep}\t${run.reason}`);
-  }
+  for (const run of await client.listRuns({ state })) console.log(runLine(run));
   return 0;
 };
+
+/** "r1\tQUEUED #2 in the queue\tstep 0\t" (the position only while QUEUED and known). */
+export function runLine(run: Run): string {
+  const queued = run.state === RunState.QUEUED && run.queuePosition > 0 ? ` #${run.queuePosition} in the queue` : "";
+  return `${run.runId}\t${runStateName(run.state)}${queued}\tstep ${run.currentStep}\t${run.reason}`;
+}
