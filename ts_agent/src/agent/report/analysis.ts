@@ -40,14 +40,16 @@ export interface ReportAnalysis extends RunVerdict {
 export type ReportSection = (input: ReportInput, a: ReportAnalysis) => string[];
 
 /** What is missing or worth doing next, one sentence each. */
-function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures, tco: TcoFor | null): string[] {
+function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures, tco: TcoFor | null, preference: PreferenceAnalysis | null): string[] {
   const pending: string[] = [];
   const { run, evalLog: ev } = input;
   const { baselineMatch, comparison, milestone, baseDisagreements } = v;
   if (!run) pending.push("run.json is missing: the run was not followed to its end by `agent train` / `agent demo`.");
   else if (run.state !== RunState.SUCCEEDED) pending.push(`the run is ${RunState[run.state]}${run.reason ? ` (${run.reason})` : ""}, not SUCCEEDED.`);
   if (!v.reward) pending.push("held-out start/end reward: not in run.json.");
-  if (!input.files.includes("reward-vs-step.png")) pending.push("reward-vs-step.png was not downloaded.");
+  // a ranked-preference run draws no reward-vs-step.png and logs no KL: its curve is the report's own
+  if (!preference && !input.files.includes("reward-vs-step.png")) pending.push("reward-vs-step.png was not downloaded.");
+  if (preference && preference.curve.length === 0) pending.push("the held-out pairwise accuracy curve: no logged step in events.jsonl carries it.");
   if (!input.files.some((f) => f.startsWith("adapter/"))) pending.push("the adapter was not downloaded.");
   if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
   else if (ev.taskSet.n < MIN_MILESTONE_TASKS) pending.push(`the eval covers ${ev.taskSet.n} test tasks; the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`);
@@ -69,7 +71,7 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
   if (comparison && comparison.requiredN !== null && comparison.requiredN > comparison.n && milestone.downstream.verdict === "INCONCLUSIVE") {
     pending.push(`more test tasks: the observed delta needs n=${comparison.requiredN} pairs for 80% power (have ${comparison.n}).`);
   }
-  if (!features.kl) pending.push("KL was not logged (TRL logs `kl` only when beta > 0): the KL columns of the attribution table cannot fire.");
+  if (!features.kl && !preference) pending.push("KL was not logged (TRL logs `kl` only when beta > 0): the KL columns of the attribution table cannot fire.");
   if (ev && ev.humanAgreement.length === 0) pending.push("human labels: no task row has `human_label`; kappa against humans is pending.");
   if (!tco) pending.push("TCO: run.json has no parameter counts.");
   return pending;
@@ -91,6 +93,6 @@ export function analyzeReport(input: ReportInput): ReportAnalysis {
     compute: !preference && input.timeBreakdown ? computeSide(input.timeBreakdown) : null,
     power: c?.paired && c.paired.sdDiff > 0 ? powerCurve(c.paired.sdDiff, c.n, DOWNSTREAM_MIN_DELTA) : null,
     preference,
-    pending: pendingItems(input, verdict, features, tco),
+    pending: pendingItems(input, verdict, features, tco, preference),
   };
 }

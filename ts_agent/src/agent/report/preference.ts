@@ -1,11 +1,13 @@
 /**
  * A ranked-preference run's held-out numbers (its "reward" is pairwise accuracy): start and end
  * pairwise accuracy with the paired change, group win rate, win margin and consistency, each
- * with an interval over its units, and TRL's DPO training metrics first vs last.
+ * with an interval over its units, TRL's DPO training metrics first vs last, the held-out curve
+ * per logged step (preference-curve.ts draws it) and the settings the report's top shows.
  */
 import { TrainMode, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { bootstrapMeanCI, pairedBootstrapCI, wilsonInterval, type Interval } from "../eval/stats.js";
 import type { StepMetrics } from "./curve-features.js";
+import { preferenceCurve, type PreferencePoint } from "./preference-curve.js";
 
 /** A ranked-preference run's held-out numbers (its "reward" is pairwise accuracy). */
 export interface PreferenceAnalysis {
@@ -29,7 +31,25 @@ export interface PreferenceAnalysis {
   consistencyCi: Interval | null;
   /** TRL's DPO training metrics, first vs last logged step */
   trainCurve: Array<{ key: string; first: number; last: number; steps: number }>;
+  /** held-out pairwise accuracy (and the training batch's) per logged step: the run's own curve */
+  curve: PreferencePoint[];
   beta: number;
+  /** the settings line of the report's top: what a ranked-preference run is trained with */
+  settings: Array<[string, string]>;
+}
+
+/** The knobs a ranked-preference run trains with (DPO's beta, not GRPO's G / beta / max_completion_length). */
+function preferenceSettings(run: Run, groups: number): Array<[string, string]> {
+  const g = run.request?.grpo;
+  const p = run.request?.preference;
+  const opt = (x: number | bigint | undefined) => (x === undefined ? "-" : String(x));
+  return [
+    ["beta", String(p?.beta ?? 0.1)],
+    ["lr", opt(g?.learningRate)],
+    ["max_steps", opt(g?.maxSteps)],
+    ["batch", opt(g?.perDeviceTrainBatchSize)],
+    ["held-out groups", groups > 0 ? String(groups) : opt(p?.numHeldOutGroups)],
+  ];
 }
 
 export function isPreferenceRun(run: Run | null): boolean {
@@ -82,6 +102,8 @@ export function preferenceAnalysis(run: Run | null, steps: ReadonlyArray<StepMet
     consistency: pm ? pm.preferenceConsistency : null,
     consistencyCi: unitCi(pm?.perPromptConsistency),
     trainCurve,
+    curve: preferenceCurve(steps),
     beta: run!.request?.preference?.beta ?? 0.1,
+    settings: preferenceSettings(run!, groups),
   };
 }

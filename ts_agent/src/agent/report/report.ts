@@ -15,6 +15,7 @@ import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis, type ReportSection } from "./analysis.js";
 import { loadReportInput, type ReportInput } from "./input.js";
 import { POWER_CSV, POWER_SVG, powerCsv, powerSvg } from "./power.js";
+import { PREFERENCE_SVG, preferenceSvg } from "./preference-curve.js";
 import { CONFUSION_PNG, CONFUSION_SPEC, answers } from "./sections/answers.js";
 import { attribution } from "./sections/attribution.js";
 import { downstream } from "./sections/downstream.js";
@@ -79,6 +80,10 @@ export function writeReport(evalsDir: string, runId: string, now = new Date()): 
     analysis.answersPlotNote = drawConfusion(dir, runId, analysis);
     written.push(CONFUSION_SPEC);
     if (!analysis.answersPlotNote) written.push(CONFUSION_PNG);
+  }
+  if (analysis.preference && analysis.preference.curve.length) {
+    writeFileAtomic(join(dir, PREFERENCE_SVG), preferenceSvg(analysis.preference.curve, `${runId}: held-out pairwise accuracy per logged step`));
+    written.push(PREFERENCE_SVG);
   }
   if (analysis.power) {
     writeFileAtomic(join(evalsDir, "runs", runId, POWER_CSV), powerCsv(analysis.power));

@@ -1,11 +1,15 @@
-/** The top of report.md: title, when and how the run ended, the milestone headline, the reward
- *  plot with the run's settings, and the warnings the sidecar raised. */
+/** The top of report.md: title, when and how the run ended, the milestone headline, the run's
+ *  curve (GRPO: reward-vs-step.png; ranked preference: held-out pairwise accuracy) with its
+ *  settings, and the warnings the sidecar raised. */
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
 import { RunState, type Run } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { passLine } from "../../replicate/sweep.js";
 import type { ReportSection } from "../analysis.js";
 import type { ReportInput } from "../input.js";
+import { f3 } from "../markdown.js";
+import { PREFERENCE_CSV, PREFERENCE_SVG } from "../preference-curve.js";
+import type { PreferenceAnalysis } from "../preference.js";
 
 function dateOf(run: Run | null): string {
   const t = run?.endTime ?? run?.startTime ?? run?.createTime;
@@ -26,6 +30,37 @@ function oneDraw(input: ReportInput): string {
   return `${head} To see how the recipe replicates: \`agent sweep --from-run ${input.runId} --seeds 10\` (the same request under 10 seeds, each judged by these rules).`;
 }
 
+/** A GRPO run's curve: the sidecar's reward-vs-step.png. */
+function rewardCurveLines(input: ReportInput): string[] {
+  const out = ["## Reward curve", ""];
+  if (input.files.includes("reward-vs-step.png")) out.push("![mean reward per training step](reward-vs-step.png)");
+  else out.push("_reward-vs-step.png is missing._");
+  out.push("");
+  return out;
+}
+
+/** A ranked-preference run's curve: held-out pairwise accuracy per logged step (writeReport draws
+ *  preference-vs-step.svg from the events; the sidecar's CSV has the same steps). */
+function preferenceCurveLines(input: ReportInput, p: PreferenceAnalysis): string[] {
+  const out = ["## Held-out pairwise accuracy curve", ""];
+  if (p.curve.length === 0) {
+    out.push("_No logged step carries heldout/pairwise_accuracy (events.jsonl missing or empty): no curve to draw._");
+  } else {
+    out.push(`![held-out pairwise accuracy per logged step](${PREFERENCE_SVG})`);
+    out.push("");
+    const first = p.curve.find((c) => Number.isFinite(c.heldOut));
+    const last = [...p.curve].reverse().find((c) => Number.isFinite(c.heldOut));
+    out.push(
+      `${p.curve.length} logged steps` +
+        (first && last ? `; held-out pairwise accuracy ${f3(first.heldOut)} at step ${first.step} -> ${f3(last.heldOut)} at step ${last.step}` : "") +
+        " (0.5 at step 0 by construction: the policy is its own reference)" +
+        (input.files.includes(PREFERENCE_CSV) ? `; every step's metrics: \`${PREFERENCE_CSV}\`.` : "."),
+    );
+  }
+  out.push("");
+  return out;
+}
+
 export const overview: ReportSection = (input, a) => {
   const out: string[] = [];
   const run = input.run;
@@ -38,18 +73,20 @@ export const overview: ReportSection = (input, a) => {
   out.push("");
   out.push(oneDraw(input));
   out.push("");
-  out.push("## Reward curve");
-  out.push("");
-  if (input.files.includes("reward-vs-step.png")) out.push("![mean reward per training step](reward-vs-step.png)");
-  else out.push("_reward-vs-step.png is missing._");
-  out.push("");
+  const p = a.preference;
+  out.push(...(p ? preferenceCurveLines(input, p) : rewardCurveLines(input)));
   const r = run?.result;
   if (run) {
     const g = run.request?.grpo;
+    const knobs = p
+      ? `; ${p.settings.map(([k, v]) => `${k}=${v}`).join(", ")}`
+      : g
+        ? `; G=${g.numGenerations ?? "-"}, beta=${g.beta ?? "-"}, lr=${g.learningRate ?? "-"}, max_completion_length=${g.maxCompletionLength ?? "-"}`
+        : "";
     out.push(
       `Steps completed: ${r ? String(r.stepsCompleted) : String(run.currentStep)}` +
         (r ? `, ${r.trainSeconds.toFixed(1)} s of training` : "") +
-        (g ? `; G=${g.numGenerations ?? "-"}, beta=${g.beta ?? "-"}, lr=${g.learningRate ?? "-"}, max_completion_length=${g.maxCompletionLength ?? "-"}` : "") +
+        knobs +
         `; base model ${run.request?.baseModel || "(embedded default)"}.`,
     );
     out.push("");

@@ -35,7 +35,7 @@ export const preferenceSection: ReportSection = (_input, a) => {
     out.push(
       "Training curve (TRL's DPO metrics, first -> last logged step): " +
         p.trainCurve.map((c) => `${c.key} ${f3(c.first)} -> ${f3(c.last)} (${c.steps} steps)`).join("; ") +
-        ". The reward-vs-step plot above is the same run.",
+        ". The held-out curve above is the same run's pairwise accuracy per logged step.",
     );
     out.push("");
   }
