@@ -155,10 +155,17 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from py_trainer.export_check import MergeMismatch
     from py_trainer.standalone import export_adapter
 
-    what = export_adapter(args.adapter, args.out, merge=args.merge, base_model=args.base_model,
-                          data_root=args.data_root)
+    try:
+        what = export_adapter(args.adapter, args.out, merge=args.merge, base_model=args.base_model,
+                              data_root=args.data_root, check_tasks=args.check_tasks, check_split=args.check_split,
+                              check_n=args.check_prompts)
+    except MergeMismatch as err:  # not a usage mistake: the merge itself is wrong, nothing was written
+        print(f"py-trainer export: refused: {err.message}; nothing written to {args.out} "
+              f"(the check: {args.out.parent / (args.out.name + '.export-check.json')})", file=sys.stderr)
+        return 1
     print(f"wrote {what} to {args.out}")
     return 0
 
@@ -283,7 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", default=None,
                    help="base model path or hub id ('' = the embedded default model; default: the adapter's "
                         "base_model_name_or_path)")
-    p.add_argument("--data-root", type=Path, default=Path("."), help="a relative --base-model is under this folder")
+    p.add_argument("--data-root", type=Path, default=Path("."),
+                   help="a relative --base-model or --check-tasks is under this folder")
+    p.add_argument("--check-tasks", type=Path, default=None,
+                   help="with --merge: task file (JSONL) whose prompts check the merged model against base + adapter "
+                        "(default: the embedded model's agent-evals/tasks/aml_typology.jsonl)")
+    p.add_argument("--check-split", default="test", help="with --merge: the split of --check-tasks to take (default test)")
+    p.add_argument("--check-prompts", type=int, default=32,
+                   help="with --merge: prompts checked: identical greedy completions and logits within the dtype's "
+                        "tolerance, else refused naming the first differing prompt (default 32)")
     p.set_defaults(func=_cmd_export)
     return parser
 

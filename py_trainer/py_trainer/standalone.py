@@ -361,12 +361,19 @@ def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, dat
 
 
 def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | None = None,
-                   data_root: Path = Path(".")) -> str:
+                   data_root: Path = Path("."), check_tasks: Path | None = None, check_split: str = "test",
+                   check_n: int = 32) -> str:
     """Write `adapter` (a PEFT folder) to `out` as a PEFT adapter folder, or with `merge` as a full
     model (LoRA folded into the base by peft's merge_and_unload, plus the base's tokenizer) that
     `AutoModelForCausalLM.from_pretrained(out)` loads. The base is `base_model` when given ("" =
     the embedded default model), else the adapter's own base_model_name_or_path. `out` appears
-    whole or not at all (built in a temp folder next to it, then renamed). Returns what was written."""
+    whole or not at all (built in a temp folder next to it, then renamed). Returns what was written.
+
+    A merge is verified before it appears (`export_check`): the merged model, loaded from disk,
+    against base + adapter on the first `check_n` prompts of `check_split` in `check_tasks`
+    (under the data root; default: the embedded model's task file); the result is
+    out/export-check.json, and on a mismatch `out` is not written, the result goes to
+    <out>.export-check.json and MergeMismatch names the first differing prompt."""
     import shutil
     import tempfile
 
@@ -376,6 +383,12 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
         raise InvalidArgument("--adapter", f"{adapter}: no adapter_config.json (not a PEFT adapter folder)")
     if out.exists() and any(out.iterdir()):
         raise InvalidArgument("--out", f"{out}: exists and is not empty")
+    if merge:  # the check's prompts up front: a wrong task file is refused before anything loads
+        from py_trainer.export_check import check_prompts
+        from py_trainer.tiny_model import default_tasks_path
+
+        tasks = Path(data_root) / check_tasks if check_tasks is not None else default_tasks_path()
+        rows = check_prompts(tasks, check_split, check_n)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
@@ -397,7 +410,11 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
             merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
             merged.save_pretrained(tmp)
             AutoTokenizer.from_pretrained(base_path).save_pretrained(tmp)
-            what = f"merged model (base {base_model or 'the embedded default model'})"
+            del base, merged
+            check = verify_export(base_path, adapter, tmp, out, rows, {"tasks": str(tasks), "split": check_split})
+            what = (f"merged model (base {base_model or 'the embedded default model'}), checked on {check['prompts']} "
+                    f"test prompts: greedy completions identical, logits within {check['atol']:g} + "
+                    f"{check['rtol']:g} x |logit| ({check['dtype']}; max difference {check['max_abs_logit_diff']:.2g})")
         if out.exists():
             out.rmdir()
         tmp.rename(out)
@@ -405,3 +422,20 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return what
+
+
+def verify_export(base_path: str, adapter: Path, tmp: Path, out: Path, rows: list[pb.TaskRow], source: dict) -> dict:
+    """`export_check` on the merged model in `tmp` over `rows`; its result in tmp/export-check.json
+    (it moves with the export), or on a mismatch in <out>.export-check.json before MergeMismatch
+    goes up."""
+    from py_trainer.atomic import write_atomic
+    from py_trainer.export_check import MergeMismatch, verify_merged_folder
+
+    try:
+        result = verify_merged_folder(base_path, adapter, tmp, rows)
+    except MergeMismatch as err:
+        write_atomic(out.parent / f"{out.name}.export-check.json", json.dumps({**err.result, **source}, indent=1) + "\n")
+        raise
+    write_atomic(tmp / "export-check.json", json.dumps({**result, **source}, indent=1) + "\n")
+    (out.parent / f"{out.name}.export-check.json").unlink(missing_ok=True)  # an earlier failed attempt's
+    return result

@@ -3,7 +3,9 @@
  * (copied, atomically), or with --merge a full model with the LoRA weights folded in, which
  * `transformers.AutoModelForCausalLM.from_pretrained(DIR)` loads. Merging needs Python: it runs
  * `py-trainer export --merge` (the repo's .venv/bin/py-trainer, else $PY_TRAINER_BIN, else
- * py-trainer on PATH), which uses peft's merge_and_unload.
+ * py-trainer on PATH), which uses peft's merge_and_unload and then checks the merged model against
+ * base + adapter on the run's test prompts (identical greedy completions, logits within the dtype's
+ * tolerance; refused naming the first differing prompt, the result in export-check.json).
  */
 import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
@@ -16,11 +18,12 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHand
 
 export const help: CommandHelp = {
   summary: "Export a downloaded run's adapter: a PEFT folder, or (--merge) a merged model from_pretrained loads.",
-  usage: "agent export <run_id> [--merge] [--out DIR] [--base-model M] [--evals-dir DIR]",
+  usage: "agent export <run_id> [--merge] [--out DIR] [--base-model M] [--check-prompts N] [--evals-dir DIR]",
   flags: [
     ["--merge", "fold the LoRA weights into the base model (py-trainer export --merge, peft merge_and_unload)"],
     ["--out DIR", "folder to create (default runs/<run_id>/export-adapter or export-merged)"],
     ["--base-model M", "with --merge: the base model path or hub id (default: the run's base_model)"],
+    ["--check-prompts N", "with --merge: test prompts the merged model is checked on against base + adapter (default 32)"],
     ["--evals-dir DIR", "where runs/ lives (default agent-evals/)"],
   ],
   examples: ["agent export run-20261201-101500-ab12cd --out /models/aml-adapter", "agent export run-20261201-101500-ab12cd --merge --out /models/aml-merged"],
@@ -47,7 +50,7 @@ function checkOut(out: string): void {
 export const command: CommandHandler = async (argv, _client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { merge: { type: "boolean" }, out: { type: "string" }, "base-model": { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
+    options: { merge: { type: "boolean" }, out: { type: "string" }, "base-model": { type: "string" }, "check-prompts": { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
     allowPositionals: true,
     strict: true,
   });
@@ -75,7 +78,7 @@ export const command: CommandHandler = async (argv, _client) => {
     return 0;
   }
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
-  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base];
+  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, ...mergeCheckArgs(run.request, values["check-prompts"])];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });
     child.on("error", (err) => rej(new UserError(`agent export --merge needs py-trainer (${pyTrainer()}): ${err.message}; run make setup`)));
@@ -83,3 +86,16 @@ export const command: CommandHandler = async (argv, _client) => {
   });
   return code;
 };
+
+/** `py-trainer export --merge`'s check flags: the run's own task file (its test split) when it
+ * trained from one that is here, and --check-prompts N (a positive integer). */
+function mergeCheckArgs(request: { dataset?: { source: { case?: string; value?: unknown } } } | undefined, n: string | undefined): string[] {
+  const out: string[] = [];
+  if (n !== undefined) {
+    if (!/^[1-9][0-9]*$/.test(n)) throw new UserError(`agent export: --check-prompts: must be a positive integer, got ${JSON.stringify(n)}`);
+    out.push("--check-prompts", n);
+  }
+  const source = request?.dataset?.source;
+  if (source?.case === "jsonlPath" && typeof source.value === "string" && existsSync(resolve(source.value))) out.push("--check-tasks", resolve(source.value));
+  return out;
+}
