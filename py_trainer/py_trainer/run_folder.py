@@ -3,9 +3,11 @@ tidied after a fault.
 
 `read_run` folds the events log into the record and says exactly what does not read back
 (`UnreadableRun`: "request.json: ...", "events.jsonl line 7: seq 6, expected 7"), so the registry
-can list one damaged folder instead of refusing to start. A checkpoint counts only once the
-training callback has marked it complete (`CHECKPOINT_COMPLETE`): HF writes checkpoint-N in
-place, so a full disk or a kill mid-save leaves a folder that must not be resumed from.
+can list one damaged folder instead of refusing to start. The fold is the whole state: a run
+queued again by a resume has no result until it runs, and keeps the one it had when it ends
+without running (cancelled while queued). ``request.json`` is immutable once Train wrote it: its
+sha256 is stored next to it (`REQUEST_DIGEST_FILE`) and `check_request_unchanged` refuses an
+edited one. (Checkpoints and their completion markers: `artifacts.find_checkpoint`.)
 `disk_full_path` recognises a worker that died of a full disk, whatever the library called it;
 `reconcile_summary` makes summary.json say the state the events log ended in.
 """
@@ -13,6 +15,7 @@ place, so a full disk or a kill mid-save leaves a folder that must not be resume
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -36,10 +39,9 @@ log = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
 REQUEST_FILE = "request.json"
+REQUEST_DIGEST_FILE = "request.json.sha256"
+"""``<sha256>  request.json``, written with request.json when the run is created (sha256sum's format)."""
 SUMMARY_FILE = "summary.json"
-CHECKPOINT_COMPLETE = "checkpoint-complete.json"
-"""Written into checkpoints/checkpoint-N by the training callback once HF has saved all of it;
-a checkpoint folder without it (a full disk, a kill mid-save) does not count."""
 # A worker failure with this little space left is a full disk, whatever the library said
 # (torch's zip writer reports "[enforce fail at inline_container.cc] unexpected pos ...").
 LOW_SPACE_BYTES = 1024 * 1024
@@ -72,6 +74,8 @@ class RunRecord:
     """The worker is an accelerate launcher (several ranks), not one process."""
     unreadable: bool = False
     """Listed FAILED from memory only: nothing is ever written into its folder."""
+    result_before_queue: pb.RunResult | None = None
+    """The result a run had when a resume queued it again; back in place if it ends without running."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def apply(self, ev: pb.RunEvent) -> None:
@@ -83,14 +87,18 @@ class RunRecord:
         if kind == "state_change":
             self.state = ev.state_change.state
             self.reason = ev.state_change.reason
-            if self.state == pb.RUN_STATE_RUNNING and self.start_time is None:
-                self.start_time = t
+            if self.state == pb.RUN_STATE_RUNNING:
+                self.start_time = self.start_time if self.start_time is not None else t
+                self.result_before_queue = None  # it runs: the old result is replaced by the new one
             if self.state in TERMINAL_STATES:
                 self.end_time = t
+                if self.result is None and self.result_before_queue is not None:
+                    self.result = self.result_before_queue  # ended without running (cancelled while queued)
+                self.result_before_queue = None
             elif self.state == pb.RUN_STATE_QUEUED:  # queued again by a resume: not ended, no result yet
+                if self.result is not None:
+                    self.result_before_queue = self.result
                 self.end_time, self.result = None, None
-            elif self.state == pb.RUN_STATE_QUEUED:  # queued again by ResumeRun: not ended any more
-                self.end_time = None
         elif kind == "train_step":
             self.current_step = ev.train_step.step
         elif kind == "result":
@@ -218,7 +226,9 @@ def create_run_folder(runs_root: Path, request: pb.TrainRequest) -> tuple[Path, 
     try:
         runs_root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=runs_root, prefix=f".{request.run_id}."))
-        write_atomic(tmp / REQUEST_FILE, json_format.MessageToJson(request, preserving_proto_field_name=True))
+        text = json_format.MessageToJson(request, preserving_proto_field_name=True).encode("utf-8")
+        write_atomic(tmp / REQUEST_FILE, text)
+        write_atomic(tmp / REQUEST_DIGEST_FILE, f"{hashlib.sha256(text).hexdigest()}  {REQUEST_FILE}\n")
         os.rename(tmp, folder)  # refuses to replace a folder another creator made meanwhile
     except OSError as err:
         if tmp is not None:
@@ -234,6 +244,32 @@ def create_run_folder(runs_root: Path, request: pb.TrainRequest) -> tuple[Path, 
 def load_request(folder: Path) -> pb.TrainRequest:
     """The effective request of the run in `folder`."""
     return json_format.Parse((Path(folder) / REQUEST_FILE).read_text(encoding="utf-8"), pb.TrainRequest())
+
+
+def check_request_unchanged(folder: Path, loaded: pb.TrainRequest) -> pb.TrainRequest:
+    """The run's request.json as Train stored it, or FAILED_PRECONDITION naming request.json: its
+    bytes must match the stored sha256 (a folder from before the digest was stored has none: it is
+    then compared with `loaded`, the request the registry read at startup) and it must parse."""
+    folder = Path(folder)
+    hint = "a run resumes only with the request it started with: put the original back, or Train a new run"
+    try:
+        raw = (folder / REQUEST_FILE).read_bytes()
+        request = json_format.Parse(raw.decode("utf-8"), pb.TrainRequest())
+    except (OSError, json_format.Error, ValueError, RecursionError) as err:
+        raise FailedPrecondition(REQUEST_FILE, f"does not read back ({type(err).__name__}: {str(err)[:200]}); {hint}") from None
+    try:
+        stored = (folder / REQUEST_DIGEST_FILE).read_text(encoding="ascii").split()[0]
+    except FileNotFoundError:
+        stored = ""
+    except (OSError, ValueError, IndexError) as err:
+        raise FailedPrecondition(REQUEST_FILE, f"its digest {REQUEST_DIGEST_FILE} does not read back ({err}); {hint}") from None
+    now = hashlib.sha256(raw).hexdigest()
+    if stored and now != stored:
+        raise FailedPrecondition(REQUEST_FILE, f"changed since Train stored it (sha256 {now[:16]}..., "
+                                               f"{REQUEST_DIGEST_FILE} says {stored[:16]}...); {hint}")
+    if not stored and request != loaded:
+        raise FailedPrecondition(REQUEST_FILE, f"changed since the sidecar loaded it; {hint}")
+    return request
 
 
 @dataclass
@@ -263,19 +299,6 @@ def find_stored_run(runs_root: Path, run_id: str) -> StoredRun:
 
 def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
-
-
-def latest_checkpoint(folder: Path) -> str:
-    """Relative path of the newest complete checkpoint folder (one with CHECKPOINT_COMPLETE), or ''."""
-    ckdir = folder / "checkpoints"
-    if not ckdir.is_dir():
-        return ""
-    steps = []
-    for d in ckdir.iterdir():
-        name, _, num = d.name.partition("-")
-        if d.is_dir() and name == "checkpoint" and num.isdigit() and (d / CHECKPOINT_COMPLETE).is_file():
-            steps.append((int(num), d.name))
-    return f"checkpoints/{max(steps)[1]}" if steps else ""
 
 
 def tail_text(path: Path, n: int = 600) -> str:

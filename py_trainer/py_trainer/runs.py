@@ -5,7 +5,8 @@ source of truth: state, current step and result are all derived from the events,
 restarted after a crash rebuilds every run from disk alone.
 
 Lifecycle: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING in between when a
-running run is asked to stop. One run trains at a time per device; later ones wait in a bounded
+running run is asked to stop; ResumeRun queues a FAILED or CANCELLED run again (its request.json
+unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. One run trains at a time per device; later ones wait in a bounded
 FIFO queue (RESOURCE_EXHAUSTED past it). Training happens in a worker process (`worker.py`) that
 sends its events over a Unix socket; a crash or OOM there fails the run, never the server.
 
@@ -19,7 +20,9 @@ Faults, and what deliberately happens (tests/test_faults.py):
   disk stays full, Train answers RESOURCE_EXHAUSTED naming the runs root and queued runs wait;
 - a SIGTERM'd sidecar lets the active worker stop after its step: the run ends CANCELLED with its
   result, as its summary.json says (state, summary and events agree);
-- temp folders (a half-created run, a worker's half-saved adapter) are removed.
+- a run that was QUEUED when the sidecar stopped or died is QUEUED again at the next start (nothing
+  of it ran), in the order it was queued; one that was RUNNING fails with the reason;
+- temp folders (a half-created run, a worker's half-saved adapter, a deleted run's trash) are removed.
 """
 
 from __future__ import annotations
@@ -32,19 +35,21 @@ import shutil
 import signal
 import sys
 import tempfile
+import uuid
 from collections import deque
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
-from py_trainer.artifacts import artifact_chunks
-from py_trainer.errors import AlreadyExists, DiskFull, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, is_disk_full
+from py_trainer.artifacts import artifact_chunks, find_checkpoint, latest_checkpoint
+from py_trainer.errors import (AlreadyExists, DiskFull, FailedPrecondition, InvalidArgument, NotFound, RequestError,
+                               ResourceExhausted, is_disk_full)
 from py_trainer.events import EventLog, event_from_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.launch import WORKER, ask_to_stop, clear_stop, is_multi_process, launch_argv
 from py_trainer.paths import validate_run_id
-from py_trainer.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, create_run_folder, disk_full_error,
-                                   disk_full_path, latest_checkpoint, read_run, reconcile_summary, remove_temp_entries,
-                                   tail_text, unreadable_record)
+from py_trainer.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
+                                   create_run_folder, disk_full_error, disk_full_path, read_run, reconcile_summary,
+                                   remove_temp_entries, tail_text, unreadable_record)
 from py_trainer.runs_root import RunsRootLock, SpaceReserve
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,8 @@ SHUTDOWN_GRACE_S = 20.0
 SPACE_POLL_S = 1.0
 # `create_run_folder`'s temp name: "." + run id + "." + mkdtemp's 8 random characters.
 TEMP_RUN_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_]{8}")
+# A deleted run's folder, renamed out of the way before it is removed: "." + run id + ".deleted-" + 8 hex.
+TRASH_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.deleted-[0-9a-f]{8}")
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
@@ -92,24 +99,33 @@ class RunRegistry:
         self.runs_root.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
         self.reserve.ensure()
+        queued: list[tuple[float, str]] = []
         for folder in sorted(self.runs_root.iterdir()):
             if folder.name.startswith("."):
-                if TEMP_RUN_FOLDER_RE.fullmatch(folder.name) and folder.is_dir() and not folder.is_symlink():
-                    shutil.rmtree(folder, ignore_errors=True)  # a run folder that was never renamed in
+                if (TEMP_RUN_FOLDER_RE.fullmatch(folder.name) or TRASH_FOLDER_RE.fullmatch(folder.name)) \
+                        and folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder, ignore_errors=True)  # never renamed in, or a delete cut short
                 continue
             if folder.is_dir() and ((folder / REQUEST_FILE).exists() or (folder / "events.jsonl").exists()):
-                self._load_run(folder)
+                rec = self._load_run(folder)
+                if rec is not None and rec.state == pb.RUN_STATE_QUEUED:
+                    queued.append((rec.log.events[-1].time.ToNanoseconds() if rec.log.events else 0, rec.run_id))
+        self.queue.extend(run_id for _, run_id in sorted(queued))  # in the order they were queued
         self._scheduler = asyncio.create_task(self._schedule(), name="run-scheduler")
 
-    def _load_run(self, folder: Path) -> None:
+    def _load_run(self, folder: Path) -> RunRecord | None:
         try:
             rec = read_run(folder)
         except UnreadableRun as err:
             log.error("run folder %s is unreadable (%s); listed as FAILED, left as it is", folder, err)
             self.runs[folder.name] = unreadable_record(folder, str(err))
-            return
+            return None
         self.runs[rec.run_id] = rec
-        if rec.state not in TERMINAL_STATES:
+        if rec.state == pb.RUN_STATE_QUEUED:
+            # Nothing of it ran: it stays QUEUED and is trained (from its checkpoint if a resume
+            # queued it: a run that has been RUNNING before was queued again by ResumeRun).
+            rec.resume = rec.start_time is not None
+        elif rec.state not in TERMINAL_STATES:
             # A previous sidecar died with this run queued or running: its worker died with it
             # (PDEATHSIG / broken events socket). Fail it with the reason; files stay as they are.
             ckpt = latest_checkpoint(folder)
@@ -117,13 +133,13 @@ class RunRegistry:
             self._transition(rec, pb.RUN_STATE_FAILED,
                              f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{note}")
         remove_temp_entries(folder)
+        return rec
 
     async def close(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop scheduling; ask the active worker to stop after its step (CANCELLED with its result,
-        as its summary says), killing it after `grace` seconds (FAILED); release the runs root."""
+        as its summary says), killing it after `grace` seconds (FAILED); release the runs root.
+        Queued runs stay QUEUED (nothing of them ran): the next sidecar on this root trains them."""
         self._closing = True
-        for run_id in list(self.queue):
-            self._transition(self.runs[run_id], pb.RUN_STATE_FAILED, "sidecar shut down before the run started")
         self.queue.clear()
         current = self._current
         if self.active and current is not None and not current.done():
@@ -249,17 +265,28 @@ class RunRegistry:
                 asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_worker, rec)
         return rec
 
-    async def resume(self, run_id: str) -> RunRecord:
-        """Queue a FAILED or CANCELLED run again, to continue from its last complete checkpoint
-        as the same run (events continue from the last seq)."""
+    async def resume(self, run_id: str,
+                     validate: Callable[[pb.TrainRequest], object] | None = None) -> RunRecord:
+        """Queue a FAILED or CANCELLED run again, to continue from its newest intact checkpoint
+        as the same run (events continue from the last seq). Its request.json must be the one
+        Train stored (FAILED_PRECONDITION naming request.json otherwise) and pass `validate` (the
+        server passes Train's validation; its error becomes FAILED_PRECONDITION naming request.json).
+        Newer checkpoints that are damaged are skipped, each named in a RunWarning."""
         rec = self.get(run_id)
         if rec.state not in (pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED) or rec.unreadable:
             raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}"
                                                f"{' (unreadable)' if rec.unreadable else ''}; only FAILED or "
                                                "CANCELLED runs resume")
-        ckpt = latest_checkpoint(rec.folder)
+        request = check_request_unchanged(rec.folder, rec.request)
+        if validate is not None:
+            try:
+                validate(request)
+            except RequestError as err:
+                raise FailedPrecondition(REQUEST_FILE, f"{err} (re-validated as Train would)") from None
+        ckpt, damaged = find_checkpoint(rec.folder)
         if not ckpt:
-            raise FailedPrecondition("run_id", f"run {run_id!r} has no complete checkpoint to resume from")
+            why = "".join(f"; {what}" for _, what in damaged)
+            raise FailedPrecondition("run_id", f"run {run_id!r} has no complete checkpoint to resume from{why}")
         if self._closing:
             raise FailedPrecondition("", "the sidecar is shutting down")
         if len(self.queue) >= self.max_queue:
@@ -267,6 +294,9 @@ class RunRegistry:
         if not self.reserve.ensure():
             raise disk_full_error(self.runs_root)
         try:  # written before anything changes: a full disk refuses the resume, the run stays as it was
+            for step, what in damaged:
+                self._applied(rec, rec.log.append(warning=pb.RunWarning(
+                    code="checkpoint_damaged", step=step, message=f"{what}; skipped, resuming from {ckpt}")))
             ev = rec.log.append(state_change=pb.StateChange(state=pb.RUN_STATE_QUEUED, reason=f"resumed from {ckpt}"))
         except DiskFull:
             raise disk_full_error(self.runs_root) from None
@@ -276,6 +306,30 @@ class RunRegistry:
         self.queue.append(run_id)
         self._wake.set()
         return rec
+
+    async def delete(self, run_id: str) -> pb.Run:
+        """Remove a finished run (SUCCEEDED, FAILED or CANCELLED, an unreadable one included) and
+        its folder; the run as it was. Its folder is renamed to a trash name first (one atomic
+        step: the id is free at once, and a delete cut short is finished at the next start), then
+        removed off the event loop. FAILED_PRECONDITION for an active run, NOT_FOUND for an unknown one."""
+        rec = self.get(run_id)
+        if rec.state not in TERMINAL_STATES:
+            raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}; only a finished "
+                                               "run (SUCCEEDED, FAILED or CANCELLED) is deleted: cancel it first")
+        before = rec.to_proto()
+        trash = self.runs_root / f".{run_id}.deleted-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(rec.folder, trash)
+        except FileNotFoundError:
+            trash = None  # its folder was removed by hand meanwhile
+        except OSError as err:
+            raise FailedPrecondition("run_id", f"run {run_id!r}: cannot remove {rec.folder}: {err}") from None
+        del self.runs[run_id]
+        rec.changed.set()
+        if trash is not None:
+            await asyncio.to_thread(shutil.rmtree, trash, ignore_errors=True)
+        log.info("run %s deleted", run_id)
+        return before
 
     @staticmethod
     def _kill_worker(rec: RunRecord) -> None:

@@ -6,7 +6,7 @@ Nothing here knows about TRL: Train requests are validated by `validate.py`, run
 
 Standard tooling works against it: grpc.health.v1 health checking (service "" and the
 TrainerService name) and server reflection are on. SIGTERM/SIGINT shut down gracefully: health
-flips to NOT_SERVING first, queued runs end FAILED ("sidecar shut down before the run started"),
+flips to NOT_SERVING first, queued runs stay QUEUED (the next sidecar on the runs root trains them),
 the active training worker is asked to stop after its current step (its run ends CANCELLED with
 its adapter, summary and last checkpoint; FAILED only if it does not stop within
 `runs.SHUTDOWN_GRACE_S`), then the server stops with a grace period.
@@ -113,13 +113,19 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard
     async def ResumeRun(self, request: pb.ResumeRunRequest, context) -> pb.ResumeRunResponse:
-        rec = await self.registry.resume(request.run_id)
+        # request.json is re-validated as Train validated it: the data root or the models may have changed.
+        rec = await self.registry.resume(request.run_id,
+                                         validate=lambda req: validate_train_request(req, self.registry.data_root))
         return pb.ResumeRunResponse(run=rec.to_proto(self.registry.queue_position(rec.run_id)))
 
     @_guard
     async def CancelRun(self, request: pb.CancelRunRequest, context) -> pb.CancelRunResponse:
         rec = await self.registry.cancel(request.run_id)
         return pb.CancelRunResponse(run=rec.to_proto())
+
+    @_guard
+    async def DeleteRun(self, request: pb.DeleteRunRequest, context) -> pb.DeleteRunResponse:
+        return pb.DeleteRunResponse(run=await self.registry.delete(request.run_id))
 
     @_guard_stream
     async def DownloadArtifact(self, request: pb.DownloadArtifactRequest, context):

@@ -31,8 +31,8 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import count_params, load_model, resolve_prompt_format, save_adapter_atomic
 from py_trainer.events import EventLog
 from py_trainer.fused_head import compact_fused_head_on_cpu
-from py_trainer.artifacts import file_artifacts
-from py_trainer.run_folder import CHECKPOINT_COMPLETE, latest_checkpoint, load_request
+from py_trainer.artifacts import file_artifacts, latest_checkpoint, write_checkpoint_marker
+from py_trainer.run_folder import load_request
 
 log = logging.getLogger(__name__)
 
@@ -189,10 +189,10 @@ def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Call
 
         def on_save(self, args, state, control, **kw):
             # HF writes checkpoint-N in place and calls on_save once all of it is on disk: only
-            # now does it count (runs.latest_checkpoint ignores a folder without the marker).
+            # now does it count (artifacts.find_checkpoint ignores a folder without the marker and
+            # skips one whose files no longer match the sizes and digests the marker lists).
             if state.is_world_process_zero:
-                write_json_atomic(Path(args.output_dir) / f"checkpoint-{state.global_step}" / CHECKPOINT_COMPLETE,
-                                  {"step": state.global_step, "time": time.time()})
+                write_checkpoint_marker(Path(args.output_dir) / f"checkpoint-{state.global_step}", state.global_step)
             emit(pb.RunEvent(checkpoint=pb.CheckpointSaved(
                 step=state.global_step, path=f"checkpoints/checkpoint-{state.global_step}")))
 
@@ -371,6 +371,26 @@ def resume_point(run: RunContext) -> str:
     return ckpt
 
 
+def resumed_at_the_end(run: RunContext) -> bool:
+    """The checkpoint a resumed run continues from is at max_steps: nothing is left to train (the
+    run died in its adapter save or end measurement). trainer.train(resume_from_checkpoint=...)
+    would train one more step before it checks max_steps."""
+    at = int(run.resume_from.rsplit("-", 1)[1])
+    return 0 < run.trainer.args.max_steps <= at
+
+
+def restore_checkpoint(trainer, ckpt: Path) -> None:
+    """Put checkpoint `ckpt`'s adapter weights and trainer state (its global_step, log history)
+    into `trainer` without training: what train(resume_from_checkpoint=...) restores, less the step."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+    from transformers import TrainerState
+
+    set_peft_model_state_dict(trainer.model, load_file(str(ckpt / "adapter_model.safetensors")))
+    trainer.state = TrainerState.load_from_json(str(ckpt / "trainer_state.json"))
+    log.info("resumed at %s: the checkpoint is at max_steps, no step left to train", ckpt.name)
+
+
 def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool],
                  mode: TrainingMode, *, resume: bool = False) -> int:
     """Train one run with `mode`; emit its events; return the proposed terminal RunState
@@ -418,7 +438,10 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     timer = StepTimer()
     timer.attach(run.trainer)
     done("build_trainer")
-    run.trainer.train(resume_from_checkpoint=str(run_dir / run.resume_from) if run.resume_from else None)
+    if run.resume_from and resumed_at_the_end(run):
+        restore_checkpoint(run.trainer, run_dir / run.resume_from)
+    else:
+        run.trainer.train(resume_from_checkpoint=str(run_dir / run.resume_from) if run.resume_from else None)
     stopped = stop_on_every_rank(should_stop)
     done_steps = run.trainer.state.global_step
     done("train")
