@@ -74,6 +74,7 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["export --out in a missing folder", ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /^agent export: --out .*no-such\/x: its parent folder .*no-such does not exist/],
   ["export --merge --out in a missing folder", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /its parent folder .*no-such does not exist/],
   ["export --merge --check-prompts 0", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--check-prompts", "0"], /^agent export: --check-prompts: must be a positive integer, got "0"/],
+  ["export --merge --check-prompts 0", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--check-prompts", "0"], /^agent export: --check-prompts: must be a positive integer, got "0"/],
   ["cancel takes no --evals-dir (the detach hint does not print it)", ["cancel", "r1", "--evals-dir", dir], /^agent cancel: unknown flag --evals-dir/],
   ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
   ["baseline check with two runs", ["baseline", "check", "a", "b", "--evals-dir", dir], /^agent baseline check: one run id at most, got 2/],
