@@ -19,6 +19,14 @@ def _one_rank_group(tmp_path):
     assert dist.is_initialized()
 
 
+def test_a_single_process_worker_exits_normally(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker, "train_run", lambda *a, **k: pb.RUN_STATE_SUCCEEDED)
+    monkeypatch.setattr(worker, "_die_with_parent", lambda: None)
+    monkeypatch.setattr(worker, "_exit_now", lambda rc: pytest.fail("os._exit without a process group"))
+    monkeypatch.delenv("PY_TRAINER_EVENTS_SOCK", raising=False)
+    assert worker.main(["--run-dir", str(tmp_path / "run"), "--data-root", str(tmp_path)]) == 0
+
+
 @pytest.mark.parametrize("outcome", ["succeeded", "failed", "stopped"])
 def test_worker_main_destroys_the_process_group(tmp_path, monkeypatch, outcome):
     def fake_train_run(run_dir, data_root, emit, should_stop, *, resume=False):
@@ -31,11 +39,14 @@ def test_worker_main_destroys_the_process_group(tmp_path, monkeypatch, outcome):
 
     monkeypatch.setattr(worker, "train_run", fake_train_run)
     monkeypatch.setattr(worker, "_die_with_parent", lambda: None)
+    exits = []
+    monkeypatch.setattr(worker, "_exit_now", exits.append)  # the real one is os._exit
     monkeypatch.delenv("PY_TRAINER_EVENTS_SOCK", raising=False)
     try:
-        rc = worker.main(["--run-dir", str(tmp_path / "run"), "--data-root", str(tmp_path)])
-        assert rc == (1 if outcome == "failed" else 0)
+        worker.main(["--run-dir", str(tmp_path / "run"), "--data-root", str(tmp_path)])
         assert not dist.is_initialized(), "the worker left its process group open"
+        # a rank leaves with os._exit after the teardown, with the run's exit code
+        assert exits == [1 if outcome == "failed" else 0]
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

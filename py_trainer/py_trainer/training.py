@@ -153,19 +153,31 @@ def stop_on_every_rank(should_stop: Callable[[], bool]) -> bool:
     return stop
 
 
-def close_process_group() -> None:
-    """Destroy this process's torch.distributed process group, if it has one. Every rank calls it
-    on its way out: a rank that reaches interpreter exit with its gloo group open can die of
-    SIGABRT in finalization (gloo's threads free tensors after the interpreter is gone;
-    pytorch/pytorch#179291), which fails a run that trained. Destroying a gloo group is local: it
-    waits for no other rank."""
+def close_process_group() -> bool:
+    """Leave torch.distributed together and tidily; True when this process had a process group.
+
+    Every rank calls it on its way out. First a barrier: the other ranks wait for rank 0 (which
+    alone saves, measures and writes after the last step), so no rank tears its group down while
+    a peer still holds the connections. Then the group is destroyed while the interpreter is fully
+    alive: a rank that reaches interpreter exit with its gloo group open can die of SIGABRT
+    ("terminate called without an active exception"; pytorch/pytorch#179291), which failed a
+    2-rank run that had trained (seen in CI, rank 1, exit -6). The caller then leaves with
+    os._exit (worker.main). If a peer died the barrier raises at once (gloo sees the socket close):
+    the run's outcome is already decided, so teardown errors are logged, never raised."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception as err:  # the run's outcome is decided; a failed teardown must not change it
-            log.warning("could not destroy the process group: %s", err)
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    try:
+        if dist.get_world_size() > 1:
+            dist.barrier()
+    except Exception as err:
+        log.warning("ranks did not meet at the end (a peer has gone): %s", err)
+    try:
+        dist.destroy_process_group()
+    except Exception as err:
+        log.warning("could not destroy the process group: %s", err)
+    return True
 
 
 def run_event_callback(emit: Emit, should_stop: Callable[[], bool], on_log: Callable[[object, dict], None],

@@ -119,9 +119,24 @@ def main(argv: list[str] | None = None) -> int:
         emit = SocketEmitter(os.environ.get("PY_TRAINER_EVENTS_SOCK"))
     cancel_file = args.run_dir / CANCEL_FILE
     try:
-        return _train_and_report(args, emit, lambda: stop["flag"] or cancel_file.exists())
-    finally:
+        rc = _train_and_report(args, emit, lambda: stop["flag"] or cancel_file.exists())
+    except BaseException:
         close_process_group()
+        raise
+    if close_process_group():
+        _exit_now(rc)
+    return rc
+
+
+def _exit_now(rc: int) -> None:
+    """A rank of a multi-process run leaves without interpreter finalization or C++ static
+    destructors, where gloo's threads can still abort the process (training.close_process_group).
+    Everything it writes is already on disk (atomic writes, fsync'd event log, the events socket
+    is synchronous); logs and stdio are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
 
 
 def _train_and_report(args, emit: Emit, should_stop: Callable[[], bool]) -> int:
