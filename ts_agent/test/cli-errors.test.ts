@@ -75,6 +75,10 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["export --merge --out in a missing folder", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /its parent folder .*no-such does not exist/],
   ["export --merge --check-prompts 0", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--check-prompts", "0"], /^agent export: --check-prompts: must be a positive integer, got "0"/],
   ["cancel takes no --evals-dir (the detach hint does not print it)", ["cancel", "r1", "--evals-dir", dir], /^agent cancel: unknown flag --evals-dir/],
+  ["eval --adapter with an absolute path", ["eval", "--adapter", "/models/aml-v2"], /^agent eval: --adapter \/models\/aml-v2: give the folder relative to the sidecar's data root \(py-trainer serve --data-root DIR/],
+  ["report --eval of a missing file", ["report", "--eval", join(dir, "nope-eval.json")], /^agent report: --eval .*nope-eval\.json: no such file$/],
+  ["report --eval of a file that is no eval log", ["report", "--eval", file("not-eval.json", '{"schema": "x"}')], /^agent report: --eval .*not-eval\.json: not an eval log/],
+  ["baseline history with an argument", ["baseline", "history", "x", "--evals-dir", dir], /^agent baseline history: unexpected argument 'x'/],
   ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
   ["baseline check with two runs", ["baseline", "check", "a", "b", "--evals-dir", dir], /^agent baseline check: one run id at most, got 2/],
   ["baseline check of a run never evaluated", ["baseline", "check", "r-404", "--evals-dir", dirOf(file("baseline.json", JSON.stringify(MINIMAL_BASELINE)))], /^agent baseline check: run r-404 has no eval\.json .*\(evaluate it with: agent eval r-404\)/],
@@ -140,11 +144,12 @@ test("agent sweep: user mistakes are one line and exit 2, before any sidecar is 
 test("a task file that does not load is one line and exit 2 in every command that reads it, before any sidecar is called", () => {
   const dir = mkdtempSync(join(tmpdir(), "tasks-"));
   const bad = join(dir, "sentiment.jsonl");
-  writeFileSync(bad, JSON.stringify({ id: "s1", split: "train", prompt: "Great film?", answers: ["positive"], label: "positive" }) + "\n");
+  // a sentiment file in the task format loads (docs/tasks.md); one whose answers are not a list does not
+  writeFileSync(bad, JSON.stringify({ id: "s1", split: "train", prompt: "Great film?", answers: "positive", label: "positive" }) + "\n");
   const runs: Array<[string[], RegExp]> = [
-    [["sweep", "--tasks", bad], /^agent sweep: .*sentiment\.jsonl:1: field "typology" must be a non-empty string$/],
-    [["baseline", "set", "--tasks", bad], /^agent baseline: .*sentiment\.jsonl:1: field "typology"/],
-    [["plan", "--tasks", bad, "--base-accuracy", "0.5"], /^agent plan: .*sentiment\.jsonl:1: field "typology"/],
+    [["sweep", "--tasks", bad], /^agent sweep: .*sentiment\.jsonl:1: field "answers" must be a non-empty array of non-empty strings$/],
+    [["baseline", "set", "--tasks", bad], /^agent baseline: .*sentiment\.jsonl:1: field "answers"/],
+    [["plan", "--tasks", bad, "--base-accuracy", "0.5"], /^agent plan: .*sentiment\.jsonl:1: field "answers"/],
     [["sweep", "--tasks", join(dir, "missing.jsonl")], /^agent sweep: .*missing\.jsonl: cannot read the task file \(ENOENT\)$/],
   ];
   for (const [args, message] of runs) {

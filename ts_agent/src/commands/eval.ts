@@ -8,16 +8,17 @@
  * report.md prints), and whether baseline.json gates the verdict (its fingerprint and per-task
  * check). A TS/Python grading disagreement fails the command and writes nothing.
  */
-import { basename } from "node:path";
+import { basename, isAbsolute, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { readBaseline } from "../agent/eval/baseline.js";
-import { ADAPTER_VARIANT, checkSettings, evaluateRequest, progressPrinter, runEvaluate } from "../agent/eval/evaluate.js";
+import { ADAPTER_VARIANT, checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate } from "../agent/eval/evaluate.js";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
-import { loadTaskSet } from "../agent/eval/task-set.js";
+import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
 import { buildEvalLog, evaluateRun, writeEvalLog, type EvalLog } from "../agent/verdict/eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeDownstream, type JudgedComparison } from "../agent/verdict/verdict.js";
+import { UserError } from "../agent/workspace.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
@@ -79,15 +80,37 @@ export async function evalRun(client: SidecarClient, runId: string, target: Eval
   return writeAndPrint(target, await evaluateRun(client, runId, target.settings, taskSet, progressPrinter("eval")));
 }
 
-/** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is named `name`. */
+/** --adapter is a path the sidecar resolves under its own data root: an absolute path is refused
+ *  up front naming that root's flag (the agent cannot know where it is), with the relative form
+ *  when the path lies under $PY_TRAINER_DATA_ROOT. */
+export function checkAdapterPath(adapterPath: string): void {
+  if (!isAbsolute(adapterPath)) return;
+  const root = process.env.PY_TRAINER_DATA_ROOT;
+  const rel = root ? relative(resolve(root), adapterPath) : "";
+  const hint = rel && !rel.startsWith("..") && !isAbsolute(rel) ? `; under $PY_TRAINER_DATA_ROOT (${root}) that is --adapter ${rel}` : "";
+  throw new UserError(
+    `agent eval: --adapter ${adapterPath}: give the folder relative to the sidecar's data root (py-trainer serve --data-root DIR; default $PY_TRAINER_DATA_ROOT, else the folder it was started in), e.g. --adapter adapters/${basename(adapterPath)}${hint}`,
+  );
+}
+
+/** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is
+ *  named `name`. As for a run, the held-out-template split of an in-distribution test set goes in
+ *  the same Evaluate request and into the log's heldOutTemplate. */
 export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, target: EvalTarget): Promise<{ path: string; record: EvalLog }> {
   checkSettings(target.settings);
+  checkAdapterPath(adapterPath);
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-  console.log(`evaluating base and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
-  const req = evaluateRequest(target.settings, taskSet);
+  const heldOut = heldOutTemplateSetFor(taskSet);
+  console.log(
+    `evaluating base and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}` +
+      (heldOut ? ` and ${heldOut.rows.length} held-out-template tasks` : ""),
+  );
+  const req = evaluateRequest(target.settings, heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet);
   req.adapters = [{ name: ADAPTER_VARIANT, source: { case: "path", value: adapterPath } }];
-  const result = await runEvaluate(client, req, progressPrinter("eval"));
-  return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, result));
+  const full = await runEvaluate(client, req, progressPrinter("eval"));
+  const main = heldOut ? restrictResult(full, new Set(taskSet.rows.map((r) => r.id))) : full;
+  const held = heldOut ? { taskSet: heldOut, result: restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) } : null;
+  return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, main, new Date(), held));
 }
 
 export const command: CommandHandler = async (argv, client) => {

@@ -1,0 +1,92 @@
+/**
+ * report.md for an eval that is not a run's: `agent eval --adapter PATH` scores any PEFT folder
+ * against the base, so there is no run.json, no curve, no held-out reward and no milestone; what
+ * there is (the downstream comparison on the test split and the held-out-template split, the
+ * baseline check, grader agreement, the answers) is rendered by the run report's own sections, on
+ * the same analysis (analysis.ts, verdict/verdict.ts), under a header that says what was scored.
+ * Written beside the eval log.
+ */
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+
+import { readBaseline, runsJudgedOn } from "../eval/baseline.js";
+import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
+import { analyzeReport, type ReportAnalysis } from "./analysis.js";
+import type { ReportInput } from "./input.js";
+import { answers } from "./sections/answers.js";
+import { downstream } from "./sections/downstream.js";
+import { files } from "./sections/pending.js";
+
+export const EVAL_REPORT_FILE = "report.md";
+
+/** An eval log of an adapter given by path (`agent eval --adapter`): its adapter names no run. */
+export function isAdapterPathEval(log: EvalLog): boolean {
+  return log.adapter !== undefined && log.adapter.runId === "";
+}
+
+/** The eval log in runs/<name>/ when it is an `agent eval --adapter` record, else undefined. */
+export function adapterEvalIn(evalsDir: string, name: string): string | undefined {
+  const path = join(evalsDir, "runs", name, EVAL_FILE);
+  if (!existsSync(path)) return undefined;
+  try {
+    return isAdapterPathEval(readEvalLog(path)) ? path : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function listFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => statSync(join(dir, f)).isFile())
+    .sort();
+}
+
+/** The header: what was scored, on what, and why there is no milestone. */
+function header(input: ReportInput, a: ReportAnalysis, ev: EvalLog): string[] {
+  const held = ev.heldOutTemplate?.taskSet;
+  const adapter = ev.adapter;
+  return [
+    `# Adapter eval \`${input.runId}\`: report`,
+    "",
+    `Generated ${input.now.toISOString()} by \`agent report\` from ${EVAL_FILE} (${ev.date}). ` +
+      `The adapter (sha256 ${adapter?.sha256 ? adapter.sha256.slice(0, 12) : "-"}) was given by path to \`agent eval --adapter\`: it is not a run of this sidecar, ` +
+      "so there is no training curve, no held-out reward and no milestone verdict, only its downstream comparison with the base.",
+    `Test split: ${ev.taskSet.n} tasks of ${ev.taskSet.path}; held-out-template split: ${held ? `${held.n} tasks` : "none (the task file has no held-out templates, or the eval predates them)"}.`,
+    "",
+    `**Downstream: ${a.milestone.downstream.verdict}${a.baselineMatch.status === "match" ? "" : " (GATED on baseline.json)"}**: ${a.milestone.downstream.reason}`,
+    "",
+  ];
+}
+
+/** Read an adapter eval log, judge it as a run's eval would be judged, write report.md beside it. */
+export function writeEvalReport(evalsDir: string, evalPath: string, now = new Date()): { path: string; analysis: ReportAnalysis; log: EvalLog } {
+  if (!existsSync(evalPath)) throw new UserError(`--eval ${evalPath}: no such file`);
+  let log: EvalLog;
+  try {
+    log = readEvalLog(evalPath);
+  } catch (err) {
+    throw new UserError(`--eval ${evalPath}: ${(err as Error).message.replace(`${evalPath}: `, "")}`);
+  }
+  const dir = dirname(evalPath);
+  const baseline = readBaseline(evalsDir);
+  const input: ReportInput = {
+    runId: log.runId,
+    run: null,
+    steps: [],
+    warnings: [],
+    evalLog: log,
+    baseline,
+    files: listFiles(dir).filter((f) => f !== EVAL_REPORT_FILE).concat(EVAL_REPORT_FILE).sort(),
+    runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [],
+    now,
+    docsDir: relative(dir, join(REPO_ROOT, "docs")).split("\\").join("/"),
+    sweep: null,
+  };
+  const analysis = analyzeReport(input);
+  analysis.answersPlotNote = "an adapter eval's report draws no figures; see the tables";
+  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), files(input, analysis)].flat().join("\n");
+  const path = join(dir, EVAL_REPORT_FILE);
+  writeFileAtomic(path, md);
+  return { path, analysis, log };
+}
