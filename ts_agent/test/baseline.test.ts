@@ -54,7 +54,7 @@ describe("agent baseline set", () => {
     assert.deepEqual(onDisk, baseline);
     assert.equal(onDisk.schema, "agent-baseline/v1");
     assert.deepEqual(onDisk.model, { requested: "", resolved: "/cache/models/tiny-aml-qwen2-s0-8ae0970906" });
-    assert.deepEqual(onDisk.taskSet, { path: taskSet.path, sha256: taskSet.sha256, split: "test", n: 3 });
+    assert.deepEqual(onDisk.taskSet, { path: taskSet.path, sha256: taskSet.sha256, split: "test", n: 3, sliceField: "slice", labelField: "label", labels: ["layering", "smurfing", "structuring"], hasTemplates: true });
     assert.equal(onDisk.grader.name, "exact_match");
     assert.equal(onDisk.grader.params.require_tag, true);
     assert.deepEqual(onDisk.perTask, { t1: 1, t2: 0, t3: 1 });

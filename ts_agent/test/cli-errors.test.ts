@@ -144,11 +144,12 @@ test("agent sweep: user mistakes are one line and exit 2, before any sidecar is 
 test("a task file that does not load is one line and exit 2 in every command that reads it, before any sidecar is called", () => {
   const dir = mkdtempSync(join(tmpdir(), "tasks-"));
   const bad = join(dir, "sentiment.jsonl");
-  writeFileSync(bad, JSON.stringify({ id: "s1", split: "train", prompt: "Great film?", answers: ["positive"], label: "positive" }) + "\n");
+  // a sentiment file in the task format loads (docs/tasks.md); one whose answers are not a list does not
+  writeFileSync(bad, JSON.stringify({ id: "s1", split: "train", prompt: "Great film?", answers: "positive", label: "positive" }) + "\n");
   const runs: Array<[string[], RegExp]> = [
-    [["sweep", "--tasks", bad], /^agent sweep: .*sentiment\.jsonl:1: field "typology" must be a non-empty string$/],
-    [["baseline", "set", "--tasks", bad], /^agent baseline: .*sentiment\.jsonl:1: field "typology"/],
-    [["plan", "--tasks", bad, "--base-accuracy", "0.5"], /^agent plan: .*sentiment\.jsonl:1: field "typology"/],
+    [["sweep", "--tasks", bad], /^agent sweep: .*sentiment\.jsonl:1: field "answers" must be a non-empty array of non-empty strings$/],
+    [["baseline", "set", "--tasks", bad], /^agent baseline: .*sentiment\.jsonl:1: field "answers"/],
+    [["plan", "--tasks", bad, "--base-accuracy", "0.5"], /^agent plan: .*sentiment\.jsonl:1: field "answers"/],
     [["sweep", "--tasks", join(dir, "missing.jsonl")], /^agent sweep: .*missing\.jsonl: cannot read the task file \(ENOENT\)$/],
   ];
   for (const [args, message] of runs) {

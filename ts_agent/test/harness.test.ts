@@ -11,7 +11,6 @@ import { loadTaskSet, type TaskSet } from "../src/agent/eval/task-set.js";
 import { compareScores } from "../src/agent/verdict/compare.js";
 import { buildEvalLog } from "../src/agent/verdict/eval-log.js";
 import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/eval/stats.js";
-import { toJsonl } from "../src/agent/eval/tasks.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
 
 const GRADERS = DEFAULT_EVAL_SETTINGS.graders;
@@ -147,7 +146,7 @@ describe("task sets and model identity", () => {
     const dir = mkdtempSync(join(tmpdir(), "taskset-"));
     const path = join(dir, "tasks.jsonl");
     const all = [row("x1", "structuring"), { ...row("x2", "smurfing"), split: "train" as const }, row("x3", "layering"), row("x4", "shell_company")];
-    const lines = toJsonl(all).trim().split("\n");
+    const lines = all.map((r) => JSON.stringify(r));
     lines[2] = lines[2].replace(/}$/, ',"human_label":"layering"}');
     writeFileSync(path, lines.join("\n") + "\n");
     const ts = loadTaskSet(path, "test", 2);
@@ -179,7 +178,7 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
   });
 
   test("one Evaluate result split in two: each split re-graded and compared on its own tasks", () => {
-    const r2 = [row("h1", "structuring"), row("h2", "smurfing")].map((r) => ({ ...r, split: "test_heldout_template" as const, template: `${r.typology}/heldout-1` }));
+    const r2 = [row("h1", "structuring"), row("h2", "smurfing")].map((r) => ({ ...r, split: "test_heldout_template" as const, template: `${r.slice}/heldout-1` }));
     const both = gradedResult([...rows, ...r2], {
       base: { ...completions.base, h1: ["<answer>structuring</answer>"], h2: ["<answer>layering</answer>"] },
       adapter: { ...completions.adapter, h1: ["<answer>smurfing</answer>"], h2: ["<answer>layering</answer>"] },
@@ -196,20 +195,20 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
   test("per typology: the governing test's p, Holm-adjusted across typologies", () => {
     const base = new Map<string, number>();
     const cand = new Map<string, number>();
-    const rs: Array<{ id: string; typology: string }> = [];
+    const rs: Array<{ id: string; slice: string }> = [];
     for (let i = 0; i < 40; i++) {
       const t = i < 20 ? "structuring" : "smurfing";
-      rs.push({ id: `k${i}`, typology: t });
+      rs.push({ id: `k${i}`, slice: t });
       base.set(`k${i}`, 0);
       cand.set(`k${i}`, t === "structuring" && i < 12 ? 1 : 0); // 12 wins of 20 on structuring
     }
-    const out = h.typologyBreakdown(base, cand, rs);
-    assert.deepEqual(out.map((t) => t.typology), ["smurfing", "structuring"]);
-    const s = out.find((t) => t.typology === "structuring")!;
+    const out = h.sliceBreakdown(base, cand, rs);
+    assert.deepEqual(out.map((t) => t.slice), ["smurfing", "structuring"]);
+    const s = out.find((t) => t.slice === "structuring")!;
     assert.equal(s.test, "exact McNemar test");
     assert.ok(Math.abs(s.p! - 2 ** -11) < 1e-15); // 12 vs 0 discordant
     assert.equal(s.pHolm, Math.min(1, 2 * s.p!));
-    assert.equal(out.find((t) => t.typology === "smurfing")!.p, 1);
+    assert.equal(out.find((t) => t.slice === "smurfing")!.p, 1);
   });
 
   test("template-clustered SE as a sensitivity row", () => {

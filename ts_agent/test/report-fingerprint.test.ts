@@ -33,7 +33,7 @@ const ADAPTER_SHA = "aa".repeat(32);
 
 /** Tasks 0..k-1 answered right, the rest wrong. */
 function firstRight(k: number): Record<string, string[]> {
-  return Object.fromEntries(rows.map((r, i) => [r.id, [`<answer>${i < k ? r.typology : LABELS[(LABELS.indexOf(r.typology) + 1) % 4]}</answer>`]]));
+  return Object.fromEntries(rows.map((r, i) => [r.id, [`<answer>${i < k ? r.label! : LABELS[(LABELS.indexOf(r.label!) + 1) % 4]}</answer>`]]));
 }
 
 const runtime = runtimeFingerprint;

@@ -29,7 +29,7 @@ const settings = { ...DEFAULT_EVAL_SETTINGS };
 function scenario(n: number, pBase: number, pAdapter: number) {
   const rand = mulberry32(11);
   const rows: TaskRow[] = Array.from({ length: n }, (_, i) => row(`t${String(i).padStart(4, "0")}`, LABELS[i % 4]));
-  const answer = (r: TaskRow, right: boolean) => [`<answer>${right ? r.typology : LABELS[(LABELS.indexOf(r.typology) + 1) % 4]}</answer>`];
+  const answer = (r: TaskRow, right: boolean) => [`<answer>${right ? r.label! : LABELS[(LABELS.indexOf(r.label!) + 1) % 4]}</answer>`];
   const base: Record<string, string[]> = {};
   const adapter: Record<string, string[]> = {};
   for (const r of rows) {
@@ -143,7 +143,7 @@ describe("report.md", () => {
     assert.match(md, /!\[P\(PASS\) vs true delta\]\(power-curve\.svg\)/);
     assert.match(md, /Absolute change end - start: \*\*\+0\.150\*\*/);
     assert.match(md, /### In-distribution vs held-out templates[\s\S]*\| test \(in-distribution\) \| 240 \|/);
-    assert.match(md, /Per typology \(p from the governing test; Holm-adjusted/);
+    assert.match(md, /Per slice \(p from the governing test; Holm-adjusted/);
     assert.match(md, /\| test \| structuring \| 60 \|/);
     // the plot, held-out reward, base vs adapter, verdict, attribution, TCO, pending
     assert.match(md, /!\[mean reward per training step\]\(reward-vs-step\.png\)/);
@@ -258,7 +258,7 @@ describe("answers: distribution, confusion matrix, constant predictors (issue 18
     const adapter: Record<string, string[]> = {};
     for (const [i, r] of rows.entries()) {
       base[r.id] = ["<answer>money_mule</answer>"];
-      adapter[r.id] = [`<answer>${i % 5 === 0 ? LABELS[(i + 1) % 4] : r.typology}</answer>`];
+      adapter[r.id] = [`<answer>${i % 5 === 0 ? LABELS[(i + 1) % 4] : r.label!}</answer>`];
     }
     const taskSet: TaskSet = { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "5e".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map() };
     writeRun(evalsDir, "r1", { change: 0.5, low: 0.3, high: 0.7 });

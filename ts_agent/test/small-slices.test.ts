@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { operatingCharacteristic, pairedComparison, pairedProportionGate } from "../src/agent/eval/stats.js";
-import { compareScores, decisionFor, typologyBreakdown } from "../src/agent/verdict/compare.js";
+import { compareScores, decisionFor, sliceBreakdown } from "../src/agent/verdict/compare.js";
 import { DOWNSTREAM_MIN_DELTA, judgeDownstream } from "../src/agent/verdict/milestone.js";
 import { downstreamEvidence } from "../src/agent/verdict/verdict.js";
 
@@ -16,9 +16,9 @@ describe("per typology with K > 1 samples", () => {
   // "c" 6 tasks with spread
   const base = new Map<string, number>();
   const cand = new Map<string, number>();
-  const rows: Array<{ id: string; typology: string }> = [];
+  const rows: Array<{ id: string; slice: string }> = [];
   const add = (id: string, typology: string, x: number, y: number) => {
-    rows.push({ id, typology });
+    rows.push({ id, slice: typology });
     base.set(id, x);
     cand.set(id, y);
   };
@@ -27,8 +27,8 @@ describe("per typology with K > 1 samples", () => {
   add("b1", "b", 0.5, 0.5);
   add("b2", "b", 0, 0);
   [0, 0.5, 0.5, 1, 0, 0.5].forEach((y, i) => add(`c${i}`, "c", 0, y));
-  const out = typologyBreakdown(base, cand, rows);
-  const by = (t: string) => out.find((r) => r.typology === t)!;
+  const out = sliceBreakdown(base, cand, rows);
+  const by = (t: string) => out.find((r) => r.slice === t)!;
 
   test("two tasks that both go 0/2 -> 1/2: the exact sign test (p = 0.5), not paired t's p = 0", () => {
     const a = by("a");

@@ -8,13 +8,13 @@ import { MAX_WORDS, MIN_WORDS } from "../src/agent/eval/narratives.js";
 import {
   DEFAULT_HELDOUT_PER_TYPOLOGY,
   DEFAULT_PER_TYPOLOGY,
-  defaultTasksPath,
+  amlMeta,
   generateAmlTasks,
-  loadTasks,
   main,
-  splitTasks,
   toJsonl,
-} from "../src/agent/eval/tasks.js";
+  type AmlRow,
+} from "../src/agent/eval/aml-tasks.js";
+import { defaultTasksPath, loadTaskFile, loadTasks, metaPathFor, splitTasks } from "../src/agent/eval/tasks.js";
 import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/agent/eval/typologies.js";
 
 const all = generateAmlTasks();
@@ -129,10 +129,20 @@ describe("generateAmlTasks", () => {
 });
 
 describe("loadTasks", () => {
-  test("round-trips a generated file", () => {
-    const path = join(tmp, "ok.jsonl");
-    writeFileSync(path, toJsonl(rows));
-    assert.deepEqual(loadTasks(path), rows);
+  /** A generated file and its metadata in tmp. */
+  function writeAml(name: string, text: string): string {
+    const path = join(tmp, name);
+    writeFileSync(path, text);
+    writeFileSync(metaPathFor(path), JSON.stringify(amlMeta()));
+    return path;
+  }
+  const generic = (r: AmlRow) => ({ id: r.id, split: r.split, prompt: r.prompt, answers: r.answers, label: r.typology, slice: r.typology, template: r.template });
+
+  test("round-trips a generated file: its metadata makes typology the label and the slice", () => {
+    const path = writeAml("ok.jsonl", toJsonl(rows));
+    const file = loadTaskFile(path);
+    assert.deepEqual(file.rows, rows.map(generic));
+    assert.deepEqual(file.format, { labelField: "typology", labels: [...LABELS], sliceField: "typology", hasSlices: true, hasTemplates: true, splits: ["train", "test", "test_heldout_template"] });
   });
 
   test("names the file, the 1-based line and the bad field", () => {
@@ -148,16 +158,14 @@ describe("loadTasks", () => {
     for (const [name, mutate, fieldRe] of cases) {
       const bad = lines.slice();
       bad[3] = JSON.stringify(mutate(JSON.parse(bad[3])));
-      const path = join(tmp, `bad-${name}.jsonl`);
-      writeFileSync(path, bad.join("\n") + "\n");
+      const path = writeAml(`bad-${name}.jsonl`, bad.join("\n") + "\n");
       assert.throws(() => loadTasks(path), (e: Error) => {
         assert.ok(e.message.startsWith(`${path}:4:`), e.message);
         assert.match(e.message, fieldRe);
         return true;
       });
     }
-    const path = join(tmp, "bad-json.jsonl");
-    writeFileSync(path, lines.slice(0, 2).join("\n") + "\n{not json\n");
+    const path = writeAml("bad-json.jsonl", lines.slice(0, 2).join("\n") + "\n{not json\n");
     assert.throws(() => loadTasks(path), new RegExp(`^UserError: ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:3: invalid JSON`));
   });
 });
@@ -166,7 +174,8 @@ describe("checked-in file", () => {
   test("equals a fresh generation with the default seed", () => {
     const expected = toJsonl(generateAmlTasks());
     const actual = readFileSync(defaultTasksPath(), "utf8");
-    assert.ok(actual === expected, "agent-evals/tasks/aml_typology.jsonl is stale: run `tsx src/agent/eval/tasks.ts --write`");
+    assert.ok(actual === expected, "agent-evals/tasks/aml_typology.jsonl is stale: run `tsx src/agent/eval/aml-tasks.ts --write`");
+    assert.deepEqual(JSON.parse(readFileSync(metaPathFor(defaultTasksPath()), "utf8")), amlMeta());
   });
 
   test("main --write writes the file atomically and --check accepts it", () => {

@@ -23,9 +23,9 @@ export function runtimeFingerprint(over: Record<string, unknown> = {}) {
   });
 }
 
-export function row(id: string, typology: string, answers = [typology]): TaskRow {
-  const narrative = `case ${id}`;
-  return { id, split: "test", typology, prompt: formatPrompt(narrative), answers, narrative, template: `${typology}/1` };
+/** A labelled test task whose slice is its label (as in the AML file). */
+export function row(id: string, label: string, answers = [label]): TaskRow {
+  return { id, split: "test", label, slice: label, prompt: formatPrompt(`case ${id}`), answers, template: `${label}/1` };
 }
 
 /** A proto EvaluateResult whose scores are what the TS graders give (i.e. a correct sidecar). */

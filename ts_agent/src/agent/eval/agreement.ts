@@ -1,7 +1,7 @@
 /**
  * Grader agreement: Cohen's kappa between the strict grader (exact_match) and the lenient one
  * (exact_match_lenient) over a variant's tasks. Human labels: a task row may carry an optional
- * `human_label` (the typology a human annotator assigned to the case). Then kappa(gold typology,
+ * `human_label` (the label a human annotator assigned to the case). Then kappa(gold label,
  * human label) over those tasks says how trustworthy the gold labels are, and kappa(strict grader
  * vs gold, strict grader vs the human label) over their completions whether the grade depends on
  * whose label it is.
@@ -88,7 +88,7 @@ export function graderAgreement(variant: VariantScores, strict = PRIMARY_GRADER,
 }
 
 /**
- * Agreement with human labels (see the module docs): gold typology vs human label per task, and
+ * Agreement with human labels (see the module docs): gold label vs human label per task, and
  * the strict grader against gold vs the same grader against the human label per completion.
  * Empty when no evaluated task has a human label.
  */
@@ -98,12 +98,12 @@ export function humanAgreement(
   humanLabels: ReadonlyMap<string, string>,
   strict: RewardSpec = { name: PRIMARY_GRADER },
 ): Agreement[] {
-  const labelled = rows.filter((r) => humanLabels.has(r.id));
+  const labelled = rows.filter((r) => humanLabels.has(r.id) && r.label !== undefined);
   if (labelled.length === 0) return [];
   const out: Agreement[] = [];
   const gold = kappaOf(
-    "gold typology vs human label (tasks)",
-    labelled.map((r) => r.typology),
+    "gold label vs human label (tasks)",
+    labelled.map((r) => r.label!),
     labelled.map((r) => humanLabels.get(r.id)!),
   );
   if (gold) out.push(gold);

@@ -1,5 +1,5 @@
 /**
- * What a variant answers, for task sets with a closed label set (the AML typologies): each task's
+ * What a variant answers, for task sets with a closed label set (a `label` on every task): each task's
  * answer mapped to a label, each variant's answer distribution, the confusion matrix (gold label x
  * answer), and the degenerate case the report must see: a constant predictor, one label on at
  * least CONSTANT_ANSWER_SHARE of the tasks whatever the input. Accuracy alone cannot tell a model

@@ -1,15 +1,16 @@
 /**
  * A task split as evaluated: the rows of one split of a task file (at most `limit`), the file's
- * sha256 (the task set's identity: baseline and eval must agree on it), and the optional human
- * labels. The held-out-template companion of the "test" split comes from the same file.
+ * sha256 (the task set's identity: baseline and eval must agree on it), what the file declares
+ * (label set, slice field, templates) and the optional human labels. The held-out-template
+ * companion of the "test" split comes from the same file.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
-import { REPO_ROOT, displayPath } from "../workspace.js";
-import { loadTasks, splitTasks } from "./tasks.js";
-import type { Split, TaskRow } from "./typologies.js";
+import { REPO_ROOT, UserError, displayPath } from "../workspace.js";
+import { HELDOUT_TEMPLATE_SPLIT, type Split, type TaskFormat, type TaskRow } from "./task-format.js";
+import { loadTaskFile, splitTasks } from "./tasks.js";
 
 /** A task split as evaluated: where it came from and which rows. */
 export interface TaskSet {
@@ -20,27 +21,37 @@ export interface TaskSet {
   split: Split;
   limit: number;
   rows: TaskRow[];
-  /** optional human annotations: task id -> the typology a human assigned */
+  /** optional human annotations: task id -> the label a human assigned */
   humanLabels: Map<string, string>;
+  /** what the file declares; absent: labels from the rows, slice field "slice" */
+  format?: TaskFormat;
+}
+
+/** The format of a task set that carries none (a set built in code): inferred from its rows. */
+export function formatOf(ts: Pick<TaskSet, "rows" | "format">): TaskFormat {
+  if (ts.format) return ts.format;
+  const labelled = ts.rows.length > 0 && ts.rows.every((r) => r.label !== undefined);
+  return {
+    labelField: "label",
+    labels: labelled ? [...new Set(ts.rows.map((r) => r.label!))].sort() : null,
+    sliceField: "slice",
+    hasSlices: ts.rows.length > 0 && ts.rows.every((r) => r.slice !== undefined),
+    hasTemplates: ts.rows.length > 0 && ts.rows.every((r) => r.template !== undefined),
+    splits: [...new Set(ts.rows.map((r) => r.split))],
+  };
 }
 
 /** Load the task file, take one split (and at most `limit` rows), hash the file, read human labels. */
 export function loadTaskSet(path: string, split: Split, limit = 0): TaskSet {
-  const bytes = readFileSync(path);
-  const sha256 = createHash("sha256").update(bytes).digest("hex");
-  let rows = splitTasks(loadTasks(path), split);
+  const file = loadTaskFile(path);
+  const sha256 = createHash("sha256").update(readFileSync(path)).digest("hex");
+  let rows = splitTasks(file.rows, split);
   if (limit > 0) rows = rows.slice(0, limit);
-  if (rows.length === 0) throw new Error(`${path}: no tasks in split ${JSON.stringify(split)}`);
-  // loadTasks keeps only the documented fields; human_label is optional, so read it here.
-  const humanLabels = new Map<string, string>();
-  for (const line of bytes.toString("utf8").split("\n")) {
-    if (line.trim() === "") continue;
-    const obj = JSON.parse(line) as { id?: unknown; human_label?: unknown };
-    if (typeof obj.id === "string" && typeof obj.human_label === "string" && obj.human_label !== "") {
-      humanLabels.set(obj.id, obj.human_label);
-    }
+  if (rows.length === 0) {
+    const have = [...new Set(file.rows.map((r) => r.split))].join(", ");
+    throw new UserError(`${path}: no tasks in split ${JSON.stringify(split)} (the file has ${have})`);
   }
-  return { path: displayPath(path), sha256, split, limit, rows, humanLabels };
+  return { path: displayPath(path), sha256, split, limit, rows, humanLabels: file.humanLabels, format: file.format };
 }
 
 /**
@@ -51,9 +62,9 @@ export function loadTaskSet(path: string, split: Split, limit = 0): TaskSet {
 export function heldOutTemplateSetFor(taskSet: TaskSet): TaskSet | null {
   if (taskSet.split !== "test") return null;
   const path = resolve(REPO_ROOT, taskSet.path);
-  const rows = splitTasks(loadTasks(path), "test_heldout_template");
+  const rows = splitTasks(loadTaskFile(path).rows, HELDOUT_TEMPLATE_SPLIT);
   if (rows.length === 0) return null;
-  return { ...taskSet, split: "test_heldout_template", rows: taskSet.limit > 0 ? rows.slice(0, taskSet.limit) : rows };
+  return { ...taskSet, split: HELDOUT_TEMPLATE_SPLIT, rows: taskSet.limit > 0 ? rows.slice(0, taskSet.limit) : rows };
 }
 
 /** A task set as a log or baseline names it (no rows). */
@@ -63,8 +74,17 @@ export interface TaskSetRef {
   split: Split;
   /** tasks evaluated */
   n: number;
+  /** the field the per-slice tables group by (absent in older logs) */
+  sliceField?: string;
+  /** the row field holding the gold class (absent in older logs) */
+  labelField?: string;
+  /** the closed label set, or null for open answers (absent in older logs) */
+  labels?: string[] | null;
+  /** whether the tasks carry templates (absent in older logs) */
+  hasTemplates?: boolean;
 }
 
 export function taskSetRef(ts: TaskSet): TaskSetRef {
-  return { path: ts.path, sha256: ts.sha256, split: ts.split, n: ts.rows.length };
+  const f = formatOf(ts);
+  return { path: ts.path, sha256: ts.sha256, split: ts.split, n: ts.rows.length, sliceField: f.sliceField, labelField: f.labelField, labels: f.labels, hasTemplates: f.hasTemplates };
 }

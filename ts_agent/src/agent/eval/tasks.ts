@@ -1,175 +1,129 @@
 /**
- * The AML typology task set: read a short case narrative, name the money-laundering typology.
- * This file generates the rows (narratives.ts writes each case's text), writes them as JSONL and
- * loads a task file back with validation. The checked-in agent-evals/tasks/aml_typology.jsonl is
- * reproducible byte for byte:
- *
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --write   # regenerate
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --check   # exit 1 if stale
- *
- * The split is stratified by typology: exactly round(testFraction * perTypology) test rows per
- * typology, chosen by the seeded PRNG. "test" shares its 5 templates per typology with "train"
- * (an in-distribution test); "test_heldout_template" (heldOutPerTypology rows per typology,
- * appended after them) comes from 2 more templates per typology that no other row uses.
+ * Loads a task file in the documented format (docs/tasks.md, task-format.ts) with its optional
+ * `<name>.meta.json`. Every mistake is a UserError "<file>:<line>: field "<name>" ..." (the CLI
+ * prints it as one line, exit 2); nothing is specific to one task set.
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 
-import { REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
-import { HELDOUT_TEMPLATES, TEMPLATES, TaskRng, composeNarrative, drawSlots, mulberry32, type Template } from "./narratives.js";
-import { LABELS, SPLITS, TYPOLOGIES, formatPrompt, type Split, type TaskRow } from "./typologies.js";
+import { REPO_ROOT, UserError } from "../workspace.js";
+import { TASKS_RELATIVE_PATH } from "./aml-tasks.js";
+import { SPLITS, type Split, type TaskFormat, type TaskRow } from "./task-format.js";
 
-// ---------------------------------------------------------------------------------------------
-// Options
-
-export interface GenerateOptions {
-  /** PRNG seed (uint32). */
-  seed?: number;
-  /** Cases per typology; the file holds perTypology * TYPOLOGIES.length rows. */
-  perTypology?: number;
-  /** Fraction of each typology's cases in the test split, rounded to a whole count. */
-  testFraction?: number;
-  /** Extra cases per typology from the held-out templates (split "test_heldout_template"). */
-  heldOutPerTypology?: number;
-}
-
-export const DEFAULT_SEED = 20261129;
-export const DEFAULT_PER_TYPOLOGY = 110;
-export const DEFAULT_TEST_FRACTION = 0.3;
-/** 30 per typology: 240 held-out-template cases, as many as the test split. */
-export const DEFAULT_HELDOUT_PER_TYPOLOGY = 30;
-/** The held-out-template rows draw from their own stream (seed XOR this), so adding them left the
- *  train and test rows, and the embedded model built from the train split, byte for byte as before. */
-export const HELDOUT_SEED_SALT = 0x5eed7e57;
-
-/** Repo-root-relative location of the checked-in task file. */
-export const TASKS_RELATIVE_PATH = "agent-evals/tasks/aml_typology.jsonl";
+export { TASKS_RELATIVE_PATH };
 
 export function defaultTasksPath(): string {
   return resolve(REPO_ROOT, TASKS_RELATIVE_PATH);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Generator
-
-function padId(n: number): string {
-  return `aml-${String(n).padStart(5, "0")}`;
+/** `<dir>/<name>.meta.json` beside `<dir>/<name>.jsonl` (or beside `<file>` for another extension). */
+export function metaPathFor(tasksPath: string): string {
+  return tasksPath.replace(/\.jsonl$/, "") + ".meta.json";
 }
 
-/** A narrative from `template` that is not in `seen` yet (added to it); `what` names the template. */
-function newNarrative(template: Template, r: TaskRng, seen: Set<string>, what: string): string {
-  for (let attempt = 0; ; attempt++) {
-    const s = drawSlots(r);
-    const narrative = composeNarrative(template(s, r), s, r);
-    if (!seen.has(narrative)) {
-      seen.add(narrative);
-      return narrative;
-    }
-    if (attempt > 100) throw new Error(`cannot draw a new narrative for ${what}`);
-  }
-}
-
-/** The full task set for a seed; same options -> same rows (and same bytes via toJsonl). */
-export function generateAmlTasks(options: GenerateOptions = {}): TaskRow[] {
-  const seed = options.seed ?? DEFAULT_SEED;
-  const perTypology = options.perTypology ?? DEFAULT_PER_TYPOLOGY;
-  const testFraction = options.testFraction ?? DEFAULT_TEST_FRACTION;
-  if (!Number.isInteger(perTypology) || perTypology < 1) throw new Error(`perTypology must be a positive integer, got ${perTypology}`);
-  if (!(testFraction >= 0 && testFraction <= 1)) throw new Error(`testFraction must be in [0, 1], got ${testFraction}`);
-  const r = new TaskRng(mulberry32(seed));
-  const seen = new Set<string>();
-  const draft: Omit<TaskRow, "id">[] = [];
-  for (const t of TYPOLOGIES) {
-    const templates = TEMPLATES[t.label];
-    const nTest = Math.round(testFraction * perTypology);
-    const testIdx = new Set(r.sample([...Array(perTypology).keys()], nTest));
-    for (let i = 0; i < perTypology; i++) {
-      const k = i % templates.length; // every template used equally often
-      const narrative = newNarrative(templates[k], r, seen, `${t.label}/${k + 1}`);
-      draft.push({
-        split: testIdx.has(i) ? "test" : "train",
-        typology: t.label,
-        prompt: formatPrompt(narrative),
-        answers: [...t.answers],
-        narrative,
-        template: `${t.label}/${k + 1}`,
-      });
-    }
-  }
-  // Shuffle so that a prefix of the file is a mixed sample, then number the rows.
-  const main = r.shuffle(draft).map((row, i) => ({ id: padId(i + 1), ...row }));
-  // Held-out-template rows come after, from their own stream (see HELDOUT_SEED_SALT).
-  const heldOutPerTypology = options.heldOutPerTypology ?? DEFAULT_HELDOUT_PER_TYPOLOGY;
-  const h = new TaskRng(mulberry32((seed ^ HELDOUT_SEED_SALT) >>> 0));
-  const extra: Omit<TaskRow, "id">[] = [];
-  for (const t of TYPOLOGIES) {
-    const templates = HELDOUT_TEMPLATES[t.label];
-    for (let i = 0; i < heldOutPerTypology; i++) {
-      const k = i % templates.length;
-      const narrative = newNarrative(templates[k], h, seen, `${t.label}/heldout-${k + 1}`);
-      extra.push({
-        split: "test_heldout_template",
-        typology: t.label,
-        prompt: formatPrompt(narrative),
-        answers: [...t.answers],
-        narrative,
-        template: `${t.label}/heldout-${k + 1}`,
-      });
-    }
-  }
-  return [...main, ...h.shuffle(extra).map((row, i) => ({ id: padId(main.length + i + 1), ...row }))];
-}
-
-/** One JSON object per line, fields in the documented order, trailing newline. */
-export function toJsonl(rows: readonly TaskRow[]): string {
-  return rows
-    .map((row) =>
-      JSON.stringify({
-        id: row.id,
-        split: row.split,
-        typology: row.typology,
-        prompt: row.prompt,
-        answers: row.answers,
-        narrative: row.narrative,
-        template: row.template,
-      }),
-    )
-    .join("\n") + "\n";
-}
-
-export function splitTasks(rows: readonly TaskRow[], split: Split): TaskRow[] {
-  return rows.filter((row) => row.split === split);
+/** A task file as loaded: its rows, what it declares, the human labels. */
+export interface TaskFile {
+  rows: TaskRow[];
+  format: TaskFormat;
+  /** task id -> the label a human annotator assigned (`human_label`) */
+  humanLabels: Map<string, string>;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Loader
+// Metadata
+
+interface Meta {
+  label_field?: string;
+  labels?: string[];
+  slice_field?: string;
+  splits?: string[];
+}
+
+const META_KEYS = ["label_field", "labels", "slice_field", "splits", "description", "generator"];
+
+function nonEmptyStrings(v: unknown): v is string[] {
+  return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string" && x.length > 0);
+}
+
+function readMeta(path: string): Meta {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return {};
+    throw new UserError(`${path}: cannot read the task metadata (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  let obj: unknown;
+  try {
+    obj = JSON.parse(text);
+  } catch (e) {
+    throw new UserError(`${path}: invalid JSON (${(e as Error).message})`);
+  }
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) throw new UserError(`${path}: the metadata must be a JSON object`);
+  const m = obj as Record<string, unknown>;
+  for (const key of Object.keys(m)) {
+    if (!META_KEYS.includes(key)) throw new UserError(`${path}: unknown field "${key}" (known: ${META_KEYS.join(", ")})`);
+  }
+  for (const key of ["label_field", "slice_field"] as const) {
+    if (key in m && (typeof m[key] !== "string" || m[key] === "")) throw new UserError(`${path}: field "${key}" must be a non-empty string`);
+  }
+  for (const key of ["labels", "splits"] as const) {
+    if (key in m && !nonEmptyStrings(m[key])) throw new UserError(`${path}: field "${key}" must be a non-empty array of non-empty strings`);
+    if (key in m && new Set(m[key] as string[]).size !== (m[key] as string[]).length) throw new UserError(`${path}: field "${key}" repeats a value`);
+  }
+  return m as Meta;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
 
 // a bad task file is the user's mistake: the CLI prints it as one line, exit 2
 function fail(path: string, line: number, message: string): never {
   throw new UserError(`${path}:${line}: ${message}`);
 }
 
-function requireString(obj: Record<string, unknown>, field: string, path: string, line: number): string {
+/** An optional string field: absent (undefined) or a non-empty string. */
+function optionalString(obj: Record<string, unknown>, field: string, path: string, line: number): string | undefined {
   const v = obj[field];
+  if (v === undefined) return undefined;
   if (typeof v !== "string" || v.length === 0) fail(path, line, `field "${field}" must be a non-empty string`);
   return v;
 }
 
+function requireString(obj: Record<string, unknown>, field: string, path: string, line: number): string {
+  const v = optionalString(obj, field, path, line);
+  if (v === undefined) fail(path, line, `field "${field}" is required (a non-empty string)`);
+  return v;
+}
+
+/** An optional field must be on every row or on none; `lines` are the rows' line numbers. */
+function allOrNone(rows: TaskRow[], lines: number[], has: (r: TaskRow) => boolean, field: string, path: string): boolean {
+  const n = rows.filter(has).length;
+  if (n === 0 || n === rows.length) return n > 0;
+  const i = rows.findIndex((r) => !has(r));
+  fail(path, lines[i], `field "${field}" is missing here but other rows have it (give it on every row or on none)`);
+}
+
 /**
- * Reads and validates a task JSONL file. Blank lines are skipped; any other bad line throws an
- * UserError whose message starts with "<path>:<1-based line>:" and names the bad field.
+ * Reads and validates a task file and its metadata. Blank lines are skipped; any other bad line
+ * throws a UserError whose message starts with "<path>:<1-based line>:" and names the field.
  */
-export function loadTasks(path: string): TaskRow[] {
+export function loadTaskFile(path: string): TaskFile {
+  const meta = readMeta(metaPathFor(path));
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
     throw new UserError(`${path}: cannot read the task file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
+  const labelField = meta.label_field ?? "label";
+  const sliceField = meta.slice_field ?? "slice";
+  const splits = meta.splits ?? [...SPLITS];
+  const declared = meta.labels ? new Set(meta.labels) : null;
   const rows: TaskRow[] = [];
+  const lines: number[] = [];
   const ids = new Set<string>();
-  const labels = new Set(LABELS);
+  const humanLabels = new Map<string, string>();
   text.split("\n").forEach((raw, i) => {
     const line = i + 1;
     if (raw.trim() === "") return;
@@ -185,68 +139,39 @@ export function loadTasks(path: string): TaskRow[] {
     if (ids.has(id)) fail(path, line, `field "id" duplicates ${JSON.stringify(id)}`);
     ids.add(id);
     const split = o.split;
-    if (!SPLITS.includes(split as Split)) fail(path, line, `field "split" must be one of ${SPLITS.join(", ")}, got ${JSON.stringify(split)}`);
-    const typology = requireString(o, "typology", path, line);
-    if (!labels.has(typology)) fail(path, line, `field "typology" must be one of ${LABELS.join(", ")}, got ${JSON.stringify(typology)}`);
+    if (typeof split !== "string" || !splits.includes(split)) fail(path, line, `field "split" must be one of ${splits.join(", ")}, got ${JSON.stringify(split)}`);
     const prompt = requireString(o, "prompt", path, line);
     const answers = o.answers;
-    if (!Array.isArray(answers) || answers.length === 0 || !answers.every((a) => typeof a === "string" && a.length > 0)) {
-      fail(path, line, `field "answers" must be a non-empty array of non-empty strings`);
-    }
-    if (answers[0] !== typology) fail(path, line, `field "answers" must start with the typology ${JSON.stringify(typology)}`);
-    const narrative = requireString(o, "narrative", path, line);
-    const template = requireString(o, "template", path, line);
-    rows.push({ id, split: split as Split, typology, prompt, answers: answers as string[], narrative, template });
+    if (!nonEmptyStrings(answers)) fail(path, line, `field "answers" must be a non-empty array of non-empty strings`);
+    const label = optionalString(o, labelField, path, line);
+    if (declared && label === undefined) fail(path, line, `field "${labelField}" is required: the metadata declares a label set`);
+    if (label !== undefined && declared && !declared.has(label)) fail(path, line, `field "${labelField}" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(label)}`);
+    if (label !== undefined && answers[0] !== label) fail(path, line, `field "answers" must start with the ${labelField} ${JSON.stringify(label)}`);
+    const slice = optionalString(o, sliceField, path, line);
+    const template = optionalString(o, "template", path, line);
+    const human = optionalString(o, "human_label", path, line);
+    if (human !== undefined && declared && !declared.has(human)) fail(path, line, `field "human_label" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(human)}`);
+    if (human !== undefined) humanLabels.set(id, human);
+    const row: TaskRow = { id, split, prompt, answers: [...answers] };
+    if (label !== undefined) row.label = label;
+    if (slice !== undefined) row.slice = slice;
+    if (template !== undefined) row.template = template;
+    rows.push(row);
+    lines.push(line);
   });
-  return rows;
+  if (rows.length === 0) throw new UserError(`${path}: no tasks (the file is empty)`);
+  const labelled = allOrNone(rows, lines, (r) => r.label !== undefined, labelField, path);
+  const hasSlices = allOrNone(rows, lines, (r) => r.slice !== undefined, sliceField, path);
+  const hasTemplates = allOrNone(rows, lines, (r) => r.template !== undefined, "template", path);
+  const labels = meta.labels ? [...meta.labels] : labelled ? [...new Set(rows.map((r) => r.label!))].sort() : null;
+  return { rows, humanLabels, format: { labelField, labels, sliceField, hasSlices, hasTemplates, splits } };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Entry point
-
-const USAGE = `usage: tasks.ts (--write | --check) [--out PATH]
-  --write      generate the task set with the default seed and write it atomically
-  --check      exit 1 if the file differs from a fresh generation
-  --out PATH   file to write or check (default: <repo>/${TASKS_RELATIVE_PATH})`;
-
-export function main(argv: string[]): number {
-  let mode: "write" | "check" | undefined;
-  let out = defaultTasksPath();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--write" || a === "--check") mode = a === "--write" ? "write" : "check";
-    else if (a === "--out" && i + 1 < argv.length) out = resolve(argv[++i]);
-    else {
-      console.error(USAGE);
-      return 2;
-    }
-  }
-  if (!mode) {
-    console.error(USAGE);
-    return 2;
-  }
-  const rows = generateAmlTasks();
-  const data = toJsonl(rows);
-  if (mode === "check") {
-    let current = "";
-    try {
-      current = readFileSync(out, "utf8");
-    } catch {
-      // missing file reads as stale
-    }
-    if (current !== data) {
-      console.error(`${out} is stale; regenerate with: tsx src/agent/eval/tasks.ts --write`);
-      return 1;
-    }
-    console.log(`${out} is up to date (${rows.length} rows)`);
-    return 0;
-  }
-  writeFileAtomic(out, data);
-  const counts = SPLITS.map((sp) => `${splitTasks(rows, sp).length} ${sp}`).join(", ");
-  console.log(`wrote ${out}: ${rows.length} rows (${counts})`);
-  return 0;
+/** The rows of a task file (loadTaskFile without the rest). */
+export function loadTasks(path: string): TaskRow[] {
+  return loadTaskFile(path).rows;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  process.exitCode = main(process.argv.slice(2));
+export function splitTasks<R extends TaskRow>(rows: readonly R[], split: Split): R[] {
+  return rows.filter((row) => row.split === split);
 }

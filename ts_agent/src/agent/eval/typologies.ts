@@ -1,7 +1,6 @@
 /**
- * The AML typology task set's vocabulary: the eight typologies with their accepted answers, the
- * prompt format, and the row schema every task file line follows (tasks.ts generates and loads
- * rows; narratives.ts writes the case text).
+ * The AML typology task set's vocabulary: the eight typologies with their accepted answers and the
+ * prompt format (aml-tasks.ts generates the rows; narratives.ts writes the case text).
  *
  * The prompt is PROMPT_INSTRUCTION + "\n\nCase: " + narrative + "\n"; it ends with a newline so
  * a completion starts cleanly with "<answer>". The Python side reads prompts from the file and
@@ -75,25 +74,6 @@ export function formatPrompt(narrative: string): string {
   return `${PROMPT_INSTRUCTION}\n\nCase: ${narrative}\n`;
 }
 
-/** The completion a perfect model writes (before its end-of-sequence token). */
-export function formatAnswer(label: string): string {
-  return `<answer>${label}</answer>`;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rows
-
-/** "test_heldout_template": test cases written from templates no train (or test) row uses. */
-export type Split = "train" | "test" | "test_heldout_template";
-
-export const SPLITS: readonly Split[] = ["train", "test", "test_heldout_template"];
-
-export interface TaskRow {
-  id: string;
-  split: Split;
-  typology: string;
-  prompt: string;
-  answers: string[];
-  narrative: string;
-  template: string;
-}
+// The row schema and answer format are the task format's (task-format.ts), re-exported here for
+// the modules that import them with the AML vocabulary.
+export { SPLITS, formatAnswer, type Split, type TaskRow } from "./task-format.js";

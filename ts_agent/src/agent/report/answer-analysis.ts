@@ -36,7 +36,9 @@ export const NO_ANSWER_SIGNAL: AnswerSignal = { base: null, adapter: null };
 export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
   if (!log?.tasks) return null;
   const tasks = log.tasks;
-  const set = labelSetOf(Object.values(tasks).map((t) => ({ label: t.typology, answers: t.answers ?? [] })));
+  // a closed label set needs every task's gold label (docs/tasks.md); open answers get no confusion matrix
+  if (log.taskSet.labels === null || !Object.values(tasks).every((t) => t.label !== undefined)) return null;
+  const set = labelSetOf(Object.values(tasks).map((t) => ({ label: t.label, answers: t.answers ?? [] })));
   if (!set) return null;
   const result = fromJson(EvaluateResultSchema, log.result);
   const splitNames = [log.taskSet.split, ...(log.heldOutTemplate ? [log.heldOutTemplate.taskSet.split] : [])];
@@ -46,7 +48,7 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
       name: v.name,
       tasks: v.tasks
         .filter((t) => tasks[t.taskId]?.split === split)
-        .map((t): LabelledTask => ({ taskId: t.taskId, gold: tasks[t.taskId].typology, completions: t.samples.map((s) => s.completion) })),
+        .map((t): LabelledTask => ({ taskId: t.taskId, gold: tasks[t.taskId].label!, completions: t.samples.map((s) => s.completion) })),
     }));
     const n = variants[0]?.tasks.length ?? 0;
     if (n === 0) continue;

@@ -172,11 +172,11 @@ export function compareScores(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per typology
+// Per slice
 
-/** Adapter - base on one typology's tasks. */
-export interface TypologyComparison {
-  typology: string;
+/** Adapter - base on one slice's tasks (the task set's slice field: docs/tasks.md). */
+export interface SliceComparison {
+  slice: string;
   n: number;
   /** null without a paired task (JSON has no NaN) */
   baseAccuracy: number | null;
@@ -190,20 +190,21 @@ export interface TypologyComparison {
   /** the governing test's p (exact McNemar for 0/1; paired t otherwise, or the exact sign test
    *  when the differences have no spread); null when n < 2 or every difference is 0 (undefined) */
   p: number | null;
-  /** Holm-adjusted across the typologies with a defined p; null where p is */
+  /** Holm-adjusted across the slices with a defined p; null where p is */
   pHolm: number | null;
 }
 
-/** Per-typology adapter - base with the governing test's p, Holm-adjusted across typologies. */
-export function typologyBreakdown(
+/** Per-slice adapter - base with the governing test's p, Holm-adjusted across slices; rows
+ *  without a slice value are left out (a task set without a slice field gets no rows). */
+export function sliceBreakdown(
   base: ReadonlyMap<string, number>,
   candidate: ReadonlyMap<string, number>,
-  rows: ReadonlyArray<Pick<TaskRow, "id" | "typology">>,
-): TypologyComparison[] {
-  const byTypology = new Map<string, string[]>();
-  for (const r of rows) byTypology.set(r.typology, [...(byTypology.get(r.typology) ?? []), r.id]);
-  const out: TypologyComparison[] = [];
-  for (const [typology, ids] of [...byTypology].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
+  rows: ReadonlyArray<Pick<TaskRow, "id" | "slice">>,
+): SliceComparison[] {
+  const bySlice = new Map<string, string[]>();
+  for (const r of rows) if (r.slice !== undefined) bySlice.set(r.slice, [...(bySlice.get(r.slice) ?? []), r.id]);
+  const out: SliceComparison[] = [];
+  for (const [slice, ids] of [...bySlice].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
     const pick = (m: ReadonlyMap<string, number>) => new Map(ids.filter((id) => m.has(id)).map((id) => [id, m.get(id)!]));
     const c = compareScores(pick(base), pick(candidate));
     const p = c.paired;
@@ -217,7 +218,7 @@ export function typologyBreakdown(
     const mean = (x: number) => (c.n > 0 ? x / c.n : null);
     const noSpreadT = !!p && !p.binary && p.sdDiff === 0;
     out.push({
-      typology,
+      slice,
       n: c.n,
       baseAccuracy: mean(sa),
       adapterAccuracy: mean(sb),

@@ -3,13 +3,13 @@
  * file holds
  *   - the spec: run id, date, model (requested and resolved), task set (path, sha256, split, n),
  *     the settings (graders, samples per task, decoding, seed);
- *   - the samples: `tasks` (each evaluated task's split, typology, narrative template and accepted
+ *   - the samples: `tasks` (each evaluated task's split, label, slice, template and accepted
  *     answers) and
  *     `result`, the sidecar's EvaluateResult as proto JSON: every variant's completion and
  *     per-grader score per task and sample, for both splits, with the sidecar's metadata (the
  *     resolved base model, seconds);
  *   - the results, each under one name, computed once here from those samples: per-variant
- *     summaries (grading.ts), the eval's own base vs adapter comparison and per-typology rows
+ *     summaries (grading.ts), the eval's own base vs adapter comparison and per-slice rows
  *     (compare.ts), human agreement, and the same for the held-out-template split.
  * The milestone (verdict.ts) re-judges a log against the current baseline.json from its per-task
  * scores and templates, so a log can be judged again later without re-running the eval.
@@ -38,7 +38,7 @@ import { regrade, scoresOf, summarizeVariant, type VariantSummary } from "../eva
 import { heldOutTemplateSetFor, taskSetRef, type TaskSet, type TaskSetRef } from "../eval/task-set.js";
 import type { Split } from "../eval/typologies.js";
 import { runDir, writeFileAtomic } from "../workspace.js";
-import { compareScores, typologyBreakdown, type Comparison, type TypologyComparison } from "./compare.js";
+import { compareScores, sliceBreakdown, type Comparison, type SliceComparison } from "./compare.js";
 
 /** The eval log's file name inside agent-evals/runs/<run_id>/. */
 export const EVAL_FILE = "eval.json";
@@ -49,8 +49,12 @@ export const EVAL_LOG_SCHEMA = "agent-eval/v2";
  *  named by its sha256). */
 export interface LoggedTask {
   split: Split;
-  typology: string;
-  template: string;
+  /** the gold class of a closed-label task */
+  label?: string;
+  /** the task's value of the task set's slice field (taskSet.sliceField) */
+  slice?: string;
+  /** absent when the task set has no templates */
+  template?: string;
   /** the answers the grader accepts (absent in logs written before it was kept) */
   answers?: string[];
 }
@@ -80,7 +84,7 @@ export interface EvalLog {
   /** the adapter evaluated (absent in logs written before it was kept, or without an adapter) */
   adapter?: EvaluatedAdapter;
   // -- samples
-  /** task id -> split, typology, template, for every task of both splits (absent in v1) */
+  /** task id -> split, label, slice, template, for every task of both splits (absent in v1) */
   tasks?: Record<string, LoggedTask>;
   /** the sidecar's EvaluateResult, proto JSON (NaN as "NaN"): every sample's completion and scores */
   result: JsonValue;
@@ -91,8 +95,8 @@ export interface EvalLog {
   /** the eval's own base vs the adapter (the milestone judges against baseline.json when it matches) */
   comparison: Comparison | null;
   humanAgreement: Agreement[];
-  /** adapter vs base per typology on this split, Holm-adjusted across typologies */
-  byTypology?: TypologyComparison[];
+  /** adapter vs base per slice on this split, Holm-adjusted across slices */
+  bySlice?: SliceComparison[];
   /** the held-out-template split, evaluated in the same request (absent for older logs) */
   heldOutTemplate?: SplitResult | null;
 }
@@ -103,23 +107,23 @@ export interface SplitResult {
   regradedScores: number;
   variants: VariantSummary[];
   comparison: Comparison | null;
-  byTypology: TypologyComparison[];
+  bySlice: SliceComparison[];
 }
 
 /** Re-grade and summarise one split of an Evaluate result (pure): the summaries, the eval's own
- *  base vs adapter with the template-clustered SE, and the per-typology rows. */
+ *  base vs adapter with the template-clustered SE, and the per-slice rows. */
 export function splitResult(settings: EvalSettings, taskSet: TaskSet, result: EvaluateResult): SplitResult {
   const regradedScores = regrade(result.variants, taskSet.rows, settings.graders);
   const variants = result.variants.map((v) => summarizeVariant(v, settings.graders));
   const base = variants.find((v) => v.name === "base");
   const cand = variants.find((v) => v.name === ADAPTER_VARIANT);
-  const templates = new Map(taskSet.rows.map((r) => [r.id, r.template]));
+  const templates = taskSet.rows.every((r) => r.template !== undefined) ? new Map(taskSet.rows.map((r) => [r.id, r.template!])) : undefined;
   return {
     taskSet: taskSetRef(taskSet),
     regradedScores,
     variants,
     comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask), undefined, templates) : null,
-    byTypology: base && cand ? typologyBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
+    bySlice: base && cand ? sliceBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
   };
 }
 
@@ -145,7 +149,7 @@ export function buildEvalLog(
   const main = splitResult(settings, taskSet, result);
   const held = heldOut ? splitResult(settings, heldOut.taskSet, heldOut.result) : null;
   const tasks: Record<string, LoggedTask> = {};
-  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, typology: r.typology, template: r.template, answers: [...r.answers] };
+  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, label: r.label, slice: r.slice, template: r.template, answers: [...r.answers] };
   const model = { requested: settings.baseModel, resolved: result.baseModel };
   const adapter = result.adapters.find((a) => a.name === ADAPTER_VARIANT);
   return {
@@ -163,7 +167,7 @@ export function buildEvalLog(
     variants: main.variants,
     comparison: main.comparison,
     humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
-    byTypology: main.byTypology,
+    bySlice: main.bySlice,
     heldOutTemplate: held,
   };
 }

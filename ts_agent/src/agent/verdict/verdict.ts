@@ -119,7 +119,9 @@ export function judgeDownstream(log: EvalLog | null, baseline: Baseline | null, 
         : { status: "mismatch", reasons: [`model.requested: ${JSON.stringify(baseline.model.requested)} vs ${JSON.stringify(runBaseModel)}`] };
   }
   if (!log || !adapter || !evalBase) return out;
-  const templates = log.tasks ? new Map(Object.entries(log.tasks).map(([id, t]) => [id, t.template])) : undefined;
+  const logged = log.tasks ? Object.entries(log.tasks) : [];
+  // no clustered SE for a task set without templates (docs/tasks.md)
+  const templates = logged.length > 0 && logged.every(([, t]) => t.template !== undefined) ? new Map(logged.map(([id, t]) => [id, t.template!])) : undefined;
   out.baseSource = "the eval's own base variant";
   out.comparison = compareScores(scoresOf(evalBase.perTask), scoresOf(adapter.perTask), { base: "base (this eval)", candidate: ADAPTER_VARIANT }, templates);
   return out;

@@ -2,7 +2,7 @@
  * Base vs adapter on the test split: the task set and settings, re-grading, accuracy per variant,
  * the comparison the milestone judges (decision interval and governing test first; bootstrap,
  * paired t, McNemar, required n, MDE, the template-clustered SE shown beside it), in-distribution
- * vs held-out templates, per typology, pass@k, and grader agreement. Every number comes from the
+ * vs held-out templates, per slice (the task set's slice field), pass@k, and grader agreement. Every number comes from the
  * verdict (verdict/verdict.ts) or the eval log's results; nothing is recomputed here.
  */
 import { ADAPTER_VARIANT } from "../../eval/evaluate.js";
@@ -15,6 +15,14 @@ import type { ReportSection } from "../analysis.js";
 import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
 import { f3, pct1, table } from "../markdown.js";
 import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../eval/stats.js";
+import { skippedFeatures } from "../../eval/task-format.js";
+import type { TaskSetRef } from "../../eval/task-set.js";
+
+/** What the task set cannot have, each with the field that would enable it (older logs: none). */
+export function taskSetSkips(ref: TaskSetRef): string[] {
+  if (ref.hasTemplates === undefined) return [];
+  return skippedFeatures({ labels: ref.labels ?? null, hasTemplates: ref.hasTemplates, hasSlices: true, sliceField: ref.sliceField ?? "slice", labelField: ref.labelField ?? "label" });
+}
 
 function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalLog["variants"]): string[] {
   const acc = (name: string) => {
@@ -34,18 +42,25 @@ function splitRow(label: string, n: number, c: Comparison | null | undefined, va
   ];
 }
 
-/** In-distribution vs held-out templates side by side, per typology with Holm-adjusted p, pass@k. */
+/** In-distribution vs held-out templates side by side, per slice with Holm-adjusted p, pass@k;
+ *  what the task set cannot have (no templates, no slice field) is named with the field it lacks. */
 function splitsSection(ev: EvalLog): string[] {
   const out: string[] = [];
   const h = ev.heldOutTemplate;
   out.push("### In-distribution vs held-out templates");
   out.push("");
-  out.push(
-    `The \`test\` split shares every narrative template with \`train\`: its delta is in-distribution only. ` +
-      `\`test_heldout_template\` is written from templates no training row uses, so it asks whether the adapter learned the mapping or the templates. ` +
-      "Both columns compare with this eval's own base variant.",
-  );
-  out.push("");
+  const skipped = taskSetSkips(ev.taskSet);
+  if (skipped.length > 0) {
+    out.push(`Skipped for this task set (${ev.taskSet.path}; docs/tasks.md says which field enables each):`, "", ...skipped.map((s) => `- ${s}`), "");
+  }
+  if (ev.taskSet.hasTemplates !== false) {
+    out.push(
+      `The \`test\` split shares every narrative template with \`train\`: its delta is in-distribution only. ` +
+        `\`test_heldout_template\` is written from templates no training row uses, so it asks whether the adapter learned the mapping or the templates. ` +
+        "Both columns compare with this eval's own base variant.",
+    );
+    out.push("");
+  }
   const rows = [splitRow(`${ev.taskSet.split} (in-distribution)`, ev.taskSet.n, ev.comparison, ev.variants)];
   if (h) rows.push(splitRow("test_heldout_template", h.taskSet.n, h.comparison, h.variants));
   out.push(table(["split", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p (governing test)", "SE clustered by template"], rows));
@@ -54,10 +69,10 @@ function splitsSection(ev: EvalLog): string[] {
     out.push("_No held-out-template split in this eval (older record, or the task file has no `test_heldout_template` rows)._");
   }
   out.push("");
-  const typologyRows = (list: EvalLog["byTypology"], split: string) =>
+  const sliceRows = (list: EvalLog["bySlice"], split: string) =>
     (list ?? []).map((t) => [
       split,
-      t.typology,
+      t.slice,
       String(t.n),
       t.baseAccuracy === null ? "-" : pct1(t.baseAccuracy),
       t.adapterAccuracy === null ? "-" : pct1(t.adapterAccuracy),
@@ -66,14 +81,17 @@ function splitsSection(ev: EvalLog): string[] {
       t.p === null ? (t.test === UNDEFINED_TEST ? UNDEFINED_TEST : "-") : `${t.p.toPrecision(2)}${t.test === NO_VARIANCE_TEST ? ` (${NO_VARIANCE_TEST})` : ""}`,
       t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
     ]);
-  const perTypology = [...typologyRows(ev.byTypology, ev.taskSet.split), ...typologyRows(h?.byTypology, "test_heldout_template")];
-  if (perTypology.length > 0) {
+  const field = ev.taskSet.sliceField ?? "slice";
+  const perSlice = [...sliceRows(ev.bySlice, ev.taskSet.split), ...sliceRows(h?.bySlice, "test_heldout_template")];
+  if (perSlice.length === 0) {
+    out.push(`_No per-${field} table: the tasks carry no \`${field}\` field (docs/tasks.md)._`, "");
+  } else {
     out.push(
-      "Per typology (p from the governing test; Holm-adjusted across the typologies of each split that have a p). " +
+      `Per ${field} (p from the governing test; Holm-adjusted across the values of \`${field}\` in each split that have a p). ` +
         "Where the per-task differences have no spread, p is the exact sign test's (or undefined when every difference is 0) and there is no interval: a zero-width t interval would read certainty.",
     );
     out.push("");
-    out.push(table(["split", "typology", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p", "p (Holm)"], perTypology));
+    out.push(table(["split", field, "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p", "p (Holm)"], perSlice));
     out.push("");
   }
   const pk = ev.variants.filter((v) => v.passAtK && v.passAtK.length > 0);
