@@ -10,6 +10,7 @@ cross-field rules of every request. Nothing may be created for a refused request
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from google.protobuf import json_format, struct_pb2
 from _builders import make_run
 from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.run_folder import REQUEST_DIGEST_FILE
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 SERVICE = "/grpo.trainer.v1.TrainerService/"
@@ -30,7 +32,8 @@ STREAMING = {"Train", "WatchRun", "DownloadArtifact", "Evaluate", "SampleGroups"
 MESSAGES = {"Train": pb.TrainRequest, "WatchRun": pb.WatchRunRequest, "GetRun": pb.GetRunRequest,
             "ListRuns": pb.ListRunsRequest, "CancelRun": pb.CancelRunRequest,
             "DownloadArtifact": pb.DownloadArtifactRequest, "Evaluate": pb.EvaluateRequest,
-            "SampleGroups": pb.SampleGroupsRequest, "ResumeRun": pb.ResumeRunRequest}
+            "SampleGroups": pb.SampleGroupsRequest, "ResumeRun": pb.ResumeRunRequest,
+            "DeleteRun": pb.DeleteRunRequest}
 
 
 def rows(n=30):
@@ -225,8 +228,16 @@ CASES = [
     ("ResumeRun", {"run_id": "done"}, FP, "run_id:"),
     ("ResumeRun", {"run_id": "failed-run"}, FP, "run_id:"),
     ("ResumeRun", {"run_id": "damaged"}, FP, "run_id:"),
+    ("ResumeRun", {"run_id": "edited-request"}, FP, "request.json:"),
     ("ResumeRun", raw_with_bad_string(pb.ResumeRunRequest, run_id="MARKER"), IA, "run_id:"),
     ("ResumeRun", GARBAGE, IA, "request:"),
+    # -- DeleteRun (a finished run is deleted: only refusals here; tests/test_run_state.py) --
+    ("DeleteRun", {"run_id": ""}, IA, "run_id:"),
+    ("DeleteRun", {"run_id": "done\n"}, IA, "run_id:"),
+    ("DeleteRun", {"run_id": "../done"}, IA, "run_id:"),
+    ("DeleteRun", {"run_id": "nope"}, NF, "run_id:"),
+    ("DeleteRun", raw_with_bad_string(pb.DeleteRunRequest, run_id="MARKER"), IA, "run_id:"),
+    ("DeleteRun", GARBAGE, IA, "request:"),
     # -- DownloadArtifact -----------------------------------------------------------------
     ("DownloadArtifact", {"run_id": "done", "path": ""}, IA, "path:"),
     ("DownloadArtifact", {"run_id": "done", "path": "../failed-run/request.json"}, IA, "path:"),
@@ -326,6 +337,11 @@ def sidecar(tmp_path_factory, tiny_model_home):
     make_run(runs, "done")
     (runs / "done" / "sub").mkdir()
     make_run(runs, "failed-run", states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_FAILED))
+    edited = make_run(runs, "edited-request", states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_FAILED))
+    (edited / REQUEST_DIGEST_FILE).write_text(hashlib.sha256((edited / "request.json").read_bytes()).hexdigest()
+                                              + "  request.json\n")
+    (edited / "request.json").write_text((edited / "request.json").read_text().replace('"maxSteps": 3', '"maxSteps": 30')
+                                         .replace('"max_steps": 3', '"max_steps": 30'))
     bad = make_run(runs, "corrupt-adapter-run")
     (bad / "adapter").mkdir()
     (bad / "adapter" / "adapter_config.json").write_text("{nope")

@@ -1,0 +1,109 @@
+"""The pieces under tests/test_run_state.py, without processes: the fold of events into a run's
+state, checkpoint verification against its completion marker, and listed-bytes-only downloads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from _builders import event_line, make_run
+from py_trainer.artifacts import (CHECKPOINT_COMPLETE, DataLoss, artifact_chunks, find_checkpoint,
+                                  write_checkpoint_marker)
+from py_trainer.errors import FailedPrecondition
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.run_folder import REQUEST_DIGEST_FILE, check_request_unchanged, create_run_folder, read_run
+
+Q, R, S, F, C = (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED,
+                 pb.RUN_STATE_CANCELLED)
+RESULT = pb.RunResult(steps_completed=4, artifacts=[pb.Artifact(path="adapter/a.bin", size_bytes=3, sha256="ab")])
+
+
+def folded(tmp_path, *kinds):
+    folder = make_run(tmp_path, "r", states=(Q,))
+    (folder / "events.jsonl").write_text("".join(event_line(i, "r", **k) for i, k in enumerate(kinds, start=1)))
+    return read_run(folder)
+
+
+def state(s, reason=""):
+    return {"state_change": pb.StateChange(state=s, reason=reason)}
+
+
+def test_a_cancel_while_queued_again_restores_the_result(tmp_path):
+    rec = folded(tmp_path, state(Q), state(R), {"result": RESULT}, state(C), state(Q, "resumed from x"))
+    assert rec.state == Q and rec.result is None and rec.end_time is None
+    rec.apply(pb.RunEvent(seq=6, **state(C, "cancelled while queued")))
+    assert rec.state == C and rec.result == RESULT and rec.end_time is not None
+
+
+def test_a_resume_that_runs_replaces_the_result(tmp_path):
+    rec = folded(tmp_path, state(Q), state(R), {"result": RESULT}, state(C), state(Q), state(R), state(F))
+    assert rec.result is None  # it ran again and failed: the old result no longer describes the run
+    new = pb.RunResult(steps_completed=8)
+    rec = folded(tmp_path / "b", state(Q), state(R), {"result": RESULT}, state(C), state(Q), state(R),
+                 {"result": new}, state(S))
+    assert rec.result == new
+
+
+def checkpoint(folder, step, data=b"w" * 64):
+    ck = folder / "checkpoints" / f"checkpoint-{step}"
+    ck.mkdir(parents=True)
+    (ck / "adapter_model.safetensors").write_bytes(data)
+    (ck / "trainer_state.json").write_text('{"global_step": %d}' % step)
+    write_checkpoint_marker(ck, step)
+    return ck
+
+
+def test_the_marker_lists_each_file_and_a_damaged_checkpoint_is_skipped(tmp_path):
+    old, new = checkpoint(tmp_path, 2), checkpoint(tmp_path, 4)
+    files = json.loads((new / CHECKPOINT_COMPLETE).read_text())["files"]
+    assert files["adapter_model.safetensors"] == {"size": 64, "sha256": hashlib.sha256(b"w" * 64).hexdigest()}
+    assert find_checkpoint(tmp_path) == ("checkpoints/checkpoint-4", [])
+    os.truncate(new / "adapter_model.safetensors", 10)
+    ckpt, damaged = find_checkpoint(tmp_path)
+    assert ckpt == "checkpoints/checkpoint-2"
+    assert damaged == [(4, "checkpoints/checkpoint-4: adapter_model.safetensors is 10 bytes, "
+                           "its completion marker says 64")]
+    (old / "trainer_state.json").write_text('{"global_step": 9}')  # same size, other bytes
+    ckpt, damaged = find_checkpoint(tmp_path)
+    assert ckpt == "" and "trainer_state.json has another sha256" in damaged[1][1]
+
+
+def test_a_marker_that_does_not_read_back_is_damage_and_a_legacy_marker_counts(tmp_path):
+    ck = checkpoint(tmp_path, 3)
+    (ck / CHECKPOINT_COMPLETE).write_text('{"step": 3, "files": {"x": 1}}')
+    assert find_checkpoint(tmp_path)[1][0][1].startswith("checkpoints/checkpoint-3: checkpoint-complete.json does not read back")
+    (ck / CHECKPOINT_COMPLETE).write_text('{"step": 3, "time": 1.0}')  # before markers listed files
+    assert find_checkpoint(tmp_path) == ("checkpoints/checkpoint-3", [])
+
+
+def test_request_json_is_refused_once_edited(tmp_path):
+    folder, req = create_run_folder(tmp_path, pb.TrainRequest(run_id="r", base_model="m"))
+    assert (folder / REQUEST_DIGEST_FILE).read_text().endswith("  request.json\n")
+    assert check_request_unchanged(folder, req) == req
+    (folder / "request.json").write_text((folder / "request.json").read_text().replace('"m"', '"n"'))
+    with pytest.raises(FailedPrecondition) as ei:
+        check_request_unchanged(folder, req)
+    assert str(ei.value).startswith("request.json: changed since Train stored it")
+    (folder / REQUEST_DIGEST_FILE).unlink()  # a folder from before digests: compared with what was loaded
+    with pytest.raises(FailedPrecondition) as ei:
+        check_request_unchanged(folder, req)
+    assert str(ei.value).startswith("request.json: changed since the sidecar loaded it")
+
+
+def test_only_listed_bytes_are_served(tmp_path):
+    (tmp_path / "f.bin").write_bytes(b"abcdef")
+    listed = {"f.bin": pb.Artifact(path="f.bin", size_bytes=6, sha256=hashlib.sha256(b"abcdef").hexdigest())}
+    chunks = list(artifact_chunks(tmp_path, "f.bin", 2, 0, listed))
+    assert b"".join(c.data for c in chunks) == b"cdef" and chunks[-1].sha256 == listed["f.bin"].sha256
+    (tmp_path / "f.bin").write_bytes(b"abcdeX")
+    with pytest.raises(DataLoss) as ei:
+        next(artifact_chunks(tmp_path, "f.bin", 0, 0, listed))
+    assert str(ei.value).startswith("path: f.bin has sha256 ") and "listed as" in str(ei.value)
+    (tmp_path / "f.bin").write_bytes(b"abc")
+    with pytest.raises(DataLoss) as ei:
+        next(artifact_chunks(tmp_path, "f.bin", 0, 0, listed))
+    assert str(ei.value).startswith("path: f.bin is 3 bytes on disk, listed as 6 bytes")
+    assert b"".join(c.data for c in artifact_chunks(tmp_path, "f.bin", 0, 0, {})) == b"abc"  # unlisted: served
