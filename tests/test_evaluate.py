@@ -122,3 +122,28 @@ def test_evaluate_refusals(sidecar):
         assert ei.value.details().startswith(prefix), ei.value.details()
         if prefix == "tasks.jsonl_path:":
             assert "bad.jsonl line 5" in ei.value.details()
+
+
+def test_checkpoint_step_evaluates_that_checkpoint(sidecar):
+    """AdapterRef.checkpoint_step: the run's complete checkpoint at that step, not its final adapter;
+    EvaluatedAdapter.step says which; a step with no complete checkpoint is NOT_FOUND naming it."""
+    import hashlib
+
+    ckpt = sidecar.runs_root / "trained" / "checkpoints" / "checkpoint-2"
+    out = evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "split": "test", "limit": 2},
+                   adapters=[{"name": "ckpt", "run_id": "trained", "checkpoint_step": 2}], batch_size=2)
+    [a] = out[-1].result.adapters
+    assert (a.name, a.run_id, a.step) == ("ckpt", "trained", 2)
+    assert a.sha256 == hashlib.sha256((ckpt / "adapter_model.safetensors").read_bytes()).hexdigest()
+    assert [v.name for v in out[-1].result.variants] == ["base", "ckpt"]
+    for ref, code, want in [
+        ({"name": "c", "run_id": "trained", "checkpoint_step": 1}, grpc.StatusCode.NOT_FOUND,
+         "adapters[0].checkpoint_step: run 'trained' has no complete checkpoint at step 1 "
+         "(its complete checkpoints are at steps 2)"),
+        ({"name": "c", "path": "my-adapter", "checkpoint_step": 2}, grpc.StatusCode.INVALID_ARGUMENT,
+         "adapters[0].checkpoint_step: only applies to an adapter given by run_id"),
+    ]:
+        with pytest.raises(grpc.RpcError) as ei:
+            evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "limit": 2}, adapters=[ref])
+        assert ei.value.code() == code, ei.value.details()
+        assert ei.value.details() == want

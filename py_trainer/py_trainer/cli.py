@@ -4,8 +4,9 @@
     py-trainer train --config run.yaml                   # one run, no server, same run folder
     py-trainer evaluate --config eval.yaml [--out F]     # base vs adapters on tasks, no server
     py-trainer defaults                                  # every knob: default, range, help
-    py-trainer init-model                                # build/cache the embedded default model
+    py-trainer init-model [--tasks FILE]                 # build/cache the embedded (default) model
     py-trainer plot confusion IN.json OUT.png            # confusion matrices for the TS report
+    py-trainer plot compare IN.json OUT.png              # agent compare's pairwise differences
     py-trainer data clean IN OUT                         # validate + clean ranked-group JSONL
     py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
     py-trainer data check-annotators --gold G B1 [B2..]  # gold checks + agreement of annotators
@@ -108,13 +109,38 @@ def _cmd_plot_confusion(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from py_trainer.compare_plot import write_compare_plot
+
+    try:
+        spec = json.loads(args.input.read_text(encoding="utf-8"))
+        write_compare_plot(args.output, spec)
+    except FileNotFoundError:
+        raise UsageError(f"py-trainer plot compare: {args.input}: no such file")
+    except json.JSONDecodeError as err:
+        raise UsageError(f"py-trainer plot compare: {args.input}:{err.lineno}:{err.colno}: {err.msg}")
+    except (ValueError, AttributeError) as err:
+        raise UsageError(f"py-trainer plot compare: {args.input}: {err}")
+    print(args.output)
+    return 0
+
+
 def _cmd_init_model(args: argparse.Namespace) -> int:
     from py_trainer import tiny_model
 
-    if args.out:
-        path = tiny_model.build_tiny_model(args.out, seed=args.seed)
-    else:
-        path = tiny_model.ensure_default_model()
+    if args.tasks is not None and not args.tasks.is_file():
+        raise UsageError(f"py-trainer init-model: --tasks {args.tasks}: no such file")
+    try:
+        if args.out:
+            path = tiny_model.build_tiny_model(args.out, seed=args.seed, tasks_path=args.tasks)
+        elif args.tasks is not None:
+            path = tiny_model.ensure_embedded_model(args.tasks)
+        else:
+            path = tiny_model.ensure_default_model()
+    except ValueError as err:  # a task file the build cannot use: file:line and the field
+        raise UsageError(f"py-trainer init-model: {err}")
     print(path)
     return 0
 
@@ -138,13 +164,13 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
 
     try:
         req = load_request_file(args.request, pb.SampleGroupsRequest())
-        req, adapter_dir = validate_sample_request(req, args.data_root)
+        req, adapter = validate_sample_request(req, args.data_root)
     except RequestError as err:
         print(f"py-trainer data sample: {err.message if err.field == 'config' else err}", file=sys.stderr)
         return 2
     # sample_groups_to_jsonl's steps, with a progress line per group (a log file sees one every 10 s)
     line, t0, groups = ProgressLine(every_steps=max(1, len(req.prompts) // 10)), time.monotonic(), []
-    for grp in sample_groups(req, args.data_root, adapter_dir):
+    for grp in sample_groups(req, args.data_root, adapter):
         groups.append(group_to_json(grp))
         line.update(f"sampled {len(groups)}/{len(req.prompts)} prompts x {req.k} responses, "
                     f"elapsed {clock(time.monotonic() - t0)}", force=len(groups) == len(req.prompts))
@@ -246,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("defaults", help="print every request knob with its default, range and help")
     p.set_defaults(func=_cmd_defaults)
 
-    p = sub.add_parser("init-model", help="build (or find cached) the embedded default model; prints its path")
+    p = sub.add_parser("init-model", help="build (or find cached) the embedded default model, or the embedded "
+                                          "model of --tasks; prints its path")
+    p.add_argument("--tasks", type=Path, help="task file (docs/tasks.md) to build from: the model a request names "
+                                              "as base_model 'embedded:<tasks file>' (default: the AML task set)")
     p.add_argument("--out", type=Path, help="build into this folder instead of the cache")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_init_model)
@@ -257,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("input", type=Path, help='JSON: {"title", "gold": [...], "answers": [...], "variants": [{"name", "matrix"}]}')
     c.add_argument("output", type=Path, help="PNG to write (atomically)")
     c.set_defaults(func=_cmd_plot_confusion)
+    c = psub.add_parser("compare", help="agent compare's pairwise differences with their decision intervals")
+    c.add_argument("input", type=Path, help='JSON: {"title", "rows": [{"label", "estimate", "lower", "upper", "rejects"}]}')
+    c.add_argument("output", type=Path, help="PNG to write (atomically)")
+    c.set_defaults(func=_cmd_plot_compare)
 
     p = sub.add_parser("data", help="ranked-group data tools")
     dsub = p.add_subparsers(dest="data_command", required=True, parser_class=Parser)

@@ -9,10 +9,16 @@ The result carries the run-time half of the eval's fingerprint (resolved model, 
 prompt format and chat template hash, device, dtype, batch size, library versions) and each
 adapter's sha256 and step, which the agent compares with baseline.json and the run.
 
-Evaluation runs on the sidecar's one inference thread (`models.INFERENCE`), so concurrent calls
-queue instead of loading models over each other, and each gives what it would give alone;
-progress is streamed as EvaluateProgress events, then exactly one EvaluateResult. A caller that
-goes away stops the generation at the next batch (and a queued job never starts).
+What the files say is checked up front (`plan_evaluation`: truncated weights, an adapter whose
+rank, layers or sizes do not fit the base); what only loading or generating can tell is mapped to
+a status naming the part (`inference`: a NaN adapter, out of memory).
+
+In the sidecar an evaluation runs in the inference worker process (`inference_worker`), one job
+at a time, on that process's one inference thread (`models.INFERENCE`): concurrent calls queue
+instead of loading models over each other, each gives what it would give alone, and an
+out-of-memory fails that call only. `stream_evaluation` is what runs there: progress is streamed
+as EvaluateProgress events, then exactly one EvaluateResult; a caller that goes away stops the
+generation at the next batch (and a queued job never starts).
 """
 
 from __future__ import annotations
@@ -29,9 +35,12 @@ from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_sha256, attach_adapters, check_chat_template,
-                               format_prompts, generate_completions, load_model, model_fingerprint, resolve_adapter)
+from py_trainer.inference import AdapterSource, generation_error, load_for_inference
+from py_trainer.model_files import check_adapter_fits_base
+from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, adapter_sha256, check_chat_template,
+                               format_prompts, generate_completions, model_fingerprint, resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
+from py_trainer.tiny_model import model_dir_for
 
 
 @dataclass
@@ -39,12 +48,13 @@ class EvalPlan:
     """A validated EvaluateRequest: where everything is, with defaults filled."""
 
     base_model: str
-    adapters: list[tuple[str, Path]]
+    adapters: list[AdapterSource]
     rows: list[pb.TaskRow]
     graders: list[dict]
     request: pb.EvaluateRequest
     adapter_runs: dict[str, tuple[str, int]]
-    """variant name -> (run id, the run's steps_completed) for each adapter given by run id"""
+    """variant name -> (run id, step) for each adapter given by run id: its checkpoint_step, else
+    the run's steps_completed (the step its final adapter was saved at)"""
 
 
 def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
@@ -69,7 +79,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
         for g in DEFAULT_GRADERS:
             out.graders.add(name=g["name"])
     graders = check_reward_specs(out.graders, "graders", check_weight=False)
-    adapters: list[tuple[str, Path]] = []
+    adapters: list[AdapterSource] = []
     adapter_runs: dict[str, tuple[str, int]] = {}
     names = {"base"}
     for i, ref in enumerate(out.adapters):
@@ -79,9 +89,13 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
         if ref.name in names:
             raise InvalidArgument(f"{field}.name", f"{ref.name!r} is used twice (or is the reserved 'base')")
         names.add(ref.name)
-        adapters.append((ref.name, resolve_adapter(ref, field, data_root, registry.get)))
+        folder = resolve_adapter(ref, field, data_root, registry.get)
+        where, what = adapter_label(ref, field)
+        check_adapter_fits_base(folder, where, what, out.base_model, data_root, model_dir_for(out.base_model, data_root))
+        adapters.append(AdapterSource(ref.name, folder, where, what))
         if ref.WhichOneof("source") == "run_id":
-            adapter_runs[ref.name] = (ref.run_id, registry.get(ref.run_id).steps_completed)
+            step = ref.checkpoint_step if ref.HasField("checkpoint_step") else registry.get(ref.run_id).steps_completed
+            adapter_runs[ref.name] = (ref.run_id, step)
     if out.skip_base and not adapters:
         raise InvalidArgument("skip_base", "skips the base model but no adapters are given")
     return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out,
@@ -93,28 +107,33 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     """Generate and grade every variant on one model load."""
     t0 = time.time()
     req = plan.request
-    model, tokenizer, path, device, dtype = load_model(plan.base_model, Path(data_root), req.runtime)
-    model = attach_adapters(model, plan.adapters)
-    model.eval()
+    model, tokenizer, path, device, dtype = load_for_inference(plan.base_model, data_root, req.runtime, plan.adapters)
     scorers = {g["name"]: build_scorer(g) for g in plan.graders}
     prompts = format_prompts(tokenizer, [r.prompt for r in plan.rows], req.runtime.prompt_format)
-    variants = ([] if req.skip_base else ["base"]) + [name for name, _ in plan.adapters]
+    variants = ([] if req.skip_base else ["base"]) + [a.name for a in plan.adapters]
+    labels = {a.name: (a.field, a.what) for a in plan.adapters}
+    labels["base"] = ("base_model", repr(plan.base_model or "the embedded default model"))
     result = pb.EvaluateResult(base_model=path)
     result.fingerprint.CopyFrom(model_fingerprint(path, tokenizer, req.runtime.prompt_format, device, dtype))
     result.fingerprint.batch_size = req.batch_size
     result.fingerprint.top_p = req.top_p
-    for name, folder in plan.adapters:
-        run_id, step = plan.adapter_runs.get(name, ("", 0))
-        result.adapters.add(name=name, run_id=run_id, sha256=adapter_sha256(folder), step=step)
+    for a in plan.adapters:
+        run_id, step = plan.adapter_runs.get(a.name, ("", 0))
+        result.adapters.add(name=a.name, run_id=run_id, sha256=adapter_sha256(a.folder), step=step)
     for variant in variants:
         def on_batch(done: int, _v=variant) -> None:
             progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(prompts)))
 
-        def gen():
-            return generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
-                                        temperature=req.temperature, top_p=req.top_p,
-                                        max_new_tokens=req.max_new_tokens, seed=req.seed,
-                                        batch_size=req.batch_size, on_batch=on_batch)
+        def gen(_v=variant):
+            try:
+                return generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
+                                            temperature=req.temperature, top_p=req.top_p,
+                                            max_new_tokens=req.max_new_tokens, seed=req.seed,
+                                            batch_size=req.batch_size, on_batch=on_batch)
+            except GenerationCancelled:
+                raise
+            except Exception as exc:
+                raise generation_error(exc, *labels[_v]) from None
 
         if variant == "base" and plan.adapters:
             with model.disable_adapter():
@@ -144,9 +163,8 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     return result
 
 
-async def evaluate_stream(req: pb.EvaluateRequest, registry) -> AsyncIterator[pb.EvaluateResponse]:
-    """The Evaluate RPC: progress events while generating, then one result."""
-    plan = plan_evaluation(req, registry)
+async def stream_evaluation(plan: EvalPlan, data_root: Path) -> AsyncIterator[pb.EvaluateResponse]:
+    """Run a planned evaluation on the inference thread: progress events while generating, then one result."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -160,7 +178,7 @@ async def evaluate_stream(req: pb.EvaluateRequest, registry) -> AsyncIterator[pb
     def job() -> pb.EvaluateResult:
         if stop.is_set():  # the caller left while this job waited for the inference thread
             raise GenerationCancelled()
-        return run_evaluation(plan, registry.data_root, progress)
+        return run_evaluation(plan, data_root, progress)
 
     task = loop.run_in_executor(INFERENCE, job)
     task.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody waits

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from py_trainer.artifacts import cached_sha256
+from py_trainer.artifacts import CHECKPOINT_COMPLETE, cached_sha256, checkpoint_damage
 from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.model_files import cached_hub_file, check_adapter_folder
@@ -54,12 +54,12 @@ def pick_dtype(precision: str, device):
 
 
 def resolve_model_path(base_model: str, data_root: Path) -> str:
-    """A folder under the data root, else the embedded default model (empty) or a hub id."""
+    """A folder under the data root, else an embedded model ("" or "embedded:<tasks>") or a hub id."""
     from py_trainer.tiny_model import resolve_base_model
 
     if base_model and (Path(data_root) / base_model).exists():
         return str((Path(data_root) / base_model).resolve())
-    return resolve_base_model(base_model)
+    return resolve_base_model(base_model, Path(data_root))
 
 
 def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
@@ -158,9 +158,12 @@ def adapter_sha256(folder: Path) -> str:
 def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=None) -> Path:
     """The PEFT folder an AdapterRef names: a SUCCEEDED run's adapter/, or a CANCELLED run's kept
     adapter/ (saved after its last completed step; `find_run(run_id)` returns
-    a record with .state and .folder, raising NotFound/InvalidArgument) or a folder under the data
+    a record with .state and .folder, raising NotFound/InvalidArgument); with ``checkpoint_step``
+    that run's complete checkpoint at that step (`checkpoint_adapter`); or a folder under the data
     root. Errors name `field` (``adapters[0].run_id: ...``)."""
     src = ref.WhichOneof("source")
+    if ref.HasField("checkpoint_step") and src != "run_id":
+        raise InvalidArgument(f"{field}.checkpoint_step", "only applies to an adapter given by run_id")
     if src == "run_id":
         if find_run is None:
             raise InvalidArgument(f"{field}.run_id", "needs the sidecar's run registry; pass a path instead")
@@ -168,6 +171,8 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
             rec = find_run(ref.run_id)
         except (NotFound, InvalidArgument) as err:
             raise type(err)(f"{field}.run_id", err.message) from None
+        if ref.HasField("checkpoint_step"):
+            return checkpoint_adapter(rec, ref.run_id, ref.checkpoint_step, field)
         path = Path(rec.folder) / "adapter"
         kept = rec.state == pb.RUN_STATE_CANCELLED and (path / "adapter_config.json").is_file()
         if rec.state != pb.RUN_STATE_SUCCEEDED and not kept:
@@ -184,18 +189,38 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
     raise InvalidArgument(field, "needs `run_id` or `path`")
 
 
-def attach_adapters(model, adapters: list[tuple[str, Path]]):
-    """`model` with every (name, folder) adapter loaded by PEFT (first one active); unchanged if none."""
-    if not adapters:
-        return model
-    from peft import PeftModel
+def adapter_label(ref: pb.AdapterRef, field: str) -> tuple[str, str]:
+    """(the request field that names the adapter, how messages call it) for a resolved AdapterRef."""
+    if ref.WhichOneof("source") == "path":
+        return f"{field}.path", repr(ref.path)
+    if ref.HasField("checkpoint_step"):
+        return f"{field}.checkpoint_step", f"run {ref.run_id!r}'s checkpoint-{ref.checkpoint_step}"
+    return f"{field}.run_id", f"run {ref.run_id!r}'s adapter/"
 
-    device = next(model.parameters()).device
-    first_name, first_path = adapters[0]
-    model = PeftModel.from_pretrained(model, str(first_path), adapter_name=first_name).to(device)
-    for name, path in adapters[1:]:
-        model.load_adapter(str(path), adapter_name=name)
-    return model
+
+FINISHED_STATES = (pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED)
+
+
+def checkpoint_adapter(rec, run_id: str, step: int, field: str) -> Path:
+    """runs/<id>/checkpoints/checkpoint-<step> of a finished run (any terminal state), counted only
+    when its completion marker exists and the files it lists are intact (`artifacts.checkpoint_damage`,
+    as a resume reads it): NOT_FOUND naming the step (and the complete steps there are) otherwise."""
+    where = f"{field}.checkpoint_step"
+    if rec.state not in FINISHED_STATES:
+        raise FailedPrecondition(where, f"run {run_id!r} is {pb.RunState.Name(rec.state)}: a checkpoint is "
+                                        "evaluated once the run has finished")
+    folder = Path(rec.folder) / "checkpoints" / f"checkpoint-{step}"
+    if not (folder / CHECKPOINT_COMPLETE).is_file():
+        steps = sorted(int(d.name.split("-", 1)[1]) for d in (Path(rec.folder) / "checkpoints").glob("checkpoint-*")
+                       if d.name.split("-", 1)[1].isdigit() and (d / CHECKPOINT_COMPLETE).is_file())
+        have = f"its complete checkpoints are at steps {', '.join(map(str, steps))}" if steps else \
+            "it has no complete checkpoint"
+        raise NotFound(where, f"run {run_id!r} has no complete checkpoint at step {step} ({have})")
+    damage = checkpoint_damage(folder)
+    if damage:
+        raise NotFound(where, f"run {run_id!r}'s checkpoint at step {step} is damaged: {damage}")
+    check_adapter_folder(folder, where, f"run {run_id!r}'s checkpoint-{step}")
+    return folder
 
 
 def name_adapter_base(folder: Path, base_name: str) -> None:

@@ -7,9 +7,12 @@ temperature; a different instruction suffix per response (the group's prompt sta
 or over-generating N and keeping the top K by a registry scorer (ties: earlier draw first, exact
 duplicates only when nothing else is left). Groups come out with empty ranks, ready to annotate.
 
-In the sidecar each step of sampling runs on the one inference thread (`models.INFERENCE`), so
-concurrent calls never load models over each other; every draw seeds itself, so a group is the
-same however calls interleave. A caller that goes away stops the sampling at the next draw.
+In the sidecar, sampling runs in the inference worker process (`inference_worker`, shared with
+Evaluate, one job at a time), each step on its one inference thread (`models.INFERENCE`), so
+concurrent calls never load models over each other and an out-of-memory fails that call only;
+every draw seeds itself, so a group is the same however calls interleave. A caller that goes
+away stops the sampling at the next draw. Loading and generation failures are statuses naming
+the part (`inference`), as in Evaluate.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMP
                                check_runtime, fill_defaults, finite)
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import (INFERENCE, GenerationCancelled, attach_adapters, check_chat_template, format_prompts,
-                               generate_completions, load_model, resolve_adapter)
+from py_trainer.inference import AdapterSource, generation_error, load_for_inference
+from py_trainer.model_files import check_adapter_fits_base
+from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, check_chat_template, format_prompts,
+                               generate_completions, resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
+from py_trainer.tiny_model import model_dir_for
 
 LADDER_TOP = 0.95
 LADDER_BOTTOM = 0.65
@@ -37,8 +43,8 @@ LADDER_BOTTOM = 0.65
 
 
 def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
-                            registry=None) -> tuple[pb.SampleGroupsRequest, Path | None]:
-    """(effective request with defaults filled, adapter folder or None), or raise naming the field.
+                            registry=None) -> tuple[pb.SampleGroupsRequest, AdapterSource | None]:
+    """(effective request with defaults filled, the adapter or None), or raise naming the field.
 
     adapter.run_id needs the sidecar's run `registry` (its adapter/ folder must exist);
     adapter.path is a PEFT folder under the data root.
@@ -61,7 +67,8 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
         req.strategy = pb.SAMPLING_STRATEGY_TOP_P_LADDER
     if req.strategy not in (pb.SAMPLING_STRATEGY_TOP_P_LADDER, pb.SAMPLING_STRATEGY_PROMPT_SUFFIX,
                             pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K):
-        raise InvalidArgument("strategy", f"unknown strategy {req.strategy}")
+        valid = ", ".join(v.name for v in pb.SamplingStrategy.DESCRIPTOR.values if v.number)
+        raise InvalidArgument("strategy", f"unknown strategy {req.strategy}; valid: {valid}")
     fill_defaults(req, SAMPLE)
     check_knobs(req, SAMPLE, "")
 
@@ -104,10 +111,13 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
     check_runtime(req.runtime)
     check_chat_template(req.runtime, req.base_model, data_root)
 
-    adapter_dir = None
+    adapter = None
     if req.HasField("adapter"):
-        adapter_dir = resolve_adapter(req.adapter, "adapter", data_root, registry.get if registry is not None else None)
-    return req, adapter_dir
+        folder = resolve_adapter(req.adapter, "adapter", data_root, registry.get if registry is not None else None)
+        where, what = adapter_label(req.adapter, "adapter")
+        check_adapter_fits_base(folder, where, what, req.base_model, data_root, model_dir_for(req.base_model, data_root))
+        adapter = AdapterSource("default", folder, where, what)
+    return req, adapter
 
 
 def response_seed(seed: int, prompt: str, index: int) -> int:
@@ -121,7 +131,7 @@ _STRATEGY_NAMES = {pb.SAMPLING_STRATEGY_TOP_P_LADDER: "top_p_ladder",
                    pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K: "overgenerate_top_k"}
 
 
-def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Path | None = None,
+def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter: AdapterSource | None = None,
                   should_stop: Callable[[], bool] = lambda: False) -> Iterator[pb.RankedGroup]:
     """Yield one unannotated RankedGroup per prompt, in prompt order (`req` already validated).
 
@@ -130,10 +140,10 @@ def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Pat
     """
     import torch
 
-    model, tokenizer, _, device, _ = load_model(req.base_model, Path(data_root), req.runtime)
-    if adapter_dir is not None:
-        model = attach_adapters(model, [("default", adapter_dir)])
-    model.eval()
+    model, tokenizer, _, device, _ = load_for_inference(req.base_model, data_root, req.runtime,
+                                                        [adapter] if adapter is not None else [])
+    field, what = (adapter.field, adapter.what) if adapter is not None else \
+        ("base_model", repr(req.base_model or "the embedded default model"))
     scorer = checked_scorer(req.scorer, "scorer") if req.strategy == pb.SAMPLING_STRATEGY_OVERGENERATE_TOP_K else None
     strategy = _STRATEGY_NAMES[req.strategy]
 
@@ -142,8 +152,11 @@ def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter_dir: Pat
             raise GenerationCancelled()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             text = format_prompts(tokenizer, [prompt_text], req.runtime.prompt_format)
-            return generate_completions(model, tokenizer, text, k=1, temperature=req.temperature, top_p=top_p,
-                                        max_new_tokens=req.max_new_tokens, seed=seed)[0][0]
+            try:
+                return generate_completions(model, tokenizer, text, k=1, temperature=req.temperature, top_p=top_p,
+                                            max_new_tokens=req.max_new_tokens, seed=seed)[0][0]
+            except Exception as exc:
+                raise generation_error(exc, field, what) from None
 
     for prompt in req.prompts:
         picked: list[tuple[str, dict]] = []
@@ -187,18 +200,24 @@ def sample_groups_to_jsonl(request: pb.SampleGroupsRequest, out_path: Path, data
                            registry=None) -> int:
     """Validate `request`, sample every group and write them as ranked-group JSONL (empty
     preferences) to `out_path`, atomically. Returns the number of groups written."""
-    req, adapter_dir = validate_sample_request(request, data_root, registry)
-    groups = [group_to_json(grp) for grp in sample_groups(req, data_root, adapter_dir)]
+    req, adapter = validate_sample_request(request, data_root, registry)
+    groups = [group_to_json(grp) for grp in sample_groups(req, data_root, adapter)]
     write_jsonl_atomic(Path(out_path), groups)
     return len(groups)
 
 
 async def sample_groups_stream(request: pb.SampleGroupsRequest, registry) -> AsyncIterator[pb.SampleGroupsResponse]:
-    """The SampleGroups RPC: validate (InvalidArgument naming the field), then generate in a worker
-    thread and yield each group as soon as it is sampled."""
-    req, adapter_dir = validate_sample_request(request, registry.data_root, registry)
+    """SampleGroups in this process: validate (InvalidArgument naming the field), then `stream_groups`."""
+    req, adapter = validate_sample_request(request, registry.data_root, registry)
+    async for resp in stream_groups(req, registry.data_root, adapter):
+        yield resp
+
+
+async def stream_groups(req: pb.SampleGroupsRequest, data_root: Path,
+                        adapter: AdapterSource | None) -> AsyncIterator[pb.SampleGroupsResponse]:
+    """Sample a validated request on the inference thread, yielding each group as soon as it is sampled."""
     stop = threading.Event()
-    it = sample_groups(req, registry.data_root, adapter_dir, should_stop=stop.is_set)
+    it = sample_groups(req, data_root, adapter, should_stop=stop.is_set)
     done = object()
     loop = asyncio.get_running_loop()
     step = None

@@ -38,7 +38,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from py_trainer.errors import RequestError
-from py_trainer.evaluate import evaluate_stream
+from py_trainer.evaluate import plan_evaluation, stream_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 from py_trainer.runs import RunRegistry
@@ -136,7 +136,8 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def Evaluate(self, request: pb.EvaluateRequest, context):
-        async for resp in evaluate_stream(request, self.registry):
+        plan = plan_evaluation(request, self.registry)  # refusals up front, before the job queues
+        async for resp in stream_evaluation(plan, self.registry.data_root):
             yield resp
 
     @_guard_stream

@@ -116,7 +116,21 @@ def parse_error_text(message: str) -> str:
         path.append(m.group(1))
         message = message[m.end():]
     message = message.rstrip(".")
+    if m := re.match(r"Invalid enum value (\S+) for enum type ([\w.]+)", message):
+        message = enum_value_error(m.group(1), m.group(2))
     return f"{'.'.join(path)}: {message}" if path else message
+
+
+def enum_value_error(value: str, enum_type: str) -> str:
+    """"unknown value TOP_P_LADDER (did you mean SAMPLING_STRATEGY_TOP_P_LADDER?); valid: ..." for
+    an enum field, naming every value but the UNSPECIFIED zero."""
+    enum = pb.DESCRIPTOR.enum_types_by_name.get(enum_type.rsplit(".", 1)[-1])
+    if enum is None:
+        return f"unknown value {value} for {enum_type}"
+    names = [v.name for v in enum.values if v.number != 0]
+    near = [n for n in names if n.endswith("_" + value.upper())] or None
+    hint = f" (did you mean {near[0]}?)" if near else _close(value, names)
+    return f"unknown value {value}{hint}; valid: {', '.join(names)}"
 
 
 # ---------------------------------------------------------------------------------------------
