@@ -39,6 +39,7 @@ const COMMANDS: Record<string, Entry> = {
   report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict", load: () => import("./commands/report.js") },
   sweep: { summary: "replicate one request under N seeds: train, eval, report each; the recipe across seeds", load: () => import("./commands/sweep.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
+  compare: { summary: "several runs' adapters and the base on the same tasks: pairwise deltas, Holm -> compare.md", load: () => import("./commands/compare.js") },
   demo: {
     summary: "baseline if missing, train, eval, report (scripts/demo.sh)",
     load: () => import("./commands/demo.js"),
@@ -48,7 +49,7 @@ const COMMANDS: Record<string, Entry> = {
       flags: [
         ["--config FILE", "a TrainRequest in proto JSON instead of the default request"],
         ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
-        ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+        ["--tasks PATH", "task file (docs/tasks.md): its train rows on its embedded model (default: the AML task set)"],
         ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
       ],
       examples: ["make demo", "agent demo --run-id demo-1"],
