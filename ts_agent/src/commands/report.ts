@@ -11,6 +11,7 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import type { ReportAnalysis } from "../agent/report/analysis.js";
+import { baselinePath } from "../agent/eval/baseline.js";
 import { adapterEvalIn, writeEvalReport } from "../agent/report/eval-report.js";
 import { writeReport } from "../agent/report/report.js";
 import { verdictLabel } from "../agent/verdict/milestone.js";
@@ -57,6 +58,10 @@ export const command: CommandHandler = async (argv, _client) => {
   const { path, analysis } = writeReport(evalsDir, runId);
   const m = analysis.milestone;
   console.log(`${milestoneLine(m)}: ${m.reason}`);
+  // name the baseline.json looked for: the verdict's reason does not know --evals-dir
+  if (analysis.baselineMatch.status === "missing") {
+    console.log(`baseline: no ${displayPath(baselinePath(evalsDir))}; set it with: agent baseline set${repeatFlags(values)}`);
+  }
   for (const row of analysis.attribution.filter((r) => r.fired)) {
     console.log(`attribution: ${row.row.curve} -> ${row.row.likelyCause}; next: ${row.row.nextChange}`);
   }
