@@ -8,6 +8,7 @@
  * - Ctrl-C detaches and prints the `agent watch` / `agent cancel` commands; a second Ctrl-C within
  *   2 s cancels the run; the CANCELLED run downloads with its kept adapter, which `agent eval`
  *   evaluates (Evaluate accepts a CANCELLED run's kept adapter);
+ * - `agent delete` asks, then removes the CANCELLED run on the sidecar (the local copy stays);
  * - `agent export` writes the PEFT folder or a merged model that from_pretrained loads, and
  *   `agent eval --adapter PATH` evaluates a PEFT folder under the sidecar's data root.
  * Budgets are tiny: 4 prompts x 4 generations, 12 new tokens.
@@ -181,4 +182,21 @@ test("Ctrl-C detaches with the watch/cancel commands; a second Ctrl-C cancels; t
   const evaluated = agent(["eval", "ctrlc-1", "--limit", "4"]);
   assert.equal(evaluated.code, 0, evaluated.stdout + evaluated.stderr);
   assert.ok(existsSync(join(local, "eval.json")));
+
+  // agent delete: asks, DeleteRun removes it on the sidecar, the id is free, the local copy stays
+  const del = (stdin: string, ...extra: string[]) =>
+    spawnSync(AGENT, ["delete", "ctrlc-1", ...extra, "--address", sc.address, "--evals-dir", evalsDir], { encoding: "utf8", input: stdin, timeout: 60_000 });
+  const runs = () => spawnSync(AGENT, ["runs", "--address", sc.address], { encoding: "utf8", timeout: 60_000 }).stdout;
+  const kept = del("n\n");
+  assert.equal(kept.status, 1, kept.stdout + kept.stderr);
+  assert.match(runs(), /^ctrlc-1\tCANCELLED/m);
+  const deleted = del("y\n");
+  assert.equal(deleted.status, 0, deleted.stdout + deleted.stderr);
+  assert.match(deleted.stdout, /^deleted run ctrlc-1 \(CANCELLED, step \d+/m);
+  assert.doesNotMatch(runs(), /^ctrlc-1\t/m);
+  assert.ok(!existsSync(join(sc.runsRoot, "ctrlc-1")), "the sidecar's folder is gone");
+  assert.ok(existsSync(join(local, "eval.json")), "the downloaded copy is the user's");
+  const again = del("", "--yes");
+  assert.equal(again.status, 2, again.stderr);
+  assert.match(again.stderr.trim(), /^agent delete: not_found: /);
 });
