@@ -233,7 +233,8 @@ def test_a_half_written_checkpoint_does_not_count(tmp_path):
     for step, complete in ((2, True), (4, False)):
         ck = folder / "checkpoints" / f"checkpoint-{step}"
         ck.mkdir(parents=True)
-        (ck / "adapter_model.safetensors").write_bytes(b"x" * 100)
+        header = json.dumps({"w": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}}).encode()
+        (ck / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"x" * 100)
         if complete:
             (ck / "checkpoint-complete.json").write_text('{"step": %d}\n' % step)
     with running_sidecar(tmp_path) as sc:

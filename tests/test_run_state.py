@@ -40,7 +40,8 @@ def legacy_checkpoint(folder: Path, step: int) -> None:
     """checkpoints/checkpoint-<step> as a sidecar before issue 22 left it: the marker says only the step."""
     ck = folder / "checkpoints" / f"checkpoint-{step}"
     ck.mkdir(parents=True)
-    (ck / "adapter_model.safetensors").write_bytes(b"x" * 100)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}}).encode()
+    (ck / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"x" * 100)
     (ck / "checkpoint-complete.json").write_text(json.dumps({"step": step, "time": 1.0}) + "\n")
 
 

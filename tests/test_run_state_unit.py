@@ -76,7 +76,13 @@ def test_a_marker_that_does_not_read_back_is_damage_and_a_legacy_marker_counts(t
     (ck / CHECKPOINT_COMPLETE).write_text('{"step": 3, "files": {"x": 1}}')
     assert find_checkpoint(tmp_path)[1][0][1].startswith("checkpoints/checkpoint-3: checkpoint-complete.json does not read back")
     (ck / CHECKPOINT_COMPLETE).write_text('{"step": 3, "time": 1.0}')  # before markers listed files
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    (ck / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 16)
     assert find_checkpoint(tmp_path) == ("checkpoints/checkpoint-3", [])
+    os.truncate(ck / "adapter_model.safetensors", 8 + len(header) + 5)  # its own header tells
+    assert find_checkpoint(tmp_path) == ("", [(3, f"checkpoints/checkpoint-3: adapter_model.safetensors is truncated "
+                                                  f"({8 + len(header) + 5} bytes, its safetensors header says "
+                                                  f"{8 + len(header) + 16})")])
 
 
 def test_request_json_is_refused_once_edited(tmp_path):

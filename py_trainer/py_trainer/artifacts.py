@@ -160,14 +160,33 @@ def write_checkpoint_marker(ckdir: Path, step: int) -> None:
     write_json_atomic(ckdir / CHECKPOINT_COMPLETE, {"step": step, "time": time.time(), "files": files})
 
 
+def safetensors_damage(path: Path, rel: str) -> str:
+    """'' when the safetensors file `path` is as long as its header says, else what is wrong."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            n = int.from_bytes(f.read(8), "little")
+            if size < 8 or 8 + n > size:
+                return f"{rel} is truncated ({size} bytes, shorter than its safetensors header)"
+            header = json.loads(f.read(n))
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+        return f"{rel}: its safetensors header does not read back ({type(err).__name__})"
+    if 8 + n + end > size:
+        return f"{rel} is truncated ({size} bytes, its safetensors header says {8 + n + end})"
+    return ""
+
+
 def checkpoint_damage(ckdir: Path) -> str:
     """'' when the marked checkpoint `ckdir` is as its marker lists it, else what differs. A marker
-    written before markers listed files (step and time only) is taken at its word."""
+    written before markers listed files (step and time only) has its safetensors files checked
+    against their own headers."""
     try:
         marker = json.loads((ckdir / CHECKPOINT_COMPLETE).read_text(encoding="utf-8"))
         files = marker.get("files") if isinstance(marker, dict) else None
         if files is None:
-            return ""
+            return next((why for p in sorted(ckdir.glob("*.safetensors"))
+                         if (why := safetensors_damage(p, p.name))), "")
         listed = [(str(rel), int(want["size"]), str(want["sha256"])) for rel, want in files.items()]
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
         return f"{CHECKPOINT_COMPLETE} does not read back ({type(err).__name__}: {str(err)[:200]})"
