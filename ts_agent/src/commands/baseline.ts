@@ -37,6 +37,7 @@ import {
 } from "../agent/eval/fingerprint.js";
 import { baselineFingerprint } from "../agent/eval/baseline.js";
 import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
+import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { EVAL_FILE, readEvalLog } from "../agent/verdict/eval-log.js";
 import { judgeDownstream } from "../agent/verdict/verdict.js";
 import { UserError, displayPath } from "../agent/workspace.js";
@@ -59,7 +60,7 @@ export const help: CommandHelp = {
   flags: [
     ["--force", "replace an existing baseline.json (needs --reason)"],
     ["--reason TEXT", "why: kept in baseline.json and baseline-history.jsonl, shown in every report"],
-    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],

@@ -4,25 +4,26 @@
  *   1. health check;
  *   2. `agent baseline set` if agent-evals/baseline.json is missing (never --force);
  *   3. train: agent-evals/demo-request.json (embedded default model, the AML train split, reward
- *      exact_match, 150 steps at batch 32, every other knob the sidecar's default; with --tasks,
- *      that file's train rows inline), or the TrainRequest JSON given with --config; artifacts
- *      land in agent-evals/runs/<run_id>/;
+ *      exact_match, 150 steps at batch 32, every other knob the sidecar's default), or the
+ *      TrainRequest JSON given with --config; with --tasks FILE, that file's train rows inline
+ *      (unless the config has a dataset) on the file's own embedded model (base_model
+ *      "embedded:FILE", unless the request names a base); artifacts land in agent-evals/runs/<run_id>/;
  *   4. `agent eval <run_id>`: base vs the new adapter on the whole test split;
  *   5. `agent report <run_id>`;
  *   6. print where everything is.
  */
-import { join, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { create } from "@bufbuild/protobuf";
 
 import { baselinePath } from "../agent/eval/baseline.js";
-import { loadTasks, splitTasks } from "../agent/eval/tasks.js";
+import { TASKS_RELATIVE_PATH, defaultTasksPath, loadTasks, splitTasks } from "../agent/eval/tasks.js";
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
 import { DatasetSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState } from "../sidecar/client.js";
-import { REPO_ROOT } from "../agent/workspace.js";
+import { REPO_ROOT, UserError } from "../agent/workspace.js";
 import { ensureBaseline } from "./baseline.js";
 import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
@@ -31,27 +32,53 @@ import { milestoneLine } from "./report.js";
 const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
   --config FILE     a TrainRequest in proto JSON instead of the default request
   --run-id ID       the run id to ask for (default: the sidecar assigns one)
-  --tasks PATH      task file (default agent-evals/tasks/aml_typology.jsonl)
+  --tasks PATH      task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}): its train rows,
+                    its embedded model unless the request names a base, its test split
   --evals-dir DIR   where baseline.json and runs/ live (default agent-evals/)`;
 
 /** The demo's request, checked in so that a user can copy it: `agent train --config agent-evals/demo-request.json`. */
 export const DEMO_REQUEST_FILE = join(REPO_ROOT, "agent-evals", "demo-request.json");
 
 /**
- * The default demo request: agent-evals/demo-request.json (embedded model, the AML train split,
- * exact_match as the only reward: the default model already answers in format, so a format
- * reward would only add a constant to both ends of the milestone's ratio). With `tasksPath`, the
- * file's dataset is replaced by that task file's train rows, sent inline.
+ * The embedded model of a task file as a request names it: "embedded:<path under the sidecar's
+ * data root>" ($PY_TRAINER_DATA_ROOT, else the repository, as scripts/demo.sh starts the
+ * sidecar); "" for the AML file, whose embedded model is the default one.
  */
-export async function defaultDemoRequest(tasksPath?: string): Promise<TrainRequest> {
-  const request = await loadTrainRequest(DEMO_REQUEST_FILE);
-  if (tasksPath) {
+export function embeddedBaseFor(tasksPath: string): string {
+  if (resolve(tasksPath) === defaultTasksPath()) return "";
+  const root = resolve(process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT);
+  const rel = relative(root, resolve(tasksPath));
+  if (rel.startsWith("..") || isAbsolute(rel)) {
+    throw new UserError(`--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`);
+  }
+  return `embedded:${rel}`;
+}
+
+/**
+ * A request for a task file: its train rows inline when `replaceDataset` or the request has no
+ * dataset, and its embedded model when the request names no base model.
+ */
+export function requestForTasks(request: TrainRequest, tasksPath: string, replaceDataset: boolean): TrainRequest {
+  if (replaceDataset || !request.dataset?.source.case) {
     const rows = splitTasks(loadTasks(tasksPath), "train");
+    if (rows.length === 0) throw new UserError(`${tasksPath}: no tasks in split "train" to train on`);
     request.dataset = create(DatasetSchema, {
       source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } },
     });
   }
+  if (request.baseModel === "") request.baseModel = embeddedBaseFor(tasksPath);
   return request;
+}
+
+/**
+ * The default demo request: agent-evals/demo-request.json (embedded model, the AML train split,
+ * exact_match as the only reward: the default model already answers in format, so a format
+ * reward would only add a constant to both ends of the milestone's ratio). With `tasksPath`, the
+ * file's dataset is replaced by that task file's train rows, sent inline, on its embedded model.
+ */
+export async function defaultDemoRequest(tasksPath?: string): Promise<TrainRequest> {
+  const request = await loadTrainRequest(DEMO_REQUEST_FILE);
+  return tasksPath ? requestForTasks(request, tasksPath, true) : request;
 }
 
 function elapsed(t0: number): string {
@@ -78,7 +105,11 @@ export const command: CommandHandler = async (argv, client) => {
 
   // The request decides the base model; baseline and eval use the same one.
   const paths = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
-  const request = values.config ? await loadTrainRequest(resolve(values.config)) : await defaultDemoRequest(values.tasks);
+  const request = values.config
+    ? values.tasks
+      ? requestForTasks(await loadTrainRequest(resolve(values.config)), values.tasks, false)
+      : await loadTrainRequest(resolve(values.config))
+    : await defaultDemoRequest(values.tasks);
   if (values["run-id"]) request.runId = values["run-id"];
   const target = { ...paths, settings: { ...paths.settings, baseModel: request.baseModel } };
 

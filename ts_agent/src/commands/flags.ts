@@ -7,7 +7,7 @@
 import { resolve } from "node:path";
 
 import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../agent/eval/evaluate.js";
-import { defaultTasksPath } from "../agent/eval/tasks.js";
+import { TASKS_RELATIVE_PATH, defaultTasksPath } from "../agent/eval/tasks.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import { SidecarClient } from "../sidecar/client.js";
 
@@ -134,7 +134,7 @@ export const EVAL_FLAGS = {
   ...EVALS_DIR_FLAG,
 } as const;
 
-export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (default agent-evals/tasks/aml_typology.jsonl)
+export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})
   --limit N           only the first N test tasks (the milestone needs >= 200; default all)
   --base-model M      base model as the sidecar knows it (default: the embedded default model)
   --evals-dir DIR     where baseline.json and runs/ live (default agent-evals/)`;

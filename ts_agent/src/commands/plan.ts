@@ -21,7 +21,8 @@
 import { parseArgs } from "node:util";
 
 import { baselinePath, readBaseline } from "../agent/eval/baseline.js";
-import { loadTasks, splitTasks } from "../agent/eval/tasks.js";
+import { skippedFeatures } from "../agent/eval/task-format.js";
+import { TASKS_RELATIVE_PATH, loadTaskFile, splitTasks } from "../agent/eval/tasks.js";
 import type { Split } from "../agent/eval/typologies.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/verdict/milestone.js";
 import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/eval/stats.js";
@@ -31,7 +32,7 @@ export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
   usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P]",
   flags: [
-    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--evals-dir DIR", "where baseline.json lives (default agent-evals/)"],
     ["--base-accuracy P", "the base model's accuracy as a fraction, instead of baseline.json's"],
   ],
@@ -167,8 +168,11 @@ export const command: CommandHandler = async (argv, _client) => {
     console.error(`agent plan: a base accuracy of ${pBase} leaves no room for +${DOWNSTREAM_MIN_DELTA_PP} pp`);
     return 1;
   }
-  const rows = loadTasks(target.tasksPath);
-  const splits = (["test", "test_heldout_template"] as const).map((split) => ({ split, n: splitTasks(rows, split).length }));
+  const file = loadTaskFile(target.tasksPath);
+  const splits = (["test", "test_heldout_template"] as const)
+    .filter((split) => split === "test" || file.format.hasTemplates)
+    .map((split) => ({ split, n: splitTasks(file.rows, split).length }));
   for (const line of planLines(planMilestone(pBase, splits, source))) console.log(line);
+  for (const skipped of skippedFeatures(file.format)) console.log(`skipped for this task set: ${skipped}`);
   return 0;
 };

@@ -17,11 +17,12 @@ import { clone, create } from "@bufbuild/protobuf";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
+import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { REPO_ROOT, UserError, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, runStateName } from "../sidecar/client.js";
 import { ensureBaseline } from "./baseline.js";
-import { DEMO_REQUEST_FILE, defaultDemoRequest } from "./demo.js";
+import { DEMO_REQUEST_FILE, defaultDemoRequest, requestForTasks } from "./demo.js";
 import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -34,7 +35,7 @@ export const help: CommandHelp = {
     ["--seeds N", "how many seeds (default 5; the interval over seeds is t below 10, bootstrap from 10)"],
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
-    ["--tasks PATH", "task file to evaluate on (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default agent-evals/)"],
   ],
@@ -55,7 +56,10 @@ function defaultSweepId(now = new Date()): string {
 
 async function requestFromFlags(values: { config?: string; "from-run"?: string; tasks?: string }, evalsDir: string): Promise<{ request: TrainRequest; source: string }> {
   if (values.config && values["from-run"]) throw new UserError("agent sweep: give --config or --from-run, not both");
-  if (values.config) return { request: await loadTrainRequest(resolve(values.config)), source: values.config };
+  if (values.config) {
+    const request = await loadTrainRequest(resolve(values.config));
+    return { request: values.tasks ? requestForTasks(request, values.tasks, false) : request, source: values.config };
+  }
   if (values["from-run"]) {
     const run = readLocalRun(evalsDir, values["from-run"]);
     if (!run?.request) throw new UserError(`agent sweep: --from-run ${values["from-run"]}: no runs/${values["from-run"]}/run.json with a request (download it first: agent download ${values["from-run"]})`);
