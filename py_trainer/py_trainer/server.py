@@ -41,6 +41,7 @@ from py_trainer.errors import RequestError
 from py_trainer.evaluate import plan_evaluation, stream_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
+from py_trainer.memory_estimate import estimate_request
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
 from py_trainer.sampling import sample_groups_stream
@@ -139,6 +140,12 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
         plan = plan_evaluation(request, self.registry)  # refusals up front, before the job queues
         async for resp in stream_evaluation(plan, self.registry.data_root):
             yield resp
+
+    @_guard
+    async def EstimateMemory(self, request: pb.EstimateMemoryRequest, context) -> pb.EstimateMemoryResponse:
+        # validated as Train validates it (errors name the TrainRequest's fields); config.json only, off the loop
+        effective = validate_train_request(request.request, self.registry.data_root)
+        return await asyncio.to_thread(estimate_request, effective, self.registry.data_root)
 
     @_guard_stream
     async def SampleGroups(self, request: pb.SampleGroupsRequest, context):

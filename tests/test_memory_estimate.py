@@ -1,0 +1,112 @@
+"""The memory preflight (issue 23): components from config.json alone, the parameter count equal
+to transformers' own for the same config, LoRA parameters equal to PEFT's, the knob to lower, and
+FAILED_PRECONDITION on CUDA when the estimate exceeds free memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from _builders import small_request
+from py_trainer import memory_estimate as me
+from py_trainer.errors import FailedPrecondition
+
+QWEN25_05B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "num_hidden_layers": 24,
+              "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
+              "tie_word_embeddings": True, "max_position_embeddings": 32768}
+
+
+def effective(tmp_path, **grpo):
+    from py_trainer.validate import validate_train_request
+
+    return validate_train_request(small_request("mem", **grpo), tmp_path)
+
+
+def meta_model(cfg: dict):
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(Qwen2Config(**cfg))
+
+
+def test_parameter_count_equals_transformers_for_a_qwen25_05b_config():
+    model = meta_model(QWEN25_05B)
+    assert me.Shape.from_config(QWEN25_05B).parameters() == sum(p.numel() for p in model.parameters())
+    untied = {**QWEN25_05B, "tie_word_embeddings": False, "num_hidden_layers": 2}
+    assert me.Shape.from_config(untied).parameters() == sum(p.numel() for p in meta_model(untied).parameters())
+
+
+def test_lora_parameters_equal_peft_for_all_linear_layers(tmp_path):
+    from peft import get_peft_model
+
+    from py_trainer.training import lora_config
+
+    req = effective(tmp_path)
+    cfg = {**QWEN25_05B, "num_hidden_layers": 2}
+    peft = get_peft_model(meta_model(cfg), lora_config(req.lora))
+    trainable = sum(p.numel() for p in peft.parameters() if p.requires_grad)
+    comps = {c.name: c for c in me.estimate(req, cfg, precision="bf16")}
+    assert comps["lora_parameters"].bytes == 4 * trainable
+    assert comps["optimizer_state"].bytes == 12 * trainable
+    assert comps["weights"].bytes == 2 * me.Shape.from_config(cfg).parameters()
+
+
+def test_the_components_follow_their_knobs(tmp_path):
+    req = effective(tmp_path)
+    base = {c.name: c.bytes for c in me.estimate(req, QWEN25_05B, precision="bf16")}
+    g = req.grpo
+    seq = g.max_prompt_length + g.max_completion_length
+    assert base["kv_cache"] == g.per_device_train_batch_size * g.gradient_accumulation_steps * seq * 2 * 24 * 2 * 64 * 2
+    req.runtime.gradient_checkpointing = True
+    ckpt = {c.name: c.bytes for c in me.estimate(req, QWEN25_05B, precision="bf16")}
+    assert ckpt["activations"] < base["activations"] and ckpt["weights"] == base["weights"]
+    req.runtime.gradient_checkpointing = False
+    req.grpo.per_device_train_batch_size *= 2
+    double = {c.name: c.bytes for c in me.estimate(req, QWEN25_05B, precision="bf16")}
+    assert double["activations"] == 2 * base["activations"] and double["kv_cache"] == 2 * base["kv_cache"]
+    assert "reference" not in base  # under LoRA the reference is the base with the adapter disabled
+    req.grpo.use_vllm = True
+    vllm = {c.name: c.bytes for c in me.estimate(req, QWEN25_05B, precision="bf16", device_total_bytes=80 * 2**30)}
+    assert vllm["vllm"] == int(0.3 * 80 * 2**30) and vllm["kv_cache"] == 0
+
+
+def test_too_big_for_free_cuda_memory_is_failed_precondition_naming_the_knob(tmp_path):
+    comps = me.estimate(effective(tmp_path, max_completion_length=2048), QWEN25_05B, precision="bf16")
+    total = sum(c.bytes for c in comps)
+    me.check_fits(comps, "cpu", total // 10)  # never enforced on CPU
+    me.check_fits(comps, "cuda:0", total)  # fits exactly
+    with pytest.raises(FailedPrecondition) as ei:
+        me.check_fits(comps, "cuda:0", total // 2)
+    assert ei.value.field == "grpo.per_device_train_batch_size"
+    assert "exceeds" in str(ei.value) and "largest: activations" in str(ei.value)
+    assert me.knob_to_lower(comps, total) == ""
+
+
+def test_a_config_without_the_fields_names_base_model():
+    from py_trainer.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as ei:
+        me.Shape.from_config({"model_type": "bert"})
+    assert ei.value.field == "base_model"
+
+
+@pytest.mark.slow
+def test_estimate_memory_rpc(tmp_path, tiny_model_home):
+    import grpc
+
+    from _sidecar import running_sidecar, sidecar_env, stub_for
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+    with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
+        ch, stub = stub_for(sc)
+        with ch:
+            res = stub.EstimateMemory(pb.EstimateMemoryRequest(request=small_request("mem")), timeout=120)
+            names = [c.name for c in res.components]
+            assert names == ["weights", "lora_parameters", "optimizer_state", "activations", "kv_cache"]
+            assert res.total_bytes == sum(c.bytes for c in res.components) > 0
+            assert res.device == "cpu" and res.device_free_bytes > 0 and res.knob_to_lower == ""
+            assert "params x 4 bytes (fp32)" in res.components[0].formula
+            with pytest.raises(grpc.RpcError) as ei:
+                stub.EstimateMemory(pb.EstimateMemoryRequest(request=small_request("mem", num_generations=1)), timeout=60)
+            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert ei.value.details().startswith("grpo.num_generations:")
