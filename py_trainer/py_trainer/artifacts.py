@@ -56,18 +56,19 @@ class DataLoss(RequestError):
     code = grpc.StatusCode.DATA_LOSS
 
 
-def sha256_of(path: Path, f: BinaryIO | None = None) -> str:
-    """The sha256 of a file (or of the open file `f`, from its start), read in MAX_CHUNK pieces."""
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file, read in MAX_CHUNK pieces."""
+    with open(path, "rb") as f:
+        return sha256_of_open(f)
+
+
+def sha256_of_open(f: BinaryIO) -> str:
+    """The sha256 of the open file `f` from its start (pread: `f`'s position is left alone)."""
     digest = hashlib.sha256()
-    if f is not None:
-        off = 0
-        while piece := os.pread(f.fileno(), MAX_CHUNK, off):
-            digest.update(piece)
-            off += len(piece)
-        return digest.hexdigest()
-    with open(path, "rb") as g:
-        while piece := g.read(MAX_CHUNK):
-            digest.update(piece)
+    off = 0
+    while piece := os.pread(f.fileno(), MAX_CHUNK, off):
+        digest.update(piece)
+        off += len(piece)
     return digest.hexdigest()
 
 
@@ -79,7 +80,7 @@ def cached_sha256(path: Path, st: os.stat_result, f: BinaryIO | None = None) -> 
         if key in _digests:
             _digests.move_to_end(key)
             return _digests[key]
-    value = sha256_of(path, f)
+    value = sha256_of(path) if f is None else sha256_of_open(f)
     with _digests_lock:
         _digests[key] = value
         while len(_digests) > DIGEST_CACHE_SIZE:
