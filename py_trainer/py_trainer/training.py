@@ -7,7 +7,9 @@ One run, in order (every file atomically, in the run folder):
 2. `mode.prepare`: split the data and write exactly what will be trained on;
 3. `mode.measure_start`: the step-0 held-out measurement, on the base model;
 4. train with the mode's TRL trainer; our one `TrainerCallback` stops after the current step when
-   cancelled (saving a checkpoint), reports each checkpoint, and hands each log to the mode;
+   cancelled (saving a checkpoint), marks and reports each checkpoint (`artifacts.write_checkpoint_marker`:
+   every file's size and sha256), and hands each log to the mode. A resume from a checkpoint at
+   max_steps trains nothing (`restore_checkpoint`: TRL would train one step past max_steps);
 5. save the adapter, `mode.measure_end` on the same held-out set with the same sampling seed,
    the relative change with its paired bootstrap CI (`stats.relative_change_ci`), the mode's
    curves, ``summary.json``, and the result event with every artifact's size and sha256.
