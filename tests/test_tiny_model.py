@@ -23,12 +23,17 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from py_trainer import tiny_model
+from py_trainer.config import check_base_model
+from py_trainer.errors import InvalidArgument, NotFound
 from py_trainer.tiny_model import (
     DEFAULT_SEED,
     build_tiny_model,
     default_model_dir,
     default_tasks_path,
-    ensure_default_model,
+    embedded_model_dir,
+    embedded_tasks_path,
+    ensure_embedded_model,
+    model_dir_for,
     resolve_base_model,
 )
 
@@ -333,7 +338,7 @@ def test_second_caller_waits_on_the_lock(tiny_model_dir, tmp_path, monkeypatch):
     _counting_fast_build(monkeypatch, calls)
     final = default_model_dir(tmp_path)
     result: dict = {}
-    with open(tiny_model._lock_path(final), "a") as lock:
+    with open(final.with_name(final.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # we are "the first builder"
         waiter = threading.Thread(target=lambda: result.update(path=ensure_default_model(cache_dir=tmp_path)))
         waiter.start()
@@ -348,3 +353,93 @@ def test_second_caller_waits_on_the_lock(tiny_model_dir, tmp_path, monkeypatch):
     assert not waiter.is_alive()
     assert result["path"] == final
     assert calls == []  # it found our model after the lock and did not build again
+
+
+# ----------------------------------------------------------------------------------------------
+# The embedded model of any task file (issue 20): base_model "embedded:<tasks file>", init-model --tasks
+
+REPO = Path(__file__).resolve().parents[1]
+TICKETS = "agent-evals/tasks/ticket_routing.jsonl"
+
+
+def _ticket_file(root: Path, text: str | None = None) -> Path:
+    path = root / "tasks" / "t.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text if text is not None else (REPO / TICKETS).read_text())
+    return path
+
+
+def test_embedded_names_resolve_under_the_data_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    path = _ticket_file(tmp_path)
+    assert embedded_tasks_path("embedded:tasks/t.jsonl", tmp_path) == path.resolve()
+    assert embedded_tasks_path("Qwen/Qwen2.5-0.5B", tmp_path) is None
+    with pytest.raises(InvalidArgument, match="base_model: 'embedded:tasks': tasks is not a task file"):
+        embedded_tasks_path("embedded:tasks", tmp_path)
+    with pytest.raises(InvalidArgument, match="must not contain '..'"):
+        embedded_tasks_path("embedded:../t.jsonl", tmp_path)
+    with pytest.raises(NotFound, match="base_model: 'tasks/missing.jsonl' does not exist"):
+        embedded_tasks_path("embedded:tasks/missing.jsonl", tmp_path)
+    # request validation says the same before anything is built
+    check_base_model("embedded:tasks/t.jsonl", tmp_path, "base_model")
+    with pytest.raises(NotFound):
+        check_base_model("embedded:tasks/missing.jsonl", tmp_path, "base_model")
+    with pytest.raises(InvalidArgument, match="does not name a task file"):
+        check_base_model("embedded:tasks", tmp_path, "base_model")
+    # the cache folder: named after the file, keyed by its content (not its path)
+    d = model_dir_for("embedded:tasks/t.jsonl", tmp_path)
+    assert d == embedded_model_dir(path)
+    assert d.parent == tmp_path / "home" / "models"
+    assert re.fullmatch(rf"tiny-qwen2-t-s{DEFAULT_SEED}-[0-9a-f]{{10}}", d.name)
+    other = _ticket_file(tmp_path / "elsewhere")
+    assert embedded_model_dir(other) == d
+    other.write_text(other.read_text().replace("ticket-0001", "ticket-9999", 1))
+    assert embedded_model_dir(other) != d
+    assert model_dir_for("", tmp_path) == default_model_dir()
+    assert model_dir_for("Qwen/Qwen2.5-0.5B", tmp_path) is None
+
+
+def test_a_task_file_the_build_cannot_use_is_named_with_its_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    bad = _ticket_file(tmp_path, '{"id": "a", "split": "train", "prompt": "p", "answers": ["x"]}\n'
+                                 '{"id": "b", "split": "train", "prompt": "p", "answers": []}\n')
+    with pytest.raises(ValueError, match=r"t\.jsonl:2: field \"answers\""):
+        build_tiny_model(tmp_path / "out", tasks_path=bad, sft_steps=1)
+    none = _ticket_file(tmp_path / "n", '{"id": "a", "split": "test", "prompt": "p", "answers": ["x"]}\n')
+    with pytest.raises(InvalidArgument, match='base_model: .*no rows with "split": "train"'):
+        resolve_base_model("embedded:n/tasks/t.jsonl", tmp_path)
+
+
+def test_init_model_tasks_mistakes_are_one_line(tmp_path, capsys):
+    from py_trainer.cli import main
+
+    assert main(["init-model", "--tasks", str(tmp_path / "missing.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == f"py-trainer init-model: --tasks {tmp_path / 'missing.jsonl'}: no such file"
+    bad = _ticket_file(tmp_path, '{"id": "a", "split": "train", "prompt": "", "answers": ["x"]}\n')
+    assert main(["init-model", "--tasks", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'py-trainer init-model: {bad}:1: field "prompt" must be a non-empty string']
+
+
+@pytest.mark.slow
+def test_embedded_model_of_another_task_file_answers_its_labels(py_trainer_home, monkeypatch):
+    """The ticket-routing model: its tokenizer and SFT come from that file, greedy answers name
+    its queues and depend on the ticket (measured: 96.7% on test, 5 distinct answers; 16.7% on
+    the held-out templates, mostly bug_report), and the sidecar's name for it resolves to it."""
+    folder = ensure_embedded_model(REPO / TICKETS, cache_dir=py_trainer_home / "models")
+    info = json.loads((folder / "build_info.json").read_text())
+    assert info["labels"] == sorted(["billing", "login", "shipping", "bug_report", "cancellation"])
+    monkeypatch.setenv("PY_TRAINER_HOME", str(py_trainer_home))
+    assert resolve_base_model(f"embedded:{TICKETS}", REPO) == str(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    rows = [json.loads(line) for line in (REPO / TICKETS).read_text().splitlines() if line.strip()]
+    test_rows = [r for r in rows if r["split"] == "test"]
+    with torch.no_grad():
+        enc = tok([r["prompt"] for r in test_rows], return_tensors="pt", padding=True)
+        gen = model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
+    answers = [_parse(tok, ids) for ids in gen[:, enc["input_ids"].shape[1]:].tolist()]
+    assert set(answers) <= set(info["labels"]), Counter(answers)
+    assert len(set(answers)) >= 3, Counter(answers)  # not a constant predictor
+    right = sum(a == r["label"] for a, r in zip(answers, test_rows))
+    assert right / len(test_rows) > 0.5, right

@@ -408,10 +408,18 @@ def check_launch(rt, data_root: Path | None, *, training: bool) -> None:
                 raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs the flash-attn package")
 
 
+EMBEDDED_PREFIX = "embedded:"
+"""base_model "embedded:<tasks file>": the tiny model tiny_model.py builds from that task file."""
+
+
 def check_base_model(name: str, data_root: Path, field: str) -> None:
     """A local path must stay under the data root and hold a model (FAILED_PRECONDITION otherwise);
-    anything else must look like a hub id (org/name), in the local cache when the hub is offline
-    (NOT_FOUND otherwise)."""
+    "embedded:<tasks file>" must name a file under the data root; anything else must look like a
+    hub id (org/name), in the local cache when the hub is offline (NOT_FOUND otherwise)."""
+    if name.startswith(EMBEDDED_PREFIX):
+        if not resolve_under(data_root, name[len(EMBEDDED_PREFIX):], field).is_file():
+            raise InvalidArgument(field, f"{name!r} does not name a task file under the data root")
+        return
     looks_like_path = name.startswith((".", "/", "~")) or (Path(data_root) / name).exists()
     if looks_like_path:
         check_model_folder(resolve_under(data_root, name, field), name, field)

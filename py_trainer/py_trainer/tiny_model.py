@@ -1,7 +1,11 @@
-"""The embedded default base model: a tiny Qwen2 built from the AML task set, on CPU, in seconds.
+"""The embedded base models: a tiny Qwen2 built from a task file, on CPU, in seconds.
 
 No model hub is reachable here or in CI, so an empty `base_model` resolves to a model this module
-builds itself and caches:
+builds itself from the AML task set and caches; `base_model: "embedded:<tasks file>"` (a JSONL
+path under the data root; `py-trainer init-model --tasks FILE`) builds the same recipe from any
+task file in the docs/tasks.md format, cached by the file's content hash. The SFT target of a row
+is its first accepted answer (`answers[0]`: the label of a closed-label task, the number of an
+arithmetic one), drawn against the other rows' first answers:
 
 1. a byte-level BPE tokenizer (`tokenizers`, with Qwen2Tokenizer's pre-tokenizer) trained on the
    TRAIN split's prompts and answers, saved as a Qwen2Tokenizer;
@@ -10,8 +14,9 @@ builds itself and caches:
 3. a short SFT with two losses summed, a plain torch loop (it pre-trains our fixture; it is not
    the trainer under test):
    - the answer format with PARTLY CORRECT labels: after every prompt the target is
-     "<answer>{label}</answer>" + EOS, where the label is the case's gold typology with
-     probability `sft_correct_label_prob` (0.3) and otherwise drawn uniformly from the 8 labels
+     "<answer>{label}</answer>" + EOS, where the label is the row's first answer with
+     probability `sft_correct_label_prob` (0.3) and otherwise drawn uniformly from the distinct
+     first answers of the train split (the 8 labels for AML)
      (redrawn every time a prompt is seen). The model learns to answer in format and to stop, and
      a weak, input-dependent preference for the right label: its greedy answer depends on the
      narrative (54.5% exact match on the test split, 43.8% on held-out templates, no label on more
@@ -26,9 +31,8 @@ builds itself and caches:
      batch 32) stayed at chance (test accuracy 0.13 after 150 steps); with it the same run
      reached 0.85 after 50 steps.
 
-   Measured for the choice of 0.3 (300 SFT steps, seed 0, greedy on the 264 test tasks): 0.0 and
-   0.15 gave a constant greedy answer (structuring on 264 and 263 tasks, 12.5% exact match);
-   0.3 gives the numbers above.
+   Measured for 0.3 (300 SFT steps, seed 0, greedy, 264 test tasks): 0.0 and 0.15 gave a constant
+   greedy answer (structuring on 264 and 263 tasks, 12.5% exact match); 0.3 the numbers above.
 
 What is deliberately not textbook, to stay well under a minute on 2 CPU cores:
 - Each step is 4 prompts x 8 random labels = 32 sequences: each prompt (minus its last token)
@@ -38,6 +42,7 @@ What is deliberately not textbook, to stay well under a minute on 2 CPU cores:
 Loading always goes through `from_pretrained` on the saved folder, exactly like a hub model:
 
     path = resolve_base_model("")            # builds once, then returns the cached folder
+    path = resolve_base_model("embedded:agent-evals/tasks/ticket_routing.jsonl", data_root)
     model = AutoModelForCausalLM.from_pretrained(path)
     tok = AutoTokenizer.from_pretrained(path)
 
@@ -63,12 +68,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from py_trainer.config import EMBEDDED_PREFIX
+from py_trainer.errors import InvalidArgument
+from py_trainer.paths import resolve_under
+
 log = logging.getLogger(__name__)
 
 DEFAULT_SEED = 0
 # Bump when the build recipe changes in a way that changes the weights: it is part of the cache key.
 BUILDER_VERSION = "5"
 MODEL_NAME_PREFIX = "tiny-aml-qwen2"
+EMBEDDED_NAME_PREFIX = "tiny-qwen2"
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 
@@ -111,15 +121,13 @@ SPEC = TinyModelSpec()
 
 def default_tasks_path() -> Path:
     """$PY_TRAINER_TASKS, else the repo's agent-evals/tasks/aml_typology.jsonl."""
-    env = os.environ.get("PY_TRAINER_TASKS")
-    if env:
+    if env := os.environ.get("PY_TRAINER_TASKS"):
         return Path(env)
     return Path(__file__).resolve().parents[2] / "agent-evals/tasks/aml_typology.jsonl"
 
 
 def _trainer_home() -> Path:
-    env = os.environ.get("PY_TRAINER_HOME")
-    return Path(env) if env else Path.home() / ".cache" / "py-trainer"
+    return Path(os.environ.get("PY_TRAINER_HOME") or Path.home() / ".cache" / "py-trainer")
 
 
 def _sha256_file(path: Path) -> str:
@@ -134,7 +142,7 @@ def _require_tasks(path: Path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(
             f"task file {path} not found; it is checked in at agent-evals/tasks/aml_typology.jsonl "
-            "(regenerate: cd ts_agent && node_modules/.bin/tsx src/agent/eval/tasks.ts --write) "
+            "(regenerate: cd ts_agent && node_modules/.bin/tsx src/agent/eval/aml-tasks.ts --write) "
             "or point PY_TRAINER_TASKS at one"
         )
     return path
@@ -164,12 +172,25 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
 # Task corpus
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _train_rows(path: Path) -> list[tuple[str, str]]:
+    """(prompt, first answer) of every train row; a bad row is a ValueError naming file:line."""
     rows = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: invalid JSON ({err.msg})") from None
+            if not isinstance(row, dict) or row.get("split") != "train":
+                continue
+            prompt, answers = row.get("prompt"), row.get("answers")
+            if not isinstance(prompt, str) or not prompt:
+                raise ValueError(f'{path}:{n}: field "prompt" must be a non-empty string')
+            if not (isinstance(answers, list) and answers and isinstance(answers[0], str) and answers[0]):
+                raise ValueError(f'{path}:{n}: field "answers" must be a non-empty list of strings')
+            rows.append((prompt, answers[0]))
     return rows
 
 
@@ -329,13 +350,13 @@ def build_tiny_model(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks_path = _require_tasks(Path(tasks_path) if tasks_path is not None else default_tasks_path())
-    rows = [r for r in _read_jsonl(tasks_path) if r.get("split") == "train"]
+    rows = _train_rows(tasks_path)
     if not rows:
-        raise ValueError(f"{tasks_path} has no train rows")
-    labels = sorted({r["typology"] for r in rows})
-    prompts = [r["prompt"] for r in rows]
+        raise ValueError(f'{tasks_path}: no rows with "split": "train" to build a model from')
+    labels = sorted({answer for _, answer in rows})
+    prompts = [prompt for prompt, _ in rows]
 
-    tokenizer = _train_tokenizer(prompts + [_answer(r["typology"]) for r in rows])
+    tokenizer = _train_tokenizer(prompts + [_answer(answer) for _, answer in rows])
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     answer_ids = [tokenizer(_answer(label), add_special_tokens=False)["input_ids"] + [eos_id] for label in labels]
@@ -365,7 +386,7 @@ def build_tiny_model(
             torch.manual_seed(seed)
             model = Qwen2ForCausalLM(config)
             gen = torch.Generator().manual_seed(seed)
-            gold = [labels.index(r["typology"]) for r in rows]
+            gold = [labels.index(answer) for _, answer in rows]
             final_loss, final_lm_loss = _sft(model, prompt_ids, answer_ids, gold, steps=sft_steps, pad_id=pad_id, gen=gen)
     finally:
         torch.set_num_threads(threads)
@@ -396,10 +417,6 @@ def build_tiny_model(
 # Cache
 
 
-def _lock_path(final: Path) -> Path:
-    return final.with_name(final.name + ".lock")
-
-
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)  # works for files and directories on Linux
     try:
@@ -424,11 +441,28 @@ def ensure_default_model(*, cache_dir: Path | None = None) -> Path:
     half-built model is never visible. An fcntl lock on "<folder>.lock" makes a second process
     wait for the first build instead of building again. cache_dir: see default_model_dir.
     """
-    final = default_model_dir(cache_dir)
+    return _ensure_built(default_model_dir(cache_dir), default_tasks_path())
+
+
+def embedded_model_dir(tasks_path: Path, cache_dir: Path | None = None) -> Path:
+    """Where the embedded model of a task file lives: <cache_dir>/tiny-qwen2-<file stem>-s{seed}-<hash>,
+    the hash over the file's bytes, the builder version and SPEC (as default_model_dir)."""
+    tasks = _require_tasks(Path(tasks_path))
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in tasks.stem)[:40] or "tasks"
+    parent = Path(cache_dir) if cache_dir is not None else _trainer_home() / "models"
+    return parent / f"{EMBEDDED_NAME_PREFIX}-{stem}-s{DEFAULT_SEED}-{_cache_key(tasks)}"
+
+
+def ensure_embedded_model(tasks_path: Path, *, cache_dir: Path | None = None) -> Path:
+    """The embedded model of a task file, built once and cached like the default model."""
+    return _ensure_built(embedded_model_dir(tasks_path, cache_dir), Path(tasks_path))
+
+
+def _ensure_built(final: Path, tasks_path: Path) -> Path:
     if _is_built(final):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    with open(_lock_path(final), "a") as lock:
+    with open(final.with_name(final.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if _is_built(final):  # someone else built it while we waited
@@ -440,8 +474,8 @@ def ensure_default_model(*, cache_dir: Path | None = None) -> Path:
                 shutil.rmtree(final)
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
             try:
-                log.info("building the default tiny model into %s (one time, under a minute)", final)
-                build_tiny_model(tmp, seed=DEFAULT_SEED, tasks_path=default_tasks_path())
+                log.info("building the embedded tiny model of %s into %s (one time, under a minute)", tasks_path, final)
+                build_tiny_model(tmp, seed=DEFAULT_SEED, tasks_path=tasks_path)
                 _fsync_tree(tmp)
                 os.rename(tmp, final)
             except BaseException:
@@ -453,8 +487,34 @@ def ensure_default_model(*, cache_dir: Path | None = None) -> Path:
     return final
 
 
-def resolve_base_model(name: str) -> str:
-    """"" -> the embedded default model's folder (built on first use); anything else unchanged."""
+def embedded_tasks_path(name: str, data_root: Path, field: str = "base_model") -> Path | None:
+    """The task file of an "embedded:<tasks file>" base (under the data root), None for any other name."""
+    if not name.startswith(EMBEDDED_PREFIX):
+        return None
+    path = resolve_under(data_root, name[len(EMBEDDED_PREFIX):], field)
+    if not path.is_file():
+        raise InvalidArgument(field, f"{name!r}: {path.name} is not a task file")
+    return path
+
+
+def model_dir_for(name: str, data_root: Path) -> Path | None:
+    """The cache folder of an embedded base ("" or "embedded:<tasks>"), built or not; None for others."""
+    if name == "":
+        return default_model_dir()
+    tasks = embedded_tasks_path(name, data_root)
+    return embedded_model_dir(tasks) if tasks is not None else None
+
+
+def resolve_base_model(name: str, data_root: Path = Path(".")) -> str:
+    """"" -> the embedded default model's folder, "embedded:<tasks file under data_root>" -> that
+    file's embedded model (each built on first use); anything else unchanged. A task file the
+    build cannot use is INVALID_ARGUMENT on base_model, naming file:line."""
     if name == "":
         return str(ensure_default_model())
-    return name
+    tasks = embedded_tasks_path(name, data_root)
+    if tasks is None:
+        return name
+    try:
+        return str(ensure_embedded_model(tasks))
+    except ValueError as err:
+        raise InvalidArgument("base_model", f"{name!r}: {err}") from None

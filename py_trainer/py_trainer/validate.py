@@ -25,7 +25,7 @@ from py_trainer.model_files import check_target_modules
 from py_trainer.models import check_chat_template
 from py_trainer.paths import validate_run_id
 from py_trainer.rewards import check_reward_specs
-from py_trainer.tiny_model import default_model_dir
+from py_trainer.tiny_model import model_dir_for
 
 
 def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainRequest:
@@ -50,7 +50,7 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainReq
     check_runtime(out.runtime, data_root, training=True)
     check_chat_template(out.runtime, out.base_model, data_root)
     MODE_CHECKS[out.mode](out, data_root)
-    check_target_modules(out.lora, out.base_model, data_root, default_model_dir())
+    check_target_modules(out.lora, out.base_model, data_root, model_dir_for(out.base_model, data_root))
     return out
 
 
