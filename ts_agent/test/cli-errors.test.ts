@@ -105,7 +105,7 @@ test("a sidecar that is not there is exit 1 with the address, not a stack trace"
 test("every command's --help lists its flags and an example; agent --help lists every command", () => {
   const top = agent(["--help"]);
   assert.equal(top.code, 0);
-  for (const name of ["health", "runs", "train", "watch", "cancel", "download", "eval", "baseline", "report", "export", "demo", "sweep"]) {
+  for (const name of ["health", "runs", "train", "watch", "cancel", "delete", "download", "eval", "baseline", "report", "export", "demo", "sweep"]) {
     assert.match(top.stdout, new RegExp(`^  ${name} `, "m"), name);
     const r = agent([name, "--help"]);
     assert.equal(r.code, 0, `${name}: ${r.stderr}`);
@@ -118,6 +118,9 @@ test("every command's --help lists its flags and an example; agent --help lists 
   assert.match(agent(["runs", "--help"]).stdout, /--state S/);
   assert.match(agent(["eval", "--help"]).stdout, /--adapter PATH/);
   assert.match(agent(["export", "--help"]).stdout, /--merge/);
+  assert.match(agent(["delete", "--help"]).stdout, /--yes/);
+  assert.match(agent(["report", "--help"]).stdout, /--eval FILE/);
+  assert.match(agent(["baseline", "--help"]).stdout, /agent baseline history/);
   const sweep = agent(["sweep", "--help"]).stdout;
   for (const flag of ["--config FILE", "--from-run ID", "--seeds N", "--first-seed S", "--limit N"]) assert.ok(sweep.includes(flag), flag);
 });
