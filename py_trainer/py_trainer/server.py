@@ -1,7 +1,8 @@
 """The gRPC sidecar: a thin grpc.aio servicer that translates between the wire and `runs.py`.
 
 Nothing here knows about TRL: Train requests are validated by `validate.py`, runs, pagination and artifact chunks live in `runs.py`, evaluation in
-`evaluate.py`, group sampling in `sampling.py`. Errors raised there as
+`evaluate.py`, group sampling in `sampling.py`; both are validated here and run in the inference
+worker process (`inference_worker.py`), so an out-of-memory there fails that call only. Errors raised there as
 `RequestError` become the matching gRPC status with a message that names the field.
 
 Standard tooling works against it: grpc.health.v1 health checking (service "" and the
@@ -38,13 +39,14 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from py_trainer.errors import RequestError
-from py_trainer.evaluate import plan_evaluation, stream_evaluation
+from py_trainer.evaluate import plan_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
+from py_trainer.inference_worker import InferenceWorker
 from py_trainer.memory_estimate import estimate_request
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
-from py_trainer.sampling import sample_groups_stream
+from py_trainer.sampling import validate_sample_request
 from py_trainer.validate import validate_train_request
 from py_trainer.wire import UndecodableRequest, decode_request
 
@@ -89,6 +91,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     def __init__(self, registry: RunRegistry):
         self.registry = registry
+        self.inference = InferenceWorker()  # Evaluate and SampleGroups run there, one job at a time
 
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
@@ -138,7 +141,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard_stream
     async def Evaluate(self, request: pb.EvaluateRequest, context):
         plan = plan_evaluation(request, self.registry)  # refusals up front, before the job queues
-        async for resp in stream_evaluation(plan, self.registry.data_root):
+        async for resp in self.inference.run("evaluate", (plan, self.registry.data_root), pb.EvaluateResponse):
             yield resp
 
     @_guard
@@ -149,7 +152,8 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def SampleGroups(self, request: pb.SampleGroupsRequest, context):
-        async for resp in sample_groups_stream(request, self.registry):
+        req, adapter = validate_sample_request(request, self.registry.data_root, self.registry)
+        async for resp in self.inference.run("sample", (req, self.registry.data_root, adapter), pb.SampleGroupsResponse):
             yield resp
 
 

@@ -1,0 +1,148 @@
+"""Evaluate and SampleGroups run in the inference worker process (issue 22, item 9): an
+Evaluate that runs out of memory fails alone with RESOURCE_EXHAUSTED while a training run goes on
+to SUCCEEDED and the sidecar stays SERVING; a worker the kernel kills (SIGKILL) is the same; a
+cancelled Evaluate stops the worker's generation and the warm worker serves the next call.
+
+The memory limit is real: PY_TRAINER_INFERENCE_MEMORY_MB (inference_worker.py's test hook) sets
+RLIMIT_AS in the worker, and the Evaluate loads a 53M-parameter model (212 MB of fp32 weights)
+that does not fit in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from _builders import TASKS, small_request
+from _sidecar import running_sidecar, sidecar_env, stub_for, wait_for, wait_state
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+pytestmark = pytest.mark.slow  # sidecars, training, a worker process
+
+MEMORY_MB = 300
+
+
+def eval_request(**kw) -> pb.EvaluateRequest:
+    body = {"tasks": {"jsonl_path": "tasks.jsonl", "split": "test", "limit": 4}, "max_new_tokens": 12, "batch_size": 4}
+    body.update(kw)
+    return json_format.ParseDict(body, pb.EvaluateRequest())
+
+
+def worker_pid(sidecar_pid: int) -> int | None:
+    """The sidecar's inference worker process, if it has one."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == sidecar_pid and b"py_trainer.inference_worker" in cmd:
+            return int(p.name)
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serving(sc) -> int:
+    with grpc.insecure_channel(sc.address) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+
+
+def big_model(tiny_model_dir: Path, dest: Path) -> None:
+    """A Qwen2 model of 53M parameters on the tiny model's tokenizer (212 MB of fp32 weights)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.from_pretrained(tiny_model_dir)
+    cfg.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4, "num_attention_heads": 8,
+                "num_key_value_heads": 8, "head_dim": 128, "layer_types": ["full_attention"] * 4})
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(dest)
+    for f in tiny_model_dir.iterdir():
+        if f.name.startswith("tokenizer") or f.name == "generation_config.json":
+            shutil.copy(f, dest / f.name)
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tasks.jsonl").write_bytes(TASKS.read_bytes())
+    return tmp_path / "data"
+
+
+def test_out_of_memory_evaluate_fails_alone(tmp_path, data, tiny_model_home, tiny_model_dir):
+    big_model(tiny_model_dir, data / "big-model")
+    env = sidecar_env(PY_TRAINER_HOME=str(tiny_model_home), PY_TRAINER_INFERENCE_MEMORY_MB=str(MEMORY_MB))
+    with running_sidecar(tmp_path, env=env) as sc:
+        ch, stub = stub_for(sc)
+        assert list(stub.Evaluate(eval_request(), timeout=300))[-1].HasField("result")  # fits: the worker is warm
+        train = stub.Train(small_request("alongside", max_steps=4), timeout=600)
+        assert next(train).event.state_change.state == pb.RUN_STATE_QUEUED
+        wait_state(stub, "alongside", {pb.RUN_STATE_RUNNING})
+        with pytest.raises(grpc.RpcError) as ei:
+            list(stub.Evaluate(eval_request(base_model="big-model"), timeout=300))
+        print(f"{ei.value.code().name}: {ei.value.details()}")
+        assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, ei.value.details()
+        assert "out of memory" in ei.value.details() and "'big-model'" in ei.value.details()
+        assert serving(sc) == health_pb2.HealthCheckResponse.SERVING
+        assert stub.GetRun(pb.GetRunRequest(run_id="alongside")).run.state == pb.RUN_STATE_RUNNING
+        run = wait_state(stub, "alongside", {pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
+        assert run.state == pb.RUN_STATE_SUCCEEDED, run.reason
+        # the next Evaluate gets a fresh worker and a result
+        assert list(stub.Evaluate(eval_request(), timeout=300))[-1].HasField("result")
+        assert sc.proc.poll() is None
+        ch.close()
+
+
+def test_worker_killed_by_sigkill_is_resource_exhausted_and_replaced(tmp_path, data, tiny_model_home):
+    with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
+        ch, stub = stub_for(sc)
+        call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
+                                          temperature=1.0, max_new_tokens=48), timeout=600)
+        assert next(call).HasField("progress")
+        pid = worker_pid(sc.proc.pid)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
+        with pytest.raises(grpc.RpcError) as ei:
+            list(call)
+        assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, ei.value.details()
+        assert "killed (SIGKILL)" in ei.value.details() and "out of memory" in ei.value.details()
+        assert serving(sc) == health_pb2.HealthCheckResponse.SERVING
+        groups = list(stub.SampleGroups(pb.SampleGroupsRequest(prompts=["Case: a b c"], k=2, max_new_tokens=8),
+                                        timeout=300))
+        assert len(groups) == 1 and len(groups[0].group.responses) == 2
+        assert worker_pid(sc.proc.pid) not in (None, pid)
+        ch.close()
+
+
+def test_cancelled_evaluate_stops_the_worker_and_it_stays_warm(tmp_path, data, tiny_model_home):
+    with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
+        ch, stub = stub_for(sc)
+        call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
+                                          temperature=1.0, max_new_tokens=48), timeout=600)
+        assert next(call).HasField("progress")
+        pid = worker_pid(sc.proc.pid)
+        call.cancel()
+        time.sleep(1.5)  # the batch in flight may finish
+        cpu0 = cpu_seconds(pid)
+        time.sleep(4)
+        spent = cpu_seconds(pid) - cpu0
+        print(f"worker CPU 1.5-5.5 s after the cancel: {spent:.2f} s")
+        assert spent < 0.5, f"the worker still generates for nobody ({spent:.2f} CPU-s in 4 s)"
+        t0 = time.monotonic()
+        assert list(stub.Evaluate(eval_request(), timeout=300))[-1].HasField("result")
+        assert worker_pid(sc.proc.pid) == pid, "the warm worker serves the next call"
+        print(f"next Evaluate on the warm worker: {time.monotonic() - t0:.2f} s")
+        ch.close()
