@@ -18,3 +18,6 @@ if [ -n "$ADAPTER" ]; then .venv/bin/python scripts/bench_eval.py --sizes --adap
 echo
 echo "== GRPO step-time breakdown of the embedded default model in bare TRL, and a PPO-shaped step (scripts/gpu_check.py; on CUDA run it without --model-dir for the Qwen2.5-0.5B shape)"
 .venv/bin/python scripts/gpu_check.py --model-dir "$(.venv/bin/py-trainer init-model)" --steps 12 --batch 16 --generations 8 --completion-tokens 32
+echo
+echo "== memory preflight: memory_estimate's total vs the measured peak RSS of one GRPO step on CPU (embedded model; a random-init Qwen2.5-0.5B-shaped model)"
+.venv/bin/python scripts/bench_memory.py

@@ -27,14 +27,16 @@ import type { Split } from "../agent/eval/typologies.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/verdict/milestone.js";
 import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/eval/stats.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
+import { planMemory } from "./plan-memory.js";
 
 export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
-  usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P]",
+  usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json",
   flags: [
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--evals-dir DIR", "where baseline.json lives (default agent-evals/)"],
     ["--base-accuracy P", "the base model's accuracy as a fraction, instead of baseline.json's"],
+    ["--config FILE", "instead: the memory estimate of this TrainRequest on the sidecar's device (EstimateMemory)"],
   ],
   examples: ["agent plan", "agent plan --base-accuracy 0.12"],
   notes: "The sd of the differences is bracketed by two models of error overlap (conversions: optimistic; independent: pessimistic).",
@@ -137,7 +139,7 @@ export function planLines(p: Plan): string[] {
 export const command: CommandHandler = async (argv, _client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { ...EVAL_FLAGS, "base-accuracy": { type: "string" }, ...GLOBAL_FLAGS },
+    options: { ...EVAL_FLAGS, "base-accuracy": { type: "string" }, config: { type: "string" }, ...GLOBAL_FLAGS },
     allowPositionals: true,
     strict: true,
   });
@@ -145,6 +147,7 @@ export const command: CommandHandler = async (argv, _client) => {
     console.error(`usage: ${help.usage}`);
     return 2;
   }
+  if (values.config !== undefined) return planMemory(_client, values.config);
   const target = evalTargetFromFlags(values);
   let pBase: number;
   let source: string;

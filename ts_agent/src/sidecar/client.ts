@@ -25,6 +25,7 @@ import {
   RunState,
   TrainerService,
   TrainRequestSchema,
+  type EstimateMemoryResponse,
   type EvaluateResponse,
   type Run,
   type RunEvent,
@@ -170,6 +171,11 @@ export class SidecarClient {
     const res = await this.call(() => this.raw.deleteRun({ runId }, this.unary(opts)));
     if (!res.run) throw new SidecarError("DeleteRun answered without a run", Code.Internal, undefined);
     return res.run;
+  }
+
+  /** Estimated peak memory of a TrainRequest on the sidecar's device (validated as Train; nothing loads). */
+  async estimateMemory(req: MessageInitShape<typeof TrainRequestSchema>, opts?: CallOptions): Promise<EstimateMemoryResponse> {
+    return this.call(() => this.raw.estimateMemory({ request: create(TrainRequestSchema, req) }, this.unary(opts)));
   }
 
   /** Start a run and stream its events to the end. Aborting the signal drops the stream only. */
