@@ -19,6 +19,7 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
+from _bad_models import write_bad_models
 from _builders import make_run
 from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -279,6 +280,16 @@ CASES = [
     evaluate(**{"runtime.device": "tpu"}) + (IA, "runtime.device:"),
     evaluate(**{"runtime.prompt_format": "chat"}) + (FP, "runtime.prompt_format:"),
     sample(**{"runtime.prompt_format": "chat"}) + (FP, "runtime.prompt_format:"),
+    # damaged adapters and models (issue 22, item 7): each was UNKNOWN ("Unexpected <class ...>")
+    evaluate(adapters=[{"name": "a", "path": "rank-adapter"}]) + (FP, "adapters[0].path: 'rank-adapter': adapter_config.json says r = 8"),
+    evaluate(adapters=[{"name": "a", "path": "foreign-adapter"}]) + (FP, "adapters[0].path: 'foreign-adapter': adapter_config.json targets qq_proj"),
+    evaluate(adapters=[{"name": "a", "path": "good-adapter"}, {"name": "b", "path": "trunc-adapter"}])
+    + (FP, "adapters[1].path: 'trunc-adapter': adapter_model.safetensors is truncated"),
+    evaluate(adapters=[{"name": "a", "path": "nan-adapter"}], temperature=1.0, samples_per_task=2)
+    + (FP, "adapters[0].path: 'nan-adapter' has non-finite weights (base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight (NaN))"),
+    evaluate(base_model="trunc-model") + (FP, "base_model: 'trunc-model': model.safetensors is truncated"),
+    sample(adapter={"path": "nan-adapter"}) + (FP, "adapter.path: 'nan-adapter' has non-finite weights"),
+    sample(adapter={"path": "rank-adapter"}) + (FP, "adapter.path: 'rank-adapter': adapter_config.json says r = 8"),
     ("Evaluate", raw_eval_bad_utf8_row(), IA, "tasks.inline.rows[0].prompt:"),
     ("Evaluate", raw_with_bad_string(pb.EvaluateRequest, base_model="MARKER"), IA, "base_model:"),
     ("Evaluate", GARBAGE, IA, "request:"),
@@ -307,7 +318,7 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def sidecar(tmp_path_factory, tiny_model_home):
+def sidecar(tmp_path_factory, tiny_model_home, tiny_model_dir):
     tmp = tmp_path_factory.mktemp("bad")
     data, runs = tmp / "data", tmp / "runs"
     data.mkdir()
@@ -348,6 +359,7 @@ def sidecar(tmp_path_factory, tiny_model_home):
     make_run(runs, "damaged")
     with open(runs / "damaged" / "events.jsonl", "ab") as f:
         f.write(b"garbage\n")
+    write_bad_models(data, tiny_model_dir)  # item 7's damaged adapters and model (tests/_bad_models.py)
     with running_sidecar(tmp, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
         yield sc
 
