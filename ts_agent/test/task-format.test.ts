@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 
+import { main as agentMain } from "../src/cli.js";
 import { generateDomains, main as domainsMain } from "../src/agent/eval/demo-domains.js";
 import { skippedFeatures } from "../src/agent/eval/task-format.js";
 import { loadTaskFile } from "../src/agent/eval/tasks.js";
@@ -22,10 +23,26 @@ import { REPO } from "./helpers/sidecar.js";
 const AGENT = join(REPO, "ts_agent", "node_modules", ".bin", "tsx");
 const CLI = join(REPO, "ts_agent", "src", "cli.ts");
 
-function agent(args: string[]) {
+/** The CLI in a process of its own (what a user sees, stack traces included). */
+function agentProcess(args: string[]) {
   // an address nothing listens on: a case that reached the sidecar would exit 1, not 2
   const r = spawnSync(AGENT, [CLI, ...args], { encoding: "utf8", env: { ...process.env, AGENT_SIDECAR: "127.0.0.1:9" }, timeout: 60_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The CLI in this process (an error that is not a user mistake would throw out of it). */
+async function agent(args: string[]) {
+  const [log, error] = [console.log, console.error];
+  const out: string[] = [];
+  const err: string[] = [];
+  console.log = (...a: unknown[]) => out.push(a.join(" "));
+  console.error = (...a: unknown[]) => err.push(a.join(" "));
+  try {
+    const code = await agentMain([...args, "--address", "127.0.0.1:9", "--timeout", "2000"]);
+    return { code, stdout: out.join("\n"), stderr: err.join("\n") };
+  } finally {
+    [console.log, console.error] = [log, error];
+  }
 }
 
 const row = (i: number, over: Record<string, unknown> = {}) => ({
@@ -66,13 +83,13 @@ const CASES: Case[] = [
 describe("malformed task files: one line, exit 2, the field named", () => {
   const dir = mkdtempSync(join(tmpdir(), "task-format-"));
   for (const [name, body, meta, message] of CASES) {
-    test(name, () => {
+    test(name, async () => {
       const sub = join(dir, name.replace(/\W+/g, "-"));
       mkdirSync(sub);
       const path = join(sub, "tickets.jsonl");
       writeFileSync(path, body.join("\n") + "\n");
       writeFileSync(join(sub, "tickets.meta.json"), typeof meta === "string" ? meta : JSON.stringify(meta));
-      const r = agent(["plan", "--tasks", path, "--base-accuracy", "0.3", "--evals-dir", sub]);
+      const r = await agent(["plan", "--tasks", path, "--base-accuracy", "0.3", "--evals-dir", sub]);
       assert.equal(r.code, 2, r.stderr);
       const err = r.stderr.trim();
       assert.equal(err.split("\n").length, 1, err);
@@ -82,11 +99,22 @@ describe("malformed task files: one line, exit 2, the field named", () => {
       assert.doesNotMatch(r.stderr, /^\s+at /m);
     });
   }
+  test("in a process of its own: one line on stderr, exit 2, no stack trace (baseline set, demo)", () => {
+    const sub = join(dir, "process");
+    mkdirSync(sub);
+    const path = join(sub, "tickets.jsonl");
+    writeFileSync(path, lines(row(1), row(2, { answers: "billing" })).join("\n") + "\n");
+    for (const args of [["baseline", "set"], ["demo"]]) {
+      const r = agentProcess([...args, "--tasks", path, "--evals-dir", sub]);
+      assert.equal(r.code, 2, r.stderr);
+      assert.equal(r.stderr.trim(), `agent ${args[0]}: ${path}:2: field "answers" must be a non-empty array of non-empty strings`);
+    }
+  });
 });
 
 describe("a task file without label and template", () => {
-  test("agent plan plans the test split only and names what it skips, with the field that enables each", () => {
-    const r = agent(["plan", "--tasks", join(REPO, "agent-evals", "tasks", "arithmetic.jsonl"), "--base-accuracy", "0.3"]);
+  test("agent plan plans the test split only and names what it skips, with the field that enables each", async () => {
+    const r = await agent(["plan", "--tasks", join(REPO, "agent-evals", "tasks", "arithmetic.jsonl"), "--base-accuracy", "0.3"]);
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /test_heldout_template/);
     assert.match(r.stdout, /skipped for this task set: no held-out-template split and no template-clustered SE: the tasks carry no "template" field/);
@@ -128,12 +156,12 @@ describe("the shipped generated task sets", () => {
 });
 
 describe("agent eval <run> evaluates on the run's base", () => {
-  test("a --base-model other than the run's is refused in one line, before the sidecar", () => {
+  test("a --base-model other than the run's is refused in one line, before the sidecar", async () => {
     const evals = mkdtempSync(join(tmpdir(), "eval-base-"));
     mkdirSync(join(evals, "runs", "r1"), { recursive: true });
     writeFileSync(join(evals, "runs", "r1", "run.json"), JSON.stringify({ runId: "r1", state: "RUN_STATE_SUCCEEDED", request: { baseModel: "embedded:agent-evals/tasks/ticket_routing.jsonl" } }));
     const tasks = join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl");
-    const r = agent(["eval", "r1", "--tasks", tasks, "--evals-dir", evals, "--base-model", "Qwen/Qwen2.5-0.5B"]);
+    const r = await agent(["eval", "r1", "--tasks", tasks, "--evals-dir", evals, "--base-model", "Qwen/Qwen2.5-0.5B"]);
     assert.equal(r.code, 2, r.stderr);
     assert.equal(
       r.stderr.trim(),

@@ -98,12 +98,8 @@ export const command: CommandHandler = async (argv, client) => {
   }
   const t0 = Date.now();
 
-  // 1. health
-  const status = await client.checkHealth("");
-  console.log(`[demo] sidecar ${client.options.address}: ${status}`);
-  if (status !== "SERVING") return 1;
-
-  // The request decides the base model; baseline and eval use the same one.
+  // The request decides the base model; baseline and eval use the same one. A bad task file or
+  // request is refused before the sidecar is asked anything.
   const paths = evalTargetFromFlags({ tasks: values.tasks, "evals-dir": values["evals-dir"] });
   const request = values.config
     ? values.tasks
@@ -112,6 +108,11 @@ export const command: CommandHandler = async (argv, client) => {
     : await defaultDemoRequest(values.tasks);
   if (values["run-id"]) request.runId = values["run-id"];
   const target = { ...paths, settings: { ...paths.settings, baseModel: request.baseModel } };
+
+  // 1. health
+  const status = await client.checkHealth("");
+  console.log(`[demo] sidecar ${client.options.address}: ${status}`);
+  if (status !== "SERVING") return 1;
 
   // 2. baseline
   await ensureBaseline(client, target, "demo", t0);
