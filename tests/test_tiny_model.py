@@ -32,6 +32,7 @@ from py_trainer.tiny_model import (
     default_tasks_path,
     embedded_model_dir,
     embedded_tasks_path,
+    ensure_default_model,
     ensure_embedded_model,
     model_dir_for,
     resolve_base_model,
