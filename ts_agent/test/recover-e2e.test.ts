@@ -8,6 +8,8 @@
  * - Ctrl-C detaches and prints the `agent watch` / `agent cancel` commands; a second Ctrl-C within
  *   2 s cancels the run; the CANCELLED run downloads with its kept adapter, which `agent eval`
  *   evaluates (Evaluate accepts a CANCELLED run's kept adapter);
+ * - the sidecar killed under an attached `agent train`: it says so with the run id and the
+ *   `agent watch` / `agent resume` commands (exit 1), and after a restart `agent resume` finishes it;
  * - `agent delete` asks, then removes the CANCELLED run on the sidecar (the local copy stays);
  * - `agent export` writes the PEFT folder or a merged model that from_pretrained loads, and
  *   `agent eval --adapter PATH` evaluates a PEFT folder under the sidecar's data root.
@@ -199,4 +201,37 @@ test("Ctrl-C detaches with the watch/cancel commands; a second Ctrl-C cancels; t
   const again = del("", "--yes");
   assert.equal(again.status, 2, again.stderr);
   assert.match(again.stderr.trim(), /^agent delete: not_found: /);
+});
+
+test("the sidecar killed under an attached agent train: the run id and the watch/resume commands; after a restart agent resume finishes it", { timeout: 600_000 }, async () => {
+  const own = await startSidecar();
+  const dir = own.dir;
+  let restarted: RunningSidecar | undefined;
+  try {
+    const proc = spawn(AGENT, ["train", "--config", config("lost-1", 40), "--address", own.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    proc.stdout.on("data", (d) => (out += d));
+    proc.stderr.on("data", (d) => (err += d));
+    const exited = new Promise<number | null>((res) => proc.on("close", (code) => res(code)));
+    await new Promise<void>((res, rej) => {
+      const timer = setTimeout(() => rej(new Error(`no step 6 in:\n${out}${err}`)), 300_000);
+      proc.stdout.on("data", () => /^step ([6-9]|\d\d)\/40 /m.test(out) && (clearTimeout(timer), res()));
+    });
+    await own.stop("SIGKILL");
+    assert.equal(await exited, 1, out + err);
+    assert.doesNotMatch(err, /cancel/i, "nothing says the user cancelled");
+    assert.doesNotMatch(err, /^\s+at /m);
+    assert.match(err, new RegExp(`^agent: lost the sidecar at ${own.address} while following run lost-1 \\(last step seen: \\d+; 5 re-attach attempts failed`, "m"));
+    assert.match(err, new RegExp(`^  follow it: +agent watch lost-1 --address ${own.address} --evals-dir ${evalsDir}$`, "m"));
+    assert.match(err, /continue it from its last checkpoint: +agent resume lost-1 /);
+
+    restarted = await startSidecar({ dir });
+    const resumed = spawnSync(AGENT, ["resume", "lost-1", "--address", restarted.address, "--evals-dir", evalsDir], { encoding: "utf8", timeout: 600_000 });
+    assert.equal(resumed.status, 0, resumed.stdout + resumed.stderr);
+    assert.match(resumed.stdout, /run lost-1: SUCCEEDED/);
+  } finally {
+    await own.stop("SIGKILL");
+    await restarted?.stop("SIGTERM");
+  }
 });
