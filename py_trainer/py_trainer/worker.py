@@ -30,7 +30,9 @@ from google.protobuf import json_format
 
 from py_trainer.events import EventLog
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.errors import InvalidArgument
 from py_trainer.launch import CANCEL_FILE
+from py_trainer.memory_estimate import preflight
 from py_trainer.rewards import RewardFunctionError
 from py_trainer.run_folder import load_request
 from py_trainer.train_grpo import GrpoMode
@@ -46,8 +48,21 @@ def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[
               resume: bool = False) -> int:
     """Train one run in the mode its request names; return the proposed terminal RunState.
     `resume`: continue from the run's last complete checkpoint."""
-    mode = MODES[load_request(run_dir).mode]()
-    return run_training(run_dir, data_root, emit, should_stop, mode, resume=resume)
+    req = load_request(run_dir)
+    check_memory(req, data_root)
+    return run_training(run_dir, data_root, emit, should_stop, MODES[req.mode](), resume=resume)
+
+
+def check_memory(req: pb.TrainRequest, data_root: Path) -> None:
+    """A GRPO run on CUDA fails before its model loads when the memory estimate exceeds the
+    device's free memory, naming the knob to lower (memory_estimate.preflight; never on CPU). A
+    base whose config.json is not local cannot be estimated: the run goes on and says so in its log."""
+    if req.mode != pb.TRAIN_MODE_GRPO:
+        return
+    try:
+        preflight(req, data_root)
+    except InvalidArgument as err:
+        log.info("no memory preflight: %s", err)
 
 
 def failure_reason(exc: BaseException) -> str:
