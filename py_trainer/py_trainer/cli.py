@@ -45,6 +45,62 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def int_in(lo: int, hi: int | None = None):
+    """An argparse type: an integer in [lo, hi] ("--port: must be in [0, 65535], got -3"), where
+    plain int would take -3 (a port then wraps to 65533)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be in [{lo}, {hi}], got {value}" if hi is not None
+                                             else f"must be >= {lo}, got {value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+EXAMPLES = {
+    "serve": ["py-trainer serve --port 50151 --runs-root runs --data-root .",
+              "py-trainer serve --host 0.0.0.0 --token \"$PY_TRAINER_TOKEN\"   # another machine may call it"],
+    "train": ["py-trainer train --config run.yaml", "py-trainer train --config run.yaml --run-id aml-v2 --runs-root runs"],
+    "evaluate": ["py-trainer evaluate --config eval.yaml --out eval-result.json",
+                 "  (eval.yaml: {tasks: {jsonl_path: tasks.jsonl, split: test}, adapters: [{name: a, run_id: r1, "
+                 "checkpoint_step: 40}]})"],
+    "defaults": ["py-trainer defaults | grep num_generations"],
+    "init-model": ["py-trainer init-model", "py-trainer init-model --tasks my-tasks.jsonl"],
+    "plot confusion": ["py-trainer plot confusion confusion.json confusion-matrix.png"],
+    "plot compare": ["py-trainer plot compare compare.json compare.png"],
+    "data clean": ["py-trainer data clean raw.jsonl clean.jsonl --report drops.json"],
+    "data sample": ["py-trainer data sample sample.yaml to-rank.jsonl",
+                    "  (sample.yaml: {prompts: [...], k: 4, strategy: SAMPLING_STRATEGY_TOP_P_LADDER})"],
+    "data check-annotators": ["py-trainer data check-annotators --gold gold.jsonl alice.jsonl bob.jsonl"],
+}
+"""Each sub-command's help ends with these (`--help`); export keeps its own in its description."""
+
+
+def _add_examples(parser: argparse.ArgumentParser, path: str = "") -> None:
+    action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    for name, sub in (action.choices.items() if action is not None else ()):
+        full = f"{path} {name}".strip()
+        if full in EXAMPLES:
+            sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[full])
+            sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        _add_examples(sub, full)
+
+
 def _add_roots(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-root", type=Path, default=Path(os.environ.get("PY_TRAINER_RUNS_ROOT", "runs")),
                    help="folder holding one sub-folder per run (default: ./runs or $PY_TRAINER_RUNS_ROOT)")
@@ -248,13 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the gRPC sidecar")
     p.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token or TLS")
-    p.add_argument("--port", type=int, default=50151, help="0 = pick a free port (printed on start)")
+    p.add_argument("--port", type=int_in(0, 65535), default=50151, help="0 = pick a free port (printed on start)")
     _add_roots(p)
     p.add_argument("--token", default="", help="require 'authorization: Bearer TOKEN' (or $PY_TRAINER_TOKEN)")
     p.add_argument("--tls-cert", type=Path, help="PEM certificate chain for TLS")
     p.add_argument("--tls-key", type=Path, help="PEM private key for TLS")
-    p.add_argument("--max-queue", type=int, default=8, help="runs that may wait for the device")
-    p.add_argument("--grace", type=float, default=5.0, help="seconds in-flight RPCs get on shutdown")
+    p.add_argument("--max-queue", type=int_in(0), default=8, help="runs that may wait for the device")
+    p.add_argument("--grace", type=non_negative_float, default=5.0, help="seconds in-flight RPCs get on shutdown")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("train", help="run one training request from a YAML/JSON file, no server")
@@ -277,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=Path, help="task file (docs/tasks.md) to build from: the model a request names "
                                               "as base_model 'embedded:<tasks file>' (default: the AML task set)")
     p.add_argument("--out", type=Path, help="build into this folder instead of the cache")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_in(0), default=0)
     p.set_defaults(func=_cmd_init_model)
 
     p = sub.add_parser("plot", help="draw a figure for the TS report with matplotlib")
@@ -333,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --merge: prompts checked: identical greedy completions and logits within the dtype's "
                         "tolerance, else refused naming the first differing prompt (default 32)")
     p.set_defaults(func=_cmd_export)
+    _add_examples(parser)
     return parser
 
 
@@ -344,6 +401,8 @@ def unknown_flags_error(parser: argparse.ArgumentParser, argv: list[str], extras
         action = next((a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)), None)
         if action is not None and word in action.choices:
             chosen = action.choices[word]
+        elif action is not None and not word.startswith("-"):
+            return ""  # an unknown command: the parser's own "unknown command 'trian' (did you mean train?)" says it
     flags = [o for a in chosen._actions for o in a.option_strings]
     unknown = [w for w in argv if w.startswith("--") and w.split("=", 1)[0] not in flags] or list(extras)
     if not unknown:

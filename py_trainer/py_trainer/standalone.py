@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 from google.protobuf import json_format
 
 from py_trainer.errors import InvalidArgument, RequestError
@@ -340,6 +341,10 @@ class _StoredRuns:
         return find_stored_run(self.runs_root, run_id)
 
 
+USER_MISTAKES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+"""What `py-trainer evaluate` exits 2 for; out of memory or an internal failure exits 1."""
+
+
 def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, data_root: Path) -> int:
     """Evaluate an EvaluateRequest file; print each variant's mean scores; write the result as
     proto JSON to `output` (atomically) when given."""
@@ -362,7 +367,12 @@ def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, dat
         line.update(f"{p.variant}: {p.tasks_done}/{p.tasks_total} tasks, elapsed {clock(time.monotonic() - t0)}",
                     force=p.tasks_done == p.tasks_total)
 
-    result = run_evaluation(plan, Path(data_root), progress)
+    try:
+        result = run_evaluation(plan, Path(data_root), progress)
+    except RequestError as err:  # found only when loading or generating (a NaN adapter, out of memory)
+        line.end()
+        print(f"py-trainer evaluate: {err}", file=sys.stderr)
+        return 2 if err.code in USER_MISTAKES else 1
     line.end()
     for v in result.variants:
         scores = "  ".join(f"{name} {v.mean_scores[name]:.3f}" for name in sorted(v.mean_scores))
@@ -395,15 +405,13 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
     cfg_path = adapter / "adapter_config.json"
     if not cfg_path.is_file():
         raise InvalidArgument("--adapter", f"{adapter}: no adapter_config.json (not a PEFT adapter folder)")
-    if out.exists() and any(out.iterdir()):
-        raise InvalidArgument("--out", f"{out}: exists and is not empty")
+    check_export_out(out)
     if merge:  # the check's prompts up front: a wrong task file is refused before anything loads
         from py_trainer.export_check import check_prompts
         from py_trainer.tiny_model import default_tasks_path
 
         tasks = Path(data_root) / check_tasks if check_tasks is not None else default_tasks_path()
         rows = check_prompts(tasks, check_split, check_n)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
         if not merge:
@@ -436,6 +444,22 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return what
+
+
+def check_export_out(out: Path) -> None:
+    """--out must be a folder to create (its parent made if missing) or an empty one; a file, or a
+    parent that is a file, is INVALID_ARGUMENT naming it (was a NotADirectoryError traceback)."""
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument("--out", f"{out}: is a file; give a folder to create")
+    if out.is_dir() and any(out.iterdir()):
+        raise InvalidArgument("--out", f"{out}: exists and is not empty")
+    parent = next((p for p in out.parents if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise InvalidArgument("--out", f"{parent}: is a file, so {out} cannot be created under it")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidArgument("--out", f"{out.parent}: cannot be created ({err.strerror})") from None
 
 
 def verify_export(base_path: str, adapter: Path, tmp: Path, out: Path, rows: list[pb.TaskRow], source: dict) -> dict:
