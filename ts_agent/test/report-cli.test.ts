@@ -2,7 +2,7 @@
  *  through the real CLI; no sidecar. */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -16,4 +16,8 @@ test("agent report --evals-dir D without a baseline names D/baseline.json and th
   const r = spawnSync(join(REPO, "ts_agent", "bin", "agent"), ["report", "r1", "--evals-dir", dir], { encoding: "utf8", timeout: 60_000 });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, new RegExp(`^baseline: no ${dir}/baseline\\.json; set it with: agent baseline set --evals-dir ${dir}$`, "m"));
+  // the verdict's own reason names it too, on stdout and in report.md (it said agent-evals/baseline.json)
+  assert.match(r.stdout, new RegExp(`GATED on baseline\\.json: ${dir}/baseline\\.json is missing`));
+  assert.doesNotMatch(r.stdout, /agent-evals\/baseline\.json/);
+  assert.match(readFileSync(join(dir, "runs", "r1", "report.md"), "utf8"), new RegExp(`${dir}/baseline\\.json is missing`));
 });

@@ -79,7 +79,7 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
 
 export function analyzeReport(input: ReportInput): ReportAnalysis {
   const preference = preferenceAnalysis(input.run, input.steps);
-  const verdict = judgeRun({ run: input.run, evalLog: input.evalLog, baseline: input.baseline, preference: preference !== null });
+  const verdict = judgeRun({ run: input.run, evalLog: input.evalLog, baseline: input.baseline, baselineFile: input.baselineFile, preference: preference !== null });
   const features = curveFeatures(input.steps);
   const tco = tcoFor(input.run);
   const c = verdict.comparison;

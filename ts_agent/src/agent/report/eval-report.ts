@@ -9,9 +9,9 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
-import { readBaseline, runsJudgedOn } from "../eval/baseline.js";
+import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
-import { REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
+import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis } from "./analysis.js";
 import type { ReportInput } from "./input.js";
 import { answers } from "./sections/answers.js";
@@ -77,6 +77,7 @@ export function writeEvalReport(evalsDir: string, evalPath: string, now = new Da
     warnings: [],
     evalLog: log,
     baseline,
+    baselineFile: displayPath(baselinePath(evalsDir)),
     files: listFiles(dir).filter((f) => f !== EVAL_REPORT_FILE).concat(EVAL_REPORT_FILE).sort(),
     runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [],
     now,

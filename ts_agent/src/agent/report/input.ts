@@ -9,10 +9,10 @@ import { join, relative } from "node:path";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 
 import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
+import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/sweep.js";
-import { REPO_ROOT } from "../workspace.js";
+import { displayPath, REPO_ROOT } from "../workspace.js";
 import type { StepMetrics } from "./curve-features.js";
 import { parseStepTimeBreakdown, type StepTimeBreakdown } from "./tco.js";
 
@@ -30,6 +30,8 @@ export interface ReportInput {
   warnings: RunWarningLine[];
   evalLog: EvalLog | null;
   baseline: Baseline | null;
+  /** the baseline.json read (or looked for), as displayPath names it: the verdict's reason says it */
+  baselineFile?: string;
   /** files present in the run folder, relative, '/'-separated */
   files: string[];
   /** run ids whose eval.json was judged on this baseline and test split (this run included) */
@@ -118,6 +120,7 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
     warnings,
     evalLog,
     baseline,
+    baselineFile: displayPath(baselinePath(evalsDir)),
     files: listFiles(dir),
     runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [],
     now,

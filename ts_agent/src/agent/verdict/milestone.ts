@@ -133,6 +133,8 @@ export interface MilestoneInput {
   rewardNotApplicable?: string;
   downstream: DownstreamEvidence | null;
   baseline: BaselineMatch;
+  /** the baseline.json the guard read, as the user names it (default agent-evals/baseline.json) */
+  baselineFile?: string;
   /** set when eval.json scored another adapter than the run's current one (verdict.ts
    *  adapterCheck): the downstream criterion and the verdict are INCONCLUSIVE with this reason */
   adapterChanged?: string;
@@ -274,10 +276,11 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
       .join("; ");
   if (input.adapterChanged) return { verdict: "INCONCLUSIVE", gated: false, reason: `downstream: ${input.adapterChanged}`, reward, downstream };
   if (input.baseline.status !== "match") {
+    const file = input.baselineFile ?? "agent-evals/baseline.json";
     const why =
       input.baseline.status === "missing"
-        ? "agent-evals/baseline.json is missing (run `agent baseline set`)"
-        : `agent-evals/baseline.json does not match this eval (${input.baseline.reasons.join("; ")})`;
+        ? `${file} is missing (run \`agent baseline set\`)`
+        : `${file} does not match this eval (${input.baseline.reasons.join("; ")})`;
     return { verdict: "INCONCLUSIVE", gated: true, reason: `${GATED}: ${why}`, reward, downstream };
   }
   if (reward.verdict === "FAIL" || downstream.verdict === "FAIL") {

@@ -273,6 +273,8 @@ export interface VerdictInput {
   run: Run | null;
   evalLog: EvalLog | null;
   baseline: Baseline | null;
+  /** where that baseline.json is (or was looked for), for the verdict's reason */
+  baselineFile?: string;
   /** a ranked-preference run: its held-out "reward" is pairwise accuracy, and the +20% criterion does not apply */
   preference: boolean;
 }
@@ -301,6 +303,7 @@ export function judgeRun(input: VerdictInput): RunVerdict {
     rewardNotApplicable: input.preference ? PREFERENCE_REWARD_NOT_APPLICABLE : undefined,
     downstream,
     baseline: judged.baselineMatch,
+    baselineFile: input.baselineFile,
     adapterChanged: adapter?.status === "changed" ? adapter.text : undefined,
   });
   return { ...judged, adapter, reward, downstream, signal: downstreamSignal(judged.comparison, reward), milestone, label: verdictLabel(milestone) };
