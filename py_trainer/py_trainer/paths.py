@@ -37,13 +37,18 @@ def resolve_under(root: Path, rel: str, field: str, *, must_exist: bool = True) 
     if "\x00" in rel:
         raise InvalidArgument(field, "contains a NUL byte")
     if os.path.isabs(rel) or rel.startswith("~"):
-        raise InvalidArgument(field, f"{rel!r} must be relative to its root")
+        raise InvalidArgument(field, f"{rel!r} must be relative to the sidecar's root {root_of(root)}")
     if any(part == ".." for part in Path(rel).parts):
         raise InvalidArgument(field, f"{rel!r} must not contain '..'")
     root_real = Path(os.path.realpath(root))
     target = Path(os.path.realpath(root_real / rel))
     if target != root_real and root_real not in target.parents:
-        raise InvalidArgument(field, f"{rel!r} resolves outside its root")
+        raise InvalidArgument(field, f"{rel!r} resolves outside the sidecar's root {root_of(root)}")
     if must_exist and not target.exists():
         raise NotFound(field, f"{rel!r} does not exist")
     return target
+
+
+def root_of(root: Path) -> str:
+    """The root as a refusal names it: absolute, so the user knows where the path must lie."""
+    return str(Path(root).resolve())
