@@ -6,8 +6,9 @@ GPU machine. Generation left-pads prompts and re-seeds the torch generator per b
 (seed, batch index): the same call gives the same completions whether it runs before or after
 other work, which is what makes step-0 vs end held-out rewards comparable.
 
-In the sidecar, every model load and generation (Evaluate, SampleGroups) runs on the one
-`INFERENCE` thread, one job at a time: transformers' loading is not thread-safe (concurrent
+Every model load and generation of Evaluate and SampleGroups runs on one process's one
+`INFERENCE` thread, one job at a time (in the sidecar, that process is the inference worker,
+`inference_worker.py`): transformers' loading is not thread-safe (concurrent
 `from_pretrained` calls fail with "Cannot copy out of meta tensor" and leave torch's global
 state broken for every later load), and the torch RNG that seeds sampling is process-global, so
 serialised jobs are also what makes a job's results identical to a solo run. Training runs in
