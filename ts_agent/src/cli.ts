@@ -40,6 +40,7 @@ const COMMANDS: Record<string, Entry> = {
   sweep: { summary: "replicate one request under N seeds: train, eval, report each; the recipe across seeds", load: () => import("./commands/sweep.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
   compare: { summary: "several runs' adapters and the base on the same tasks: pairwise deltas, Holm -> compare.md", load: () => import("./commands/compare.js") },
+  select: { summary: "choose a run's checkpoint on a validation split, then evaluate only it on test -> selection.json", load: () => import("./commands/select.js") },
   demo: {
     summary: "baseline if missing, train, eval, report (scripts/demo.sh)",
     load: () => import("./commands/demo.js"),

@@ -23,6 +23,7 @@ import { compareFingerprints, fingerprintGates, fingerprintWarnings } from "../a
 import { scoresOf } from "../agent/eval/grading.js";
 import { holmAdjust } from "../agent/eval/stats.js";
 import { loadTaskSet, type TaskSet } from "../agent/eval/task-set.js";
+import { recordTestEval } from "../agent/eval/test-evals.js";
 import { pyTrainerBin } from "../agent/report/report.js";
 import { table } from "../agent/report/markdown.js";
 import { DECISION_ALPHA, compareScores, type Comparison } from "../agent/verdict/compare.js";
@@ -254,6 +255,7 @@ export const command: CommandHandler = async (argv, client) => {
     const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
     console.log(`evaluating base and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
     runs = await evaluateTogether(client, positionals, target, taskSet);
+    if (taskSet.split === "test") for (const r of runs) recordTestEval(target.evalsDir, { command: "compare", runId: r.runId, step: r.log.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
   }
   const res = comparePairs(runs);
   const dir = writeCompare(target.evalsDir, id, res);

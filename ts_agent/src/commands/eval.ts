@@ -16,6 +16,7 @@ import { ADAPTER_VARIANT, checkSettings, evaluateRequest, progressPrinter, restr
 import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
+import { recordTestEval } from "../agent/eval/test-evals.js";
 import { buildEvalLog, evaluateRun, writeEvalLog, type EvalLog } from "../agent/verdict/eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeDownstream, type JudgedComparison } from "../agent/verdict/verdict.js";
@@ -101,7 +102,9 @@ export async function evalRun(client: SidecarClient, runId: string, target: Eval
   const settings = await settingsForRun(client, runId, target);
   console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   try {
-    return writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));
+    const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));
+    if (taskSet.split === "test") recordTestEval(target.evalsDir, { command: "eval", runId, step: out.record.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
+    return out;
   } catch (err) {
     // the run's base must load here: a missing one is refused in one line, naming it
     if (err instanceof SidecarError && (err.field === "base_model" || err.message.startsWith("base_model:"))) {

@@ -11,6 +11,8 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { readSelection, type SelectionRecord } from "../verdict/selection.js";
+import { readTestEvals, type TestEvalRecord } from "../eval/test-evals.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/sweep.js";
 import { displayPath, REPO_ROOT } from "../workspace.js";
 import type { StepMetrics } from "./curve-features.js";
@@ -43,6 +45,10 @@ export interface ReportInput {
   docsDir?: string;
   /** the sweep this run is a seed of (`agent sweep`), when one lists it */
   sweep?: RunSweep | null;
+  /** runs/<run_id>/selection.json (`agent select`), when there is one */
+  selection?: SelectionRecord | null;
+  /** runs/<run_id>/test-evals.jsonl: every eval of this run on the test split */
+  testEvals?: TestEvalRecord[];
 }
 
 /** A sweep that lists this run: its summary and its report relative to the run folder. */
@@ -127,5 +133,7 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
     timeBreakdown,
     docsDir,
     sweep: findSweep(evalsDir, runId),
+    selection: readSelection(evalsDir, runId),
+    testEvals: readTestEvals(evalsDir, runId),
   };
 }

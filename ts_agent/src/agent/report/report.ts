@@ -25,6 +25,7 @@ import { overview } from "./sections/overview.js";
 import { files, pending } from "./sections/pending.js";
 import { preferenceSection } from "./sections/preference.js";
 import { replicates } from "./sections/replicates.js";
+import { selectionSection } from "./sections/selection.js";
 import { tco } from "./sections/tco.js";
 
 export const REPORT_FILE = "report.md";
@@ -37,6 +38,7 @@ export const SECTIONS: readonly ReportSection[] = [
   downstream,
   answers,
   milestone,
+  selectionSection,
   replicates,
   attribution,
   tco,
