@@ -14,8 +14,9 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 import { accuracy } from "../src/agent/eval/grading.js";
 import { readTestEvals, recordTestEval } from "../src/agent/eval/test-evals.js";
 import { writeReport } from "../src/agent/report/report.js";
+import { candidateSteps } from "../src/commands/select.js";
 import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/selection.js";
-import { RunSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunResultSchema, RunSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { REPO, amlTrainRows } from "./helpers/sidecar.js";
 
 /** n tasks, the first `ones` scored 1. */
@@ -117,4 +118,28 @@ test("agent select refuses in one line (exit 2) when the run trained on every tr
   assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   assert.match(r.stderr, /^agent select: no validation rows left: run r1 trained on all 616 train-split rows of agent-evals\/tasks\/aml_typology\.jsonl; .*dataset\.limit/);
   assert.equal(r.stdout, "");
+});
+
+test("the candidates: the checkpoints, plus a SUCCEEDED run's final adapter when it came after the last checkpoint", () => {
+  const done = (state: RunState, steps: number) => ({ state, result: create(RunResultSchema, { stepsCompleted: BigInt(steps) }) });
+  assert.deepEqual(candidateSteps([2, 3], done(RunState.SUCCEEDED, 3)), { steps: [2, 3], finalStep: null });
+  assert.deepEqual(candidateSteps([2, 4], done(RunState.SUCCEEDED, 5)), { steps: [2, 4, 5], finalStep: 5 });
+  assert.deepEqual(candidateSteps([2, 4], done(RunState.CANCELLED, 5)), { steps: [2, 4], finalStep: null });
+});
+
+test("agent select: a user mistake is one line and exit 2 (no run id, an unknown --rule, an earlier selection without --force)", () => {
+  const { dir, run } = runFolder();
+  writeFileSync(join(run, SELECTION_FILE), JSON.stringify({ schema: SELECTION_SCHEMA, runId: "r1", date: "2026-12-01T10:00:00.000Z", chosenStep: 2 }));
+  const agent = (...args: string[]) => spawnSync(join(REPO, "ts_agent", "bin", "agent"), [...args, "--evals-dir", dir, "--address", "127.0.0.1:9"], { encoding: "utf8", timeout: 60_000 });
+  for (const [args, want] of [
+    [["select"], /which run\? give its id/],
+    [["select", "r1", "--rule", "newest"], /--rule newest: one of last-unless-better, best/],
+    [["select", "r1"], /selection\.json already holds a selection \(step 2, 2026-12-01\); selecting again looks at test again: add --force to replace it/],
+  ] as Array<[string[], RegExp]>) {
+    const r = agent(...args);
+    assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, want);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  }
+  assert.equal(JSON.parse(readFileSync(join(run, SELECTION_FILE), "utf8")).chosenStep, 2);
 });

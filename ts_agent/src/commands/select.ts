@@ -25,18 +25,19 @@ import { recordTestEval } from "../agent/eval/test-evals.js";
 import { readLocalRun } from "../agent/train/run.js";
 import { buildEvalLog } from "../agent/verdict/eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
-import { RULES, RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../agent/verdict/selection.js";
+import { RULES, RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, readSelection, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../agent/verdict/selection.js";
 import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../agent/workspace.js";
-import { SidecarError, type SidecarClient } from "../sidecar/client.js";
+import { RunState, SidecarError, type SidecarClient } from "../sidecar/client.js";
 import { settingsForRun } from "./eval.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Choose a run's checkpoint on a validation split (train rows it did not train on), then evaluate only that one on test -> selection.json.",
-  usage: "agent select <run_id> [--rule last-unless-better|best] [--val-limit N] [--tasks PATH] [--limit N] [--evals-dir DIR]",
+  usage: "agent select <run_id> [--rule last-unless-better|best] [--val-limit N] [--force] [--tasks PATH] [--limit N] [--evals-dir DIR]",
   flags: [
     ["--rule R", "last-unless-better (default: the last checkpoint unless an earlier one is better beyond its CI) or best (highest validation mean)"],
     ["--val-limit N", "only the first N validation rows (default all)"],
+    ["--force", "replace an earlier selection.json (a second selection is a second look at test, counted)"],
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`],
     ["--limit N", "only the first N test tasks (default all)"],
     ["--base-model M", "must be the run's own base (default: it)"],
@@ -88,6 +89,15 @@ export function validationSet(run: Run, tasksPath: string, limit: number): { set
   return { set: { ...train, rows, limit }, excluded };
 }
 
+/** The steps to choose among: the checkpoints, and a SUCCEEDED run's final adapter when it came
+ *  after the last checkpoint (max_steps not a multiple of save_steps); `finalStep` is its step. */
+export function candidateSteps(checkpoints: ReadonlyArray<number>, run: Pick<Run, "state" | "result">): { steps: number[]; finalStep: number | null } {
+  const done = Number(run.result?.stepsCompleted ?? 0n);
+  const last = checkpoints.length ? Math.max(...checkpoints) : 0;
+  const finalStep = run.state === RunState.SUCCEEDED && done > last ? done : null;
+  return { steps: finalStep === null ? [...checkpoints] : [...checkpoints, finalStep], finalStep };
+}
+
 /** "its complete checkpoints are at steps 2, 3" from the sidecar's NOT_FOUND, else null. */
 function keptSteps(err: unknown): number[] | null {
   if (!(err instanceof SidecarError) || err.code !== Code.NotFound) return null;
@@ -99,7 +109,7 @@ function keptSteps(err: unknown): number[] | null {
 export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { ...EVAL_FLAGS, rule: { type: "string" }, "val-limit": { type: "string" }, ...GLOBAL_FLAGS },
+    options: { ...EVAL_FLAGS, rule: { type: "string" }, "val-limit": { type: "string" }, force: { type: "boolean" }, ...GLOBAL_FLAGS },
     allowPositionals: true,
     strict: true,
   });
@@ -109,12 +119,18 @@ export const command: CommandHandler = async (argv, client) => {
   if (!RULES.includes(rule)) throw usageError("select", help, `--rule ${values.rule}: one of ${RULES.join(", ")}`);
   const valLimit = values["val-limit"] === undefined ? 0 : numberFlag("--val-limit", values["val-limit"], { min: 1, integer: true });
   const target = evalTargetFromFlags(values);
+  const previous = readSelection(target.evalsDir, runId);
+  if (previous && !values.force) {
+    throw new UserError(`agent select: ${displayPath(join(runDir(target.evalsDir, runId), SELECTION_FILE))} already holds a selection (step ${previous.chosenStep}, ${previous.date.slice(0, 10)}); selecting again looks at test again: add --force to replace it`);
+  }
   const settings = await settingsForRun(client, runId, target);
   checkSettings(settings);
   const run = readLocalRun(target.evalsDir, runId) ?? (await client.getRun(runId));
   const { set: val, excluded } = validationSet(run, target.tasksPath, valLimit);
-  let steps = checkpointSteps(await runEvents(client, target.evalsDir, runId));
-  if (steps.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
+  const saved = checkpointSteps(await runEvents(client, target.evalsDir, runId));
+  if (saved.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
+  let { steps, finalStep } = candidateSteps(saved, run);
+  const ref = (name: string, s: number) => ({ name, source: { case: "runId" as const, value: runId }, ...(s === finalStep ? {} : { checkpointStep: BigInt(s) }) });
 
   console.log(`rule: ${rule}: ${RULE_TEXT[rule]}`);
   console.log(`validation: ${val.rows.length} train-split rows of ${val.path} (${excluded}); never the test split`);
@@ -122,17 +138,17 @@ export const command: CommandHandler = async (argv, client) => {
   let result;
   for (;;) {
     const req = evaluateRequest(valSettings, val);
-    req.adapters = steps.map((s) => ({ name: variantOf(s), source: { case: "runId" as const, value: runId }, checkpointStep: BigInt(s) }));
-    console.log(`evaluating base and ${steps.length} checkpoints (steps ${steps.join(", ")}) on validation, in one Evaluate`);
+    req.adapters = steps.map((s) => ref(variantOf(s), s));
+    console.log(`evaluating base and ${steps.length} checkpoints (steps ${steps.join(", ")}${finalStep === null ? "" : `; ${finalStep}: the final adapter`}) on validation, in one Evaluate`);
     try {
       result = await runEvaluate(client, req, progressPrinter("select"));
       break;
     } catch (err) {
       const kept = keptSteps(err);
       if (kept === null) throw err;
-      const left = steps.filter((s) => kept.includes(s));
+      const left = steps.filter((s) => s === finalStep || kept.includes(s));
       if (left.length === 0) throw new UserError(`agent select: run ${runId} keeps none of its checkpoints (${steps.join(", ")}) on the sidecar`);
-      console.log(`checkpoint(s) at step ${steps.filter((s) => !kept.includes(s)).join(", ")} no longer on the sidecar (it keeps the newest ones): selecting among ${left.join(", ")}`);
+      console.log(`checkpoint(s) at step ${steps.filter((s) => !left.includes(s)).join(", ")} no longer on the sidecar (it keeps the newest ones): selecting among ${left.join(", ")}`);
       steps = left;
     }
   }
@@ -153,7 +169,7 @@ export const command: CommandHandler = async (argv, client) => {
   // test, once, after the choice
   const testSet = loadTaskSet(target.tasksPath, "test", settings.limit);
   const treq = evaluateRequest(settings, testSet);
-  treq.adapters = [{ name: ADAPTER_VARIANT, source: { case: "runId", value: runId }, checkpointStep: BigInt(choice.chosenStep) }];
+  treq.adapters = [ref(ADAPTER_VARIANT, choice.chosenStep)];
   console.log(`evaluating base and step ${choice.chosenStep} on ${testSet.rows.length} test tasks of ${testSet.path} (the only look at test)`);
   const tres = await runEvaluate(client, treq, progressPrinter("select"));
   const log = buildEvalLog(runId, settings, testSet, tres);
