@@ -85,6 +85,8 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
     assert.match(md, /## Checkpoint selection/);
     assert.match(md, new RegExp(`Chosen: \\*\\*step ${sel.chosenStep}\\*\\*`));
     assert.match(md, /test was evaluated once, after selection/);
+    assert.match(md, /\(selection-curve\.svg\)/);
+    assert.equal(readFileSync(join(dir, "selection-curve.svg"), "utf8").match(/<circle /g)?.length, steps.length + 1);
     assert.doesNotMatch(md, /looked at/);
 
     // a second look at test: agent eval of the same run

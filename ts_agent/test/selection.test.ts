@@ -15,6 +15,7 @@ import { accuracy } from "../src/agent/eval/grading.js";
 import { readTestEvals, recordTestEval } from "../src/agent/eval/test-evals.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { candidateSteps } from "../src/commands/select.js";
+import { SELECTION_SVG, selectionSvg } from "../src/agent/report/selection-curve.js";
 import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/selection.js";
 import { RunResultSchema, RunSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { REPO, amlTrainRows } from "./helpers/sidecar.js";
@@ -94,8 +95,16 @@ test("report: the selection section shows the validation curve, the rule, the ch
     test: { taskSet: "tasks.jsonl", n: 8, base: acc(8, 2), chosen: acc(8, 5), meanDiff: 0.375, decision: null },
   }));
   writeReport(dir, "r1");
+  assert.doesNotMatch(readFileSync(join(run, "report.md"), "utf8"), /selection-curve\.svg/);
+  const svg = selectionSvg(JSON.parse(readFileSync(join(run, SELECTION_FILE), "utf8")));
+  assert.equal(svg.match(/<circle /g)?.length, 4); // the base and 3 checkpoints
+  assert.match(svg, /r="5" fill="#d62728"/);
+  assert.match(svg, /chosen: step 1/);
+  writeFileSync(join(run, SELECTION_SVG), svg);
+  writeReport(dir, "r1");
   const md = readFileSync(join(run, "report.md"), "utf8");
   const sec = md.slice(md.indexOf("## Checkpoint selection"));
+  assert.match(sec, /!\[validation exact match per checkpoint, the chosen one in red\]\(selection-curve\.svg\)/);
   assert.match(sec, /Rule: \*\*last-unless-better\*\*/);
   assert.match(sec, /\| 1 \| 75\.0% \(95% CI [\d.]+-[\d.]+%\) \| \+50\.0 pp \| .* \| yes \| \*\*chosen\*\* \|/);
   assert.match(sec, /\| 3 \| 25\.0% .* \| - \| - \| - \|/);

@@ -25,6 +25,7 @@ import { recordTestEval } from "../agent/eval/test-evals.js";
 import { readLocalRun } from "../agent/train/run.js";
 import { buildEvalLog } from "../agent/verdict/eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
+import { SELECTION_SVG, selectionSvg } from "../agent/report/selection-curve.js";
 import { RULES, RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, readSelection, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../agent/verdict/selection.js";
 import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../agent/workspace.js";
 import { RunState, SidecarError, type SidecarClient } from "../sidecar/client.js";
@@ -189,6 +190,7 @@ export const command: CommandHandler = async (argv, client) => {
     test: { taskSet: testSet.path, n: testSet.rows.length, base: acc("base"), chosen: acc(ADAPTER_VARIANT), meanDiff: log.comparison?.paired?.meanDiff ?? null, decision: log.comparison?.decision ?? null },
   };
   const path = join(runDir(target.evalsDir, runId), SELECTION_FILE);
+  writeFileAtomic(join(runDir(target.evalsDir, runId), SELECTION_SVG), selectionSvg(rec));
   writeFileAtomic(path, JSON.stringify(rec, null, 2) + "\n");
   const t = rec.test;
   console.log(`test: step ${choice.chosenStep} - base ${t.meanDiff === null ? "-" : pp(t.meanDiff)}${t.decision ? ` (95% CI ${pp(t.decision.lower)} to ${pp(t.decision.upper)}, ${t.decision.test})` : ""} on ${t.n} tasks; untouched by the choice (test evaluated once, after it)`);

@@ -5,6 +5,7 @@ import { testLooksWarning } from "../../eval/test-evals.js";
 import { pp } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { table } from "../markdown.js";
+import { SELECTION_SVG } from "../selection-curve.js";
 
 const pct = (a: { estimate: number; lower: number; upper: number } | null) =>
   a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-";
@@ -35,6 +36,7 @@ export const selectionSection: ReportSection = (input) => {
     ]),
   ]));
   const t = sel.test;
+  if (input.files.includes(SELECTION_SVG)) out.push("", `![validation exact match per checkpoint, the chosen one in red](${SELECTION_SVG})`);
   out.push(
     "",
     `Chosen: **step ${sel.chosenStep}** (${sel.why}).`,
