@@ -43,6 +43,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """cpu_seconds of a process and every live descendant (the sidecar's inference worker, its
+    training workers): wherever generation runs, it is counted."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_seconds(p)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it exited meanwhile
+    return total
+
+
 def rss_mb(pid: int, key: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
@@ -358,11 +373,16 @@ def test_cancelled_evaluate_stops_generating(tmp_path, env):
                                           max_new_tokens=48), timeout=600)
         first = next(call)
         assert first.HasField("progress")
+        busy0 = tree_cpu_seconds(sc.proc.pid)
+        time.sleep(1)
+        busy = tree_cpu_seconds(sc.proc.pid) - busy0
+        assert busy > 0.3, f"the measure does not see the generation ({busy:.2f} CPU-s in 1 s)"  # so it can fail
         call.cancel()
         time.sleep(1.5)  # the batch in flight may finish
-        cpu0 = cpu_seconds(sc.proc.pid)
+        # the whole process tree: Evaluate generates in the sidecar's inference worker process
+        cpu0 = tree_cpu_seconds(sc.proc.pid)
         time.sleep(4)
-        spent = cpu_seconds(sc.proc.pid) - cpu0
+        spent = tree_cpu_seconds(sc.proc.pid) - cpu0
         print(f"CPU spent 1.5-5.5 s after the cancel: {spent:.2f} s")
         assert spent < 0.5, f"still generating for nobody ({spent:.2f} CPU-s in 4 s)"
         # The inference thread is free again: the next call is served.
