@@ -139,3 +139,15 @@ def test_every_lora_knob_reaches_loraconfig(modules, want):
     assert cfg.task_type == "CAUSAL_LM"
     if modules:
         assert_arrives(cfg, lora, config.LORA)
+
+
+@pytest.mark.parametrize("kept, expected", [(0, None), (3, 3)])
+def test_save_total_limit_reaches_training_arguments_with_0_as_keep_all(tmp_path, kept, expected):
+    """grpo.save_total_limit (default 2): 0 keeps every checkpoint (transformers' None), so
+    `agent select` can choose among all of them."""
+    import torch
+
+    from py_trainer.training import trainer_args
+
+    g = pb.GrpoConfig(save_total_limit=kept)
+    assert trainer_args(tmp_path, torch.device("cpu"), torch.float32, g)["save_total_limit"] == expected

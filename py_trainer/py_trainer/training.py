@@ -124,7 +124,7 @@ def trainer_args(run_dir: Path, device, dtype, g: pb.GrpoConfig, report_to=(), s
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
         save_strategy="steps",
-        save_total_limit=2,
+        save_total_limit=g.save_total_limit or None,  # 0 = keep every checkpoint
         report_to=[r for r in report_to if r != "none"],
         disable_tqdm=True,
         dataloader_num_workers=0,
