@@ -74,12 +74,18 @@ function globalHelp(): string {
 }
 
 /** node:util parseArgs' errors ("Unknown option '--conifg'. To specify ...") as one line with a did-you-mean. */
-function parseArgsError(err: unknown, name: string, help: CommandHelp | undefined, flagNames: (h?: CommandHelp) => string[]): UserError | undefined {
+function parseArgsError(err: unknown, name: string, help: CommandHelp | undefined, flagNames: (h?: CommandHelp) => string[], argv: string[]): UserError | undefined {
   const code = (err as NodeJS.ErrnoException)?.code;
   if (typeof code !== "string" || !code.startsWith("ERR_PARSE_ARGS_")) return undefined;
   const message = (err as Error).message;
   const unknown = /Unknown option '([^']+)'/.exec(message);
   if (unknown) return new UserError(`agent ${name}: unknown flag ${unknown[1]}${didYouMean(unknown[1], flagNames(help))} (see agent ${name} --help)`);
+  // "--limit -3": parseArgs reads -3 as a flag and says only "argument is ambiguous"
+  const ambiguous = /Option '([^']+)' argument is ambiguous/.exec(message);
+  if (ambiguous) {
+    const value = argv[argv.indexOf(ambiguous[1]) + 1] ?? "";
+    return new UserError(`agent ${name}: ${ambiguous[1]} ${value}: not a valid value (it starts with '-'; see agent ${name} --help)`);
+  }
   const first = message.split(/\.\s/)[0].replace(/\.$/, "");
   return new UserError(`agent ${name}: ${first} (see agent ${name} --help)`);
 }
@@ -117,7 +123,7 @@ export async function main(argv: string[]): Promise<number> {
     try {
       return await mod.command(argv.slice(at!.index + 1), client);
     } catch (err) {
-      throw parseArgsError(err, name, help, flagNames) ?? err;
+      throw parseArgsError(err, name, help, flagNames, argv) ?? err;
     }
   } catch (err) {
     if (err instanceof UserError) {

@@ -64,6 +64,8 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["bad --timeout", ["--timeout", "abc", "health"], /--timeout: expected an integer, got 'abc'/],
   ["bad --limit", ["eval", "r1", "--limit", "abc"], /--limit: expected an integer, got 'abc'/],
   ["missing value", ["train", "--config"], /^agent train: Option '--config <value>' argument missing/],
+  ["negative count", ["eval", "r1", "--limit", "-3"], /^agent eval: --limit -3: not a valid value \(it starts with '-'; see agent eval --help\)$/],
+  ["negative count, plan", ["plan", "--limit", "-3"], /^agent plan: --limit -3: not a valid value/],
   ["cancel without a run", ["cancel"], /^agent cancel: which run\? give its id/],
   ["watch with two runs", ["watch", "a", "b"], /^agent watch: one run id, please/],
   ["unknown state", ["runs", "--state", "runing"], /--state: unknown state 'runing' \(did you mean RUNNING\?\)/],
