@@ -6,7 +6,7 @@
  * warns. Tiny budgets: 24 train rows, 8 validation and 8 test tasks.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -45,6 +45,11 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
   const dir = join(evalsDir, "runs", "select-e2e");
   const saved = readFileSync(join(dir, "events.jsonl"), "utf8").split("\n").filter((l) => l.includes('"checkpoint"'));
   assert.equal(saved.length, 3, "3 checkpoints saved");
+  // save_total_limit 0 kept every one on the sidecar; one removed there (as a limit would) is
+  // named and skipped by select, not an error
+  const ckpts = join(sc.runsRoot, "select-e2e", "checkpoints");
+  assert.deepEqual(readdirSync(ckpts).filter((f) => f.startsWith("checkpoint-")).sort(), ["checkpoint-1", "checkpoint-2", "checkpoint-3"]);
+  rmSync(join(ckpts, "checkpoint-1"), { recursive: true });
 
   const log = console.log;
   const lines: string[] = [];
@@ -62,10 +67,10 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
     const result = lines.join("\n");
     assert.match(result, /validation: 8 train-split rows .*the 20 train-split prompts the run trained on are excluded/);
     assert.equal(trained.size, 20);
-    // the curve: all 3 checkpoints (save_total_limit 0 keeps every one), ascending
+    // the curve: the checkpoints still on the sidecar, ascending; the removed one named
     const steps: number[] = sel.curve.map((p: { step: number }) => p.step);
-    assert.deepEqual(steps, [1, 2, 3]);
-    assert.doesNotMatch(result, /no longer on the sidecar/);
+    assert.deepEqual(steps, [2, 3]);
+    assert.match(result, /checkpoint\(s\) at step 1 no longer on the sidecar .*selecting among 2, 3/);
     for (const p of sel.curve) assert.ok(p.accuracy && p.accuracy.n === 8, JSON.stringify(p));
     // the rule: the last unless an earlier one is better beyond its interval
     const better = sel.curve.filter((p: { betterThanLast: boolean }) => p.betterThanLast);
