@@ -1,5 +1,5 @@
 /**
- * `agent resume <run_id>`: continue a FAILED or CANCELLED run from its last complete checkpoint
+ * `agent resume <run_id>`: continue a FAILED or CANCELLED run from its newest intact checkpoint
  * (optimizer, scheduler and RNG state) as the same run: the sidecar queues it again, its events
  * continue from the last seq and its curve from the checkpoint's step. Then it is followed and
  * downloaded exactly as `agent watch` does. Exit 0 when the run SUCCEEDED.
