@@ -111,3 +111,9 @@ def wait_state(stub, run_id, states, timeout=240.0) -> pb.Run:
 
 def read_events(folder: Path) -> list[pb.RunEvent]:
     return [json_format.Parse(l, pb.RunEvent()) for l in (folder / "events.jsonl").read_text().splitlines()]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

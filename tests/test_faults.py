@@ -26,7 +26,7 @@ import pytest
 from google.protobuf import json_format
 
 from _builders import TASKS, event_line, make_run, small_request
-from _sidecar import TERMINAL, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
+from _sidecar import TERMINAL, cpu_seconds, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 # ---------------------------------------------------------------------------------------------
@@ -35,12 +35,6 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_seconds(pid: int) -> float:

@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from _builders import TASKS, small_request
-from _sidecar import running_sidecar, sidecar_env, stub_for, wait_for, wait_state
+from _sidecar import cpu_seconds, running_sidecar, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 pytestmark = pytest.mark.slow  # sidecars, training, a worker process
@@ -50,11 +50,6 @@ def worker_pid(sidecar_pid: int) -> int | None:
         if int(stat[1]) == sidecar_pid and b"py_trainer.inference_worker" in cmd:
             return int(p.name)
     return None
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def serving(sc) -> int:
@@ -106,13 +101,19 @@ def test_out_of_memory_evaluate_fails_alone(tmp_path, data, tiny_model_home, tin
         ch.close()
 
 
+def long_evaluate(stub, sc):
+    """An Evaluate long enough to interrupt (one task per batch, 4 samples of 48 tokens), its first
+    progress seen, and the pid of the inference worker generating it."""
+    call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
+                                      temperature=1.0, max_new_tokens=48), timeout=600)
+    assert next(call).HasField("progress")
+    return call, worker_pid(sc.proc.pid)
+
+
 def test_worker_killed_by_sigkill_is_resource_exhausted_and_replaced(tmp_path, data, tiny_model_home):
     with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
         ch, stub = stub_for(sc)
-        call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
-                                          temperature=1.0, max_new_tokens=48), timeout=600)
-        assert next(call).HasField("progress")
-        pid = worker_pid(sc.proc.pid)
+        call, pid = long_evaluate(stub, sc)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
         with pytest.raises(grpc.RpcError) as ei:
@@ -130,10 +131,7 @@ def test_worker_killed_by_sigkill_is_resource_exhausted_and_replaced(tmp_path, d
 def test_cancelled_evaluate_stops_the_worker_and_it_stays_warm(tmp_path, data, tiny_model_home):
     with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
         ch, stub = stub_for(sc)
-        call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
-                                          temperature=1.0, max_new_tokens=48), timeout=600)
-        assert next(call).HasField("progress")
-        pid = worker_pid(sc.proc.pid)
+        call, pid = long_evaluate(stub, sc)
         call.cancel()
         time.sleep(1.5)  # the batch in flight may finish
         cpu0 = cpu_seconds(pid)

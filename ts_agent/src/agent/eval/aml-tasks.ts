@@ -87,6 +87,11 @@ function newNarrative(template: Template, r: TaskRng, seen: Set<string>, what: s
   }
 }
 
+/** One row before it is numbered: the typology is its label and its slice (aml_typology.meta.json). */
+function amlRow(split: string, t: (typeof TYPOLOGIES)[number], narrative: string, template: string): Omit<AmlRow, "id"> {
+  return { split, typology: t.label, label: t.label, slice: t.label, prompt: formatPrompt(narrative), answers: [...t.answers], narrative, template };
+}
+
 /** The full task set for a seed; same options -> same rows (and same bytes via toJsonl). */
 export function generateAmlTasks(options: GenerateOptions = {}): AmlRow[] {
   const seed = options.seed ?? DEFAULT_SEED;
@@ -103,17 +108,8 @@ export function generateAmlTasks(options: GenerateOptions = {}): AmlRow[] {
     const testIdx = new Set(r.sample([...Array(perTypology).keys()], nTest));
     for (let i = 0; i < perTypology; i++) {
       const k = i % templates.length; // every template used equally often
-      const narrative = newNarrative(templates[k], r, seen, `${t.label}/${k + 1}`);
-      draft.push({
-        split: testIdx.has(i) ? "test" : "train",
-        typology: t.label,
-        label: t.label,
-        slice: t.label,
-        prompt: formatPrompt(narrative),
-        answers: [...t.answers],
-        narrative,
-        template: `${t.label}/${k + 1}`,
-      });
+      const template = `${t.label}/${k + 1}`;
+      draft.push(amlRow(testIdx.has(i) ? "test" : "train", t, newNarrative(templates[k], r, seen, template), template));
     }
   }
   // Shuffle so that a prefix of the file is a mixed sample, then number the rows.
@@ -126,17 +122,8 @@ export function generateAmlTasks(options: GenerateOptions = {}): AmlRow[] {
     const templates = HELDOUT_TEMPLATES[t.label];
     for (let i = 0; i < heldOutPerTypology; i++) {
       const k = i % templates.length;
-      const narrative = newNarrative(templates[k], h, seen, `${t.label}/heldout-${k + 1}`);
-      extra.push({
-        split: "test_heldout_template",
-        typology: t.label,
-        label: t.label,
-        slice: t.label,
-        prompt: formatPrompt(narrative),
-        answers: [...t.answers],
-        narrative,
-        template: `${t.label}/heldout-${k + 1}`,
-      });
+      const template = `${t.label}/heldout-${k + 1}`;
+      extra.push(amlRow("test_heldout_template", t, newNarrative(templates[k], h, seen, template), template));
     }
   }
   return [...main, ...h.shuffle(extra).map((row, i) => ({ id: padId(main.length + i + 1), ...row }))];
