@@ -18,6 +18,8 @@
  * 80% power to reject 0 at +5 pp and the true delta at which P(PASS) reaches 0.8 at this n
  * (normal approximation, at the model's sd at +5 pp).
  */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
 import { baselinePath, readBaseline } from "../agent/eval/baseline.js";
@@ -28,6 +30,7 @@ import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } fr
 import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/eval/stats.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 import { planMemory } from "./plan-memory.js";
+import { displayPath } from "../agent/workspace.js";
 
 export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
@@ -149,6 +152,7 @@ export const command: CommandHandler = async (argv, _client) => {
   }
   if (values.config !== undefined) return planMemory(_client, values.config);
   const target = evalTargetFromFlags(values);
+  const file = loadTaskFile(target.tasksPath);
   let pBase: number;
   let source: string;
   if (values["base-accuracy"] !== undefined) {
@@ -164,6 +168,12 @@ export const command: CommandHandler = async (argv, _client) => {
       console.error(`agent plan: no baseline at ${baselinePath(target.evalsDir)}: run \`agent baseline set\`, or pass --base-accuracy P`);
       return 1;
     }
+    // a baseline of another task file says nothing about this one's base accuracy
+    const sha = createHash("sha256").update(readFileSync(target.tasksPath)).digest("hex");
+    if (b.taskSet.sha256 !== sha) {
+      console.error(`agent plan: ${baselinePath(target.evalsDir)} was made on ${b.taskSet.path}, not ${displayPath(target.tasksPath)}: set a baseline for this task file (agent baseline set --tasks ... --evals-dir DIR), or pass --base-accuracy P`);
+      return 1;
+    }
     pBase = b.accuracy.estimate;
     source = `baseline.json of ${b.date}, ${b.accuracy.n} tasks`;
   }
@@ -171,7 +181,6 @@ export const command: CommandHandler = async (argv, _client) => {
     console.error(`agent plan: a base accuracy of ${pBase} leaves no room for +${DOWNSTREAM_MIN_DELTA_PP} pp`);
     return 1;
   }
-  const file = loadTaskFile(target.tasksPath);
   const splits = (["test", "test_heldout_template"] as const)
     .filter((split) => split === "test" || file.format.hasTemplates)
     .map((split) => ({ split, n: splitTasks(file.rows, split).length }));
