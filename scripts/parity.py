@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_trainer"))
 
-from py_trainer import curve_thresholds, grpo, stats  # noqa: E402
+from py_trainer import curve_thresholds, stats, task_rewards  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Codec and names
@@ -87,18 +87,18 @@ def snake_keys(value: Any) -> Any:
 
 
 def _compose_rewards(args, kw):
-    fns = [grpo.WeightedScorer(score=(lambda c, a, v=f["value"]: v), weight=f["weight"]) for f in args[0]]
-    return grpo.compose_rewards(fns)("", [])
+    fns = [task_rewards.WeightedScorer(score=(lambda c, a, v=f["value"]: v), weight=f["weight"]) for f in args[0]]
+    return task_rewards.compose_rewards(fns)("", [])
 
 
 def _build_reward(args, kw):
-    built = grpo.build_reward(args[0])
+    built = task_rewards.build_reward(args[0])
     return {"name": built.name, "weight": built.weight, "params": built.params,
             "scores": [built.score(c, args[2]) for c in args[1]]}
 
 
 def _compose_reward_specs(args, kw):
-    score = grpo.compose_reward_specs(args[0])
+    score = task_rewards.compose_reward_specs(args[0])
     return [score(c, args[2]) for c in args[1]]
 
 
@@ -114,15 +114,15 @@ def _plain(fn: Callable) -> Callable[[list, dict], Any]:
 
 
 ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
-    "group_relative_advantage": _plain(grpo.group_relative_advantage),
-    "normalize_answer": _plain(grpo.normalize_answer),
-    "extract_answer": _plain(grpo.extract_answer),
-    "exact_match_reward": _plain(grpo.exact_match_reward),
-    "format_reward": _plain(grpo.format_reward),
+    "group_relative_advantage": _plain(task_rewards.group_relative_advantage),
+    "normalize_answer": _plain(task_rewards.normalize_answer),
+    "extract_answer": _plain(task_rewards.extract_answer),
+    "exact_match_reward": _plain(task_rewards.exact_match_reward),
+    "format_reward": _plain(task_rewards.format_reward),
     "compose_rewards": _compose_rewards,
     "build_reward": _build_reward,
     "compose_reward_specs": _compose_reward_specs,
-    "reward_names": _plain(grpo.reward_names),
+    "reward_names": _plain(task_rewards.reward_names),
     "normal_cdf": _plain(stats.normal_cdf),
     "normal_quantile": _plain(stats.normal_quantile),
     "student_t_quantile": _plain(stats.student_t_quantile),
@@ -225,7 +225,7 @@ def run_case(python_name: str, case: dict) -> tuple[str, Any]:
     kwargs = {snake_case(k): v for k, v in (case.get("options") or {}).items()}
     try:
         return "ok", to_plain(ADAPTERS[python_name](case["args"], kwargs))
-    except (grpo.RewardInputError, stats.StatsInputError) as e:
+    except (task_rewards.RewardInputError, stats.StatsInputError) as e:
         return "error", (type(e).__name__, e.kind, str(e))
     except Exception as e:  # noqa: BLE001 - any other exception is a parity failure, reported below
         return "error", (type(e).__name__, None, str(e))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make parity: the Python ports (py_trainer/grpo.py, stats.py) compute exactly what the TypeScript
-# originals (ts_agent/src/agent/train/grpo.ts, eval/stats.ts) compute.
+# make parity: the Python ports (py_trainer/task_rewards.py, stats.py) compute exactly what the TypeScript
+# originals (ts_agent/src/agent/core/task-rewards.ts, core/stats/index.ts) compute.
 #   1. regenerate the checked-in vectors tests/vectors/*.json from the TS code, and write the curve
 #      thresholds (ts_agent/src/agent/report/thresholds.ts) to a temp file: the checked-in
 #      py_trainer/py_trainer/curve_thresholds.json must equal it byte for byte (the sidecar

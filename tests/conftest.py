@@ -19,6 +19,13 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# matplotlib builds its font cache on first import by running `fc-list`: do it here, once, so a unit
+# test that draws a plot on a fresh machine does not count as starting a process.
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.font_manager  # noqa: E402,F401
+
 SLOW_FIXTURES = {"tiny_model_dir", "tiny_model_home"}
 """Fixtures that build (train) the embedded default model or hand it to a subprocess."""
 

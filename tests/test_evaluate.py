@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from _builders import small_request
 from _sidecar import REPO, running_sidecar, sidecar_env
-from py_trainer import grpo
+from py_trainer import task_rewards
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
@@ -67,7 +67,7 @@ def test_base_and_adapter_on_one_load(sidecar):
             for s in t.samples:
                 # Scores are the registry graders' verdicts on that exact completion.
                 for name in ("exact_match", "exact_match_lenient", "format"):
-                    want = grpo.build_reward({"name": name}).score(s.completion, row["answers"])
+                    want = task_rewards.build_reward({"name": name}).score(s.completion, row["answers"])
                     assert s.scores[name] == want
         per_task = [sum(s.scores["exact_match"] for s in t.samples) / 2 for t in v.tasks]
         assert math.isclose(v.mean_scores["exact_match"], sum(per_task) / len(per_task))

@@ -1,6 +1,6 @@
-"""Rewards by name: the shared registry in `grpo.py`, optional Python-only plugins, request specs.
+"""Rewards by name: the shared registry in `task_rewards.py`, optional Python-only plugins, request specs.
 
-The registry in grpo.py / grpo.ts is the contract: the TS harness re-grades with the same names.
+The registry in task_rewards.py / task-rewards.ts is the contract: the TS harness re-grades with the same names.
 A team with a reward that has no TS twin can still train with it by listing plugin modules in
 ``PY_TRAINER_REWARD_PLUGINS`` ("pkg.module:function", comma-separated) for the sidecar; each
 function returns ``{name: factory(params) -> scorer(completion, answers) -> float | None}``.
@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping
 
 from google.protobuf import json_format
 
-from py_trainer import grpo
+from py_trainer import task_rewards
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
-Scorer = grpo.Scorer
+Scorer = task_rewards.Scorer
 PLUGINS_ENV = "PY_TRAINER_REWARD_PLUGINS"
 
 
@@ -34,11 +34,11 @@ def plugin_rewards() -> dict[str, Callable[[Mapping[str, Any]], Scorer]]:
 
 
 def build_scorer(spec: Mapping[str, Any]) -> Scorer:
-    """The unweighted scorer for one spec {name, weight, params}; raises grpo.RewardInputError."""
+    """The unweighted scorer for one spec {name, weight, params}; raises task_rewards.RewardInputError."""
     plugins = plugin_rewards()
-    if spec.get("name") in plugins and spec.get("name") not in grpo.reward_names():
+    if spec.get("name") in plugins and spec.get("name") not in task_rewards.reward_names():
         return plugins[spec["name"]](spec.get("params") or {})
-    return grpo.build_reward(spec).score
+    return task_rewards.build_reward(spec).score
 
 
 
@@ -52,8 +52,8 @@ def reward_spec_dict(spec: pb.RewardSpec) -> dict:
     return {"name": spec.name, "weight": spec.weight if spec.HasField("weight") else 1.0, "params": params}
 
 
-def split_reward_error(err: grpo.RewardInputError) -> tuple[str, str]:
-    """grpo.py's messages start with the spec's sub-field ("params.tag: ...", "name: ...")."""
+def split_reward_error(err: task_rewards.RewardInputError) -> tuple[str, str]:
+    """task_rewards.py's messages start with the spec's sub-field ("params.tag: ...", "name: ...")."""
     m = re.match(r"^((?:name|weight|params)(?:\.[\w]+)?)(?::\s*|\s+)(.*)$", str(err), re.S)
     if m:
         return m.group(1), m.group(2)
@@ -64,7 +64,7 @@ def checked_scorer(spec: pb.RewardSpec, field: str) -> Scorer:
     """The scorer a RewardSpec names, or InvalidArgument naming ``field.<sub-field>``."""
     try:
         return build_scorer(reward_spec_dict(spec))
-    except grpo.RewardInputError as err:
+    except task_rewards.RewardInputError as err:
         sub, msg = split_reward_error(err)
         raise InvalidArgument(f"{field}.{sub}", msg) from None
 
@@ -110,6 +110,6 @@ def guarded_scorer(name: str, scorer: Scorer) -> Scorer:
 
 
 def composed_guarded_scorer(specs: list[dict]) -> Scorer:
-    """The weighted sum of every spec (`grpo.compose_rewards`: TRL's nansum), each reward guarded."""
-    return grpo.compose_rewards([grpo.WeightedScorer(score=guarded_scorer(s["name"], build_scorer(s)),
+    """The weighted sum of every spec (`task_rewards.compose_rewards`: TRL's nansum), each reward guarded."""
+    return task_rewards.compose_rewards([task_rewards.WeightedScorer(score=guarded_scorer(s["name"], build_scorer(s)),
                                                      weight=s["weight"]) for s in specs])

@@ -1,6 +1,6 @@
 """The training process of one run: dispatches on the request's mode, nothing else.
 
-- TRAIN_MODE_GRPO -> `train_grpo.GrpoMode` (TRL GRPOTrainer + PEFT LoRA, rewards from `grpo.py`);
+- TRAIN_MODE_GRPO -> `train_grpo.GrpoMode` (TRL GRPOTrainer + PEFT LoRA, rewards from `task_rewards.py`);
 - TRAIN_MODE_RANKED_PREFERENCE -> `train_preference.PreferenceMode` (TRL DPOTrainer on pairs
   from K-way rankings);
 both through the one run skeleton in `training.py`. The request it reads is the effective one

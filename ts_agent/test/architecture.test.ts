@@ -1,7 +1,7 @@
 /**
  * The TS size cap, beside the Python one (tests/test_architecture.py): a library file under src/
- * holds one concept, at most MAX_LINES lines. Excepted: eval/stats.ts (the statistics, mirrored
- * function for function by py_trainer/stats.py), the generated code in gen/, and
+ * holds one concept, at most MAX_LINES lines. Excepted: core/stats/index.ts (the statistics, mirrored
+ * function for function by py_trainer/stats/), the generated code in gen/, and
  * parity/vectors.ts (the checked-in vector cases as data).
  */
 import assert from "node:assert/strict";
@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 
 const SRC = fileURLToPath(new URL("../src/", import.meta.url));
 const MAX_LINES = 500;
-const EXCEPTED = new Set(["agent/eval/stats.ts", "parity/vectors.ts"]);
+const EXCEPTED = new Set(["agent/core/stats/index.ts", "parity/vectors.ts"]);
 
 function tsFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

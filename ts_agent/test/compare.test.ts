@@ -13,7 +13,7 @@ import { test } from "node:test";
 
 import type { EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
-import { holmAdjust } from "../src/agent/eval/stats.js";
+import { holmAdjust } from "../src/agent/core/stats/index.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
 import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";

@@ -26,7 +26,7 @@ after(async () => {
   await sc?.stop("SIGTERM");
 });
 
-test("live re-grading: the sidecar's scores equal grpo.ts's, and a corrupted one is caught", { timeout: 180_000 }, async () => {
+test("live re-grading: the sidecar's scores equal task-rewards.ts's, and a corrupted one is caught", { timeout: 180_000 }, async () => {
   const client = new SidecarClient({ address: sc.address });
   const taskSet = loadTaskSet(defaultTasksPath(), "test", 8);
   const progress: number[] = [];

@@ -12,8 +12,8 @@ import {
   formatReward,
   normalizeAnswer,
   rewardNames,
-} from "../src/agent/train/grpo.js";
-import { groupRelativeAdvantage, type AdvantageScale } from "../src/agent/train/advantage.js";
+} from "../src/agent/core/task-rewards.js";
+import { groupRelativeAdvantage, type AdvantageScale } from "../src/agent/core/advantage.js";
 
 function kindOf(fn: () => unknown): string | undefined {
   try {
@@ -279,7 +279,7 @@ describe("composeRewards and the registry", () => {
 
 describe("one character-class table for both graders (issue 10)", () => {
   test("a symbol newer than Python's Unicode 14 is punctuation here and there: the lenient grader scores 1", async () => {
-    const g = await import("../src/agent/train/grpo.js");
+    const g = await import("../src/agent/core/task-rewards.js");
     const lenient = g.buildReward({ name: "exact_match_lenient" });
     assert.equal(lenient.score("The answer is 42\u{1FAE8}", ["42"]), 1);
     assert.equal(g.normalizeAnswer("ΟΔΟΣ"), "οδοσ"); // context-free: no final-sigma rule

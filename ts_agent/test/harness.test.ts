@@ -10,7 +10,7 @@ import { RegradeMismatchError, accuracy, perTaskScores, regrade } from "../src/a
 import { loadTaskSet, type TaskSet } from "../src/agent/eval/task-set.js";
 import { compareScores } from "../src/agent/verdict/compare.js";
 import { buildEvalLog } from "../src/agent/verdict/eval-log.js";
-import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/eval/stats.js";
+import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/core/stats/index.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
 
 const GRADERS = DEFAULT_EVAL_SETTINGS.graders;
@@ -22,7 +22,7 @@ const completions = {
 };
 
 describe("re-grading", () => {
-  test("a sidecar that grades like grpo.ts passes, every score compared", () => {
+  test("a sidecar that grades like task-rewards.ts passes, every score compared", () => {
     const result = gradedResult(rows, completions);
     assert.equal(regrade(result.variants, rows, GRADERS), 2 * 4 * 1 * 3);
   });

@@ -44,7 +44,7 @@ for (const name of files) {
   });
 }
 
-test("checked-in vectors match the generator (run `make parity` after changing grpo.ts or stats.ts)", () => {
+test("checked-in vectors match the generator (run `make parity` after changing task-rewards.ts or stats.ts)", () => {
   for (const file of buildVectorFiles()) {
     const onDisk = readFileSync(join(VECTORS, `${file.function}.json`), "utf8");
     assert.equal(onDisk, formatVectorFile(file), `${file.function}.json is stale`);

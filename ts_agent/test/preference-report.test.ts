@@ -7,7 +7,7 @@ import { describe, test } from "node:test";
 import { create, toJsonString } from "@bufbuild/protobuf";
 
 import { GrpoConfigSchema, RunEventSchema, RunSchema, RunState, TrainMode } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { bootstrapMeanCI, wilsonInterval } from "../src/agent/eval/stats.js";
+import { bootstrapMeanCI, wilsonInterval } from "../src/agent/core/stats/index.js";
 import { preferenceCurve } from "../src/agent/report/preference-curve.js";
 import { preferenceAnalysis } from "../src/agent/report/preference.js";
 import { writeReport } from "../src/agent/report/report.js";

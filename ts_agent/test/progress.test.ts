@@ -12,7 +12,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 
 import { RunEventSchema, RunResultSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { pairedBootstrapCI } from "../src/agent/eval/stats.js";
+import { pairedBootstrapCI } from "../src/agent/core/stats/index.js";
 import { RunClock, eventLogger, heldOutChangeLine, progressLine, trainProgressPrinter } from "../src/agent/train/run.js";
 import { detachLines } from "../src/commands/train.js";
 

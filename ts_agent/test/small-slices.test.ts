@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { operatingCharacteristic, pairedComparison, pairedProportionGate } from "../src/agent/eval/stats.js";
+import { operatingCharacteristic, pairedComparison, pairedProportionGate } from "../src/agent/core/stats/index.js";
 import { compareScores, decisionFor, sliceBreakdown } from "../src/agent/verdict/compare.js";
 import { DOWNSTREAM_MIN_DELTA, judgeDownstream } from "../src/agent/verdict/milestone.js";
 import { downstreamEvidence } from "../src/agent/verdict/verdict.js";

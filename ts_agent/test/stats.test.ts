@@ -29,7 +29,7 @@ import {
   studentTQuantile,
   trend,
   wilsonInterval,
-} from "../src/agent/eval/stats.js";
+} from "../src/agent/core/stats/index.js";
 import { ulpDistance } from "../src/parity/harness.js";
 
 function kindOf(fn: () => unknown): string | undefined {

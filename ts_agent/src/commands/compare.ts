@@ -21,7 +21,7 @@ import { parseArgs } from "node:util";
 import { checkSettings, evaluateRequest, progressPrinter, runEvaluate, ADAPTER_VARIANT } from "../agent/eval/evaluate.js";
 import { compareFingerprints, fingerprintGates, fingerprintWarnings } from "../agent/eval/fingerprint.js";
 import { scoresOf } from "../agent/eval/grading.js";
-import { holmAdjust } from "../agent/eval/stats.js";
+import { holmAdjust } from "../agent/core/stats/index.js";
 import { loadTaskSet, type TaskSet } from "../agent/eval/task-set.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
 import { pyTrainerBin } from "../agent/report/report.js";

@@ -27,7 +27,7 @@ import { skippedFeatures } from "../agent/eval/task-format.js";
 import { TASKS_RELATIVE_PATH, loadTaskFile, splitTasks } from "../agent/eval/tasks.js";
 import type { Split } from "../agent/eval/typologies.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/verdict/milestone.js";
-import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/eval/stats.js";
+import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/core/stats/index.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 import { planMemory } from "./plan-memory.js";
 import { displayPath } from "../agent/workspace.js";

@@ -1,6 +1,6 @@
 /**
- * The character classes of normalizeAnswer, written ONCE to a checked-in table that grpo.ts and
- * grpo.py both load (py_trainer/py_trainer/char_classes.json), instead of asking each runtime's
+ * The character classes of normalizeAnswer, written ONCE to a checked-in table that task-rewards.ts and
+ * task_rewards.py both load (py_trainer/py_trainer/char_classes.json), instead of asking each runtime's
  * own Unicode tables: Node 20 ships Unicode 17, CPython 3.11 Unicode 14, so a character assigned
  * in between (e.g. U+1FAE8, a symbol since Unicode 15) was punctuation to the TS grader and a
  * letter to the Python one, and the reward used in training disagreed with the one in evaluation.
@@ -21,7 +21,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
-import { CHAR_CLASSES_PATH } from "../agent/train/grpo.js";
+import { CHAR_CLASSES_PATH } from "../agent/core/task-rewards.js";
 
 /** The table as this runtime's Unicode data defines it. */
 export function buildCharClasses(): string {
@@ -41,7 +41,7 @@ export function buildCharClasses(): string {
   }
   const head = [
     "{",
-    `  "about": "normalizeAnswer's character classes (ts_agent/src/parity/char_classes.ts); loaded by grpo.ts and grpo.py",`,
+    `  "about": "normalizeAnswer's character classes (ts_agent/src/parity/char_classes.ts); loaded by task-rewards.ts and task_rewards.py",`,
     `  "unicode_version": ${JSON.stringify(process.versions.unicode ?? "unknown")},`,
     `  "punctuation_or_symbol": [`,
     ...ranges.map((r, i) => `    [${r[0]}, ${r[1]}]${i < ranges.length - 1 ? "," : ""}`),

@@ -19,9 +19,9 @@
  *   their distance in units in the last place (doubles ordered as integers, -0 one step below
  *   +0) is within tolerance.ulp.
  */
-import * as advantage from "../agent/train/advantage.js";
-import * as grpo from "../agent/train/grpo.js";
-import * as stats from "../agent/eval/stats.js";
+import * as advantage from "../agent/core/advantage.js";
+import * as grpo from "../agent/core/task-rewards.js";
+import * as stats from "../agent/core/stats/index.js";
 
 // ---------------------------------------------------------------------------------------------
 // Format and codec

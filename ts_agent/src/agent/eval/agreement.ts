@@ -6,9 +6,9 @@
  * vs gold, strict grader vs the human label) over their completions whether the grade depends on
  * whose label it is.
  */
-import { buildReward, type RewardSpec } from "../train/grpo.js";
+import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
-import { cohenKappa } from "./stats.js";
+import { cohenKappa } from "../core/stats/index.js";
 import type { TaskRow } from "./typologies.js";
 
 /** Cohen's kappa (plain) between two raters over `n` items; null kappa = undefined (one category). */

@@ -8,10 +8,10 @@
  *
  * The task is the unit: with K samples per task, a task's answer is its most frequent label over
  * its samples (ties to the label listed first). A completion's label: the last <answer>...</answer>
- * (grpo.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
+ * (task-rewards.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
  * answers as the task rows list them; no tag is NO_ANSWER, a tag naming no label OTHER_ANSWER.
  */
-import { extractAnswer, normalizeAnswer } from "../train/grpo.js";
+import { extractAnswer, normalizeAnswer } from "../core/task-rewards.js";
 
 /** A task with no <answer> tag. */
 export const NO_ANSWER = "(none)";

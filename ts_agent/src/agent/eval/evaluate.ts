@@ -8,7 +8,7 @@ import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 
 import type { EvaluateRequestSchema, EvaluateProgress, EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
-import { buildReward, type RewardSpec } from "../train/grpo.js";
+import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import type { TaskSet } from "./task-set.js";
 import type { Split } from "./typologies.js";
 

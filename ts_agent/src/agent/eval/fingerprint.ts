@@ -14,7 +14,7 @@
 import { createHash } from "node:crypto";
 
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { buildReward, type ParamValue } from "../train/grpo.js";
+import { buildReward, type ParamValue } from "../core/task-rewards.js";
 import { PRIMARY_GRADER, modelIdentity, type EvalSettings, type ModelRef } from "./evaluate.js";
 import type { TaskSetRef } from "./task-set.js";
 

@@ -1,6 +1,6 @@
 /**
  * Grading an Evaluate result in TS: every (variant, task, sample, grader) score the sidecar sends
- * is recomputed with grpo.ts's registry and compared for exact equality (NaN == NaN: unscorable
+ * is recomputed with task-rewards.ts's registry and compared for exact equality (NaN == NaN: unscorable
  * on both sides). Any mismatch throws RegradeMismatchError listing the first few: Python and TS
  * must grade identically, or no number downstream means anything.
  *
@@ -9,8 +9,8 @@
  * drops out of any pairing. A variant's summary (accuracy with its CI, every grader's mean, the
  * strict-vs-lenient kappa, pass@k) is computed once, here, and stored in the eval log.
  */
-import { passAtK, standardError, studentTQuantile, wilsonInterval } from "./stats.js";
-import { buildReward, type RewardSpec } from "../train/grpo.js";
+import { passAtK, standardError, studentTQuantile, wilsonInterval } from "../core/stats/index.js";
+import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import { graderAgreement, type Agreement } from "./agreement.js";
 import { PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import type { TaskRow } from "./typologies.js";
@@ -56,7 +56,7 @@ function sameScore(python: number | undefined, ts: number): boolean {
 }
 
 /**
- * Recompute every grader's score for every (variant, task, sample) with grpo.ts and compare with
+ * Recompute every grader's score for every (variant, task, sample) with task-rewards.ts and compare with
  * the sidecar's score exactly (NaN == NaN). Also checks that every variant covers exactly the
  * given tasks. Returns how many scores were compared; throws RegradeMismatchError on any mismatch
  * (Error for a missing or unknown task).

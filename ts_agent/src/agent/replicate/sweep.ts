@@ -12,7 +12,7 @@
  *
  * Units: deltas and relative changes are FRACTIONS here and percentage points / percent in text.
  */
-import { intervalOverRuns, wilsonInterval, type ProportionInterval, type RunsInterval } from "../eval/stats.js";
+import { intervalOverRuns, wilsonInterval, type ProportionInterval, type RunsInterval } from "../core/stats/index.js";
 import { pct, pp, type Verdict } from "../verdict/milestone.js";
 
 export const SWEEP_FILE = "sweep.json";

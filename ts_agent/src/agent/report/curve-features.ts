@@ -10,7 +10,7 @@
  * tests; each is a named constant with its reason (those the sidecar's live warnings share live in
  * thresholds.ts). A curve too short or too noisy to carry a trend is "undetermined".
  */
-import { hamedRaoTrend, startVsEnd, type Interval } from "../eval/stats.js";
+import { hamedRaoTrend, startVsEnd, type Interval } from "../core/stats/index.js";
 import { CURVE_THRESHOLDS, effectiveZeroStd, isKlSpike } from "./thresholds.js";
 
 // ---------------------------------------------------------------------------------------------

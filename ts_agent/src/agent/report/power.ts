@@ -5,7 +5,7 @@
  * as a small SVG line chart the report embeds (no plotting dependency on the TS side;
  * scripts/plot_power.py draws the same CSV with matplotlib for anyone who prefers a PNG).
  */
-import { operatingCharacteristic } from "../eval/stats.js";
+import { operatingCharacteristic } from "../core/stats/index.js";
 
 export const POWER_CSV = "power-curve.csv";
 export const POWER_SVG = "power-curve.svg";

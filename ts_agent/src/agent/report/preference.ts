@@ -5,7 +5,7 @@
  * per logged step (preference-curve.ts draws it) and the settings the report's top shows.
  */
 import { TrainMode, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { bootstrapMeanCI, pairedBootstrapCI, wilsonInterval, type Interval } from "../eval/stats.js";
+import { bootstrapMeanCI, pairedBootstrapCI, wilsonInterval, type Interval } from "../core/stats/index.js";
 import type { StepMetrics } from "./curve-features.js";
 import { preferenceCurve, type PreferencePoint } from "./preference-curve.js";
 

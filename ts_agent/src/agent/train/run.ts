@@ -33,7 +33,7 @@ import {
   type TrainRequest,
 } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarClient, SidecarError, isTerminal, runStateName, sha256File } from "../../sidecar/client.js";
-import { pairedBootstrapCI } from "../eval/stats.js";
+import { pairedBootstrapCI } from "../core/stats/index.js";
 import { EVALS_DIR, RUN_RECORD, UserError, didYouMean, readJsonFile, runDir, withDirLock, writeFileAtomic } from "../workspace.js";
 
 // ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import {
   type BootstrapInterval,
   type ClusteredMean,
   type PairedComparison,
-} from "../eval/stats.js";
+} from "../core/stats/index.js";
 import type { TaskRow } from "../eval/typologies.js";
 
 /** Percentile-bootstrap resamples and seed for the paired CI (fixed, so reports are reproducible). */

@@ -11,7 +11,7 @@
  * hand-written fixture) is judged on the sidecar's numbers, and the evidence says so.
  */
 import type { Run, RunResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { mcnemarExactP, operatingCharacteristic, pairedComparison, relativeChangeCI, type RelativeChange } from "../eval/stats.js";
+import { mcnemarExactP, operatingCharacteristic, pairedComparison, relativeChangeCI, type RelativeChange } from "../core/stats/index.js";
 import { REWARD_MIN_RELATIVE_CHANGE, type RewardEvidence } from "./milestone.js";
 
 /** Resamples of the held-out paired bootstrap: the sidecar's training.BOOTSTRAP_RESAMPLES. */

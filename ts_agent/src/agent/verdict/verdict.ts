@@ -21,7 +21,7 @@ import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } f
 import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
 import { ADAPTER_VARIANT } from "../eval/evaluate.js";
 import { scoresOf } from "../eval/grading.js";
-import { operatingCharacteristic, requiredNForDelta, simulatedOperatingCharacteristic } from "../eval/stats.js";
+import { operatingCharacteristic, requiredNForDelta, simulatedOperatingCharacteristic } from "../core/stats/index.js";
 import { CI_METHOD, compareScores, type Comparison, type Decision } from "./compare.js";
 import type { EvalLog } from "./eval-log.js";
 import {

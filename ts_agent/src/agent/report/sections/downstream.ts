@@ -14,7 +14,7 @@ import { decisionInterval } from "../../verdict/verdict.js";
 import type { ReportSection } from "../analysis.js";
 import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
 import { f3, pct1, table } from "../markdown.js";
-import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../eval/stats.js";
+import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../core/stats/index.js";
 import { skippedFeatures } from "../../eval/task-format.js";
 import type { TaskSetRef } from "../../eval/task-set.js";
 

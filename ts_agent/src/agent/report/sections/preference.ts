@@ -1,6 +1,6 @@
 /** The ranked-preference section (in place of the held-out reward): pairwise accuracy, group win
  *  rate, win margin and consistency with their intervals (numbers: ../preference.ts). */
-import type { Interval } from "../../eval/stats.js";
+import type { Interval } from "../../core/stats/index.js";
 import { MIN_HELDOUT_PROMPTS } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { f3, table } from "../markdown.js";

@@ -1,4 +1,4 @@
-"""Statistics for the eval harness and the report: the port of ts_agent/src/agent/eval/stats.ts.
+"""Statistics for the eval harness and the report: the port of ts_agent/src/agent/core/stats/index.ts.
 
 The TypeScript file is the source of truth and documents the methods, the PRNG and the percentile
 rule once; every function here has the same name in snake_case and returns the same numbers bit

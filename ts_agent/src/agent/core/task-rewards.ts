@@ -1,7 +1,7 @@
 /**
  * GRPO reward math: the rewards/graders and the reward registry (group-relative advantages are in
  * advantage.ts).
- * Source of truth; the port is py_trainer/py_trainer/grpo.py (same names in snake_case; the
+ * Source of truth; the port is py_trainer/py_trainer/task_rewards.py (same names in snake_case; the
  * trainer hands those ports to TRL, so what we train is what this file grades).
  *
  * Conventions

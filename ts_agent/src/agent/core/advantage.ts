@@ -1,13 +1,13 @@
 /**
- * GRPO's group-relative advantages, ported to py_trainer/py_trainer/grpo.py
+ * GRPO's group-relative advantages, ported to py_trainer/py_trainer/task_rewards.py
  * (group_relative_advantage), checked by `make parity`.
  *
  * groupRelativeAdvantage reproduces TRL 1.16 GRPOTrainer._generate_and_score_completions
  * (multi_objective_aggregation="sum_then_normalize") in float64: group mean, sample std with
  * Bessel's correction (TRL's nanstd), NaN rewards left out of both and given advantage 0. Bad
- * input throws grpo.ts's RewardInputError with the same kinds as the Python port.
+ * input throws task-rewards.ts's RewardInputError with the same kinds as the Python port.
  */
-import { RewardInputError, type RewardErrorKind } from "./grpo.js";
+import { RewardInputError, type RewardErrorKind } from "./task-rewards.js";
 
 function fail(kind: RewardErrorKind, message: string): never {
   throw new RewardInputError(kind, message);

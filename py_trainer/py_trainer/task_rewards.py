@@ -1,17 +1,17 @@
-"""GRPO reward math: the port of ts_agent/src/agent/train/grpo.ts.
+"""GRPO reward math: the port of ts_agent/src/agent/core/task-rewards.ts.
 
 The TypeScript file is the source of truth and documents the semantics and the registry; every
 function here has the same name in snake_case and returns the same values (``make parity``
 checks it). The worker hands these rewards to TRL, so what we train is what the agent grades.
 
-Conventions (as in grpo.ts)
+Conventions (as in task-rewards.ts)
 - Rewards are fractions in [0, 1] (format partial credit in fifths); ``None`` (or NaN) means
   unscorable, as a TRL reward function's None.
 - group_relative_advantage reproduces TRL 1.16 GRPOTrainer's advantages (sum_then_normalize) in
   float64: group mean, sample std with Bessel's correction (TRL's nanstd), NaN rewards left out
   and given advantage 0. Plain loops, not numpy: the order of float operations matches the TS code.
 - Whitespace is [ \\t\\n\\r\\f\\v\\u00a0]; case folding and punctuation (Unicode P* and S*,
-  replaced by a space) come from the checked-in table char_classes.json that grpo.ts loads too,
+  replaced by a space) come from the checked-in table char_classes.json that task-rewards.ts loads too,
   never from this runtime's unicodedata / str.lower (CPython 3.11 has Unicode 14, Node 20 has 17).
 - Bad input raises RewardInputError with the same ``kind`` as the TS code, in the same order of checks.
 - Registry params use snake_case keys (as on the wire); function options are keyword arguments.
@@ -52,7 +52,7 @@ Scorer = Callable[[str, Sequence[str]], "float | None"]
 
 
 class RewardInputError(ValueError):
-    """Invalid input; ``kind`` is one of grpo.ts's RewardErrorKind: empty, group_size, nan,
+    """Invalid input; ``kind`` is one of task-rewards.ts's RewardErrorKind: empty, group_size, nan,
     out_of_range, bad_option, unknown_reward, unknown_param, param_type, param_value."""
 
     def __init__(self, kind: str, message: str):
@@ -76,7 +76,7 @@ def group_relative_advantage(
     rewards: Sequence[float | None], group_size: int, *, scale: str = "group", eps: float = 1e-4
 ) -> list[float]:
     """GRPO advantages as TRL 1.16's GRPOTrainer with scale_rewards=``scale`` ("group", "batch"
-    or "none" = Dr. GRPO); groups are consecutive blocks of ``group_size``. See grpo.ts."""
+    or "none" = Dr. GRPO); groups are consecutive blocks of ``group_size``. See task-rewards.ts."""
     if len(rewards) == 0:
         _fail("empty", "rewards is empty")
     if not _is_number(group_size) or not float(group_size).is_integer() or group_size < 1:
@@ -269,7 +269,7 @@ def exact_match_reward(
     ignore_punctuation: bool = False,
 ) -> float:
     """1.0 if the completion's final <tag> answer matches any gold answer after normalize_answer,
-    else 0.0 (see grpo.ts's exactMatchReward); raises kind "empty" if no gold answer is non-empty."""
+    else 0.0 (see task-rewards.ts's exactMatchReward); raises kind "empty" if no gold answer is non-empty."""
     _check_exact_match_options(tag, match)
     golds = _gold_words([answers] if isinstance(answers, str) else answers, case_sensitive, ignore_punctuation)
     if not golds:
@@ -300,7 +300,7 @@ def format_reward(
 ) -> float:
     """Whether the completion is [<think>...</think>] <answer>...</answer> with only whitespace
     outside the blocks: 1.0 or 0.0, or with partial_credit the fraction of the five checks passed
-    (the checks are listed in grpo.ts's formatReward)."""
+    (the checks are listed in task-rewards.ts's formatReward)."""
     if think not in ("optional", "required", "forbidden"):
         _fail("param_value", f'think must be "optional", "required" or "forbidden", got {think!r}')
     for name, tag in (("answer_tag", answer_tag), ("think_tag", think_tag)):
@@ -475,7 +475,7 @@ def reward_names() -> list[str]:
 
 def build_reward(spec: Mapping[str, Any]) -> BuiltReward:
     """Validates a reward spec {name, weight, params} against the registry and builds its
-    (unweighted) scorer; errors name the field, with grpo.ts's buildReward kinds."""
+    (unweighted) scorer; errors name the field, with task-rewards.ts's buildReward kinds."""
     name = spec.get("name")
     if not isinstance(name, str) or name not in _REGISTRY:
         _fail("unknown_reward", f"name: unknown reward {name!r}; known: {', '.join(reward_names())}")
