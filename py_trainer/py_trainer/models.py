@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from py_trainer.artifacts import CHECKPOINT_COMPLETE, cached_sha256, checkpoint_damage
+from py_trainer.code_revision import code_revision
 from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.model_files import cached_hub_file, check_adapter_folder
@@ -141,6 +142,7 @@ def model_fingerprint(path: str, tokenizer, prompt_format: str, device, dtype) -
         device=device.type,
         dtype=DTYPE_NAMES.get(str(dtype).removeprefix("torch."), str(dtype)),
         library_versions=library_versions(),
+        code_revision=pb.CodeRevision(**code_revision()),
     )
 
 
