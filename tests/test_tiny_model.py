@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from py_trainer import tiny_model
+from py_trainer.base_models import embedded_tasks_path, model_dir_for, resolve_base_model
 from py_trainer.config import check_base_model
 from py_trainer.errors import InvalidArgument, NotFound
 from py_trainer.tiny_model import (
@@ -31,11 +32,8 @@ from py_trainer.tiny_model import (
     default_model_dir,
     default_tasks_path,
     embedded_model_dir,
-    embedded_tasks_path,
     ensure_default_model,
     ensure_embedded_model,
-    model_dir_for,
-    resolve_base_model,
 )
 
 ANSWER_RE = re.compile(r"^\s*<answer>([a-z_]+)</answer>\s*$")

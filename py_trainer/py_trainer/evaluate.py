@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+from py_trainer.base_models import model_dir_for
 from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check_knobs, check_runtime, fill_defaults
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
@@ -40,7 +41,6 @@ from py_trainer.model_files import check_adapter_fits_base
 from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, adapter_sha256, check_chat_template,
                                format_prompts, generate_completions, model_fingerprint, resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
-from py_trainer.tiny_model import model_dir_for
 
 
 @dataclass

@@ -57,7 +57,7 @@ def pick_dtype(precision: str, device):
 
 def resolve_model_path(base_model: str, data_root: Path) -> str:
     """A folder under the data root, else an embedded model ("" or "embedded:<tasks>") or a hub id."""
-    from py_trainer.tiny_model import resolve_base_model
+    from py_trainer.base_models import resolve_base_model
 
     if base_model and (Path(data_root) / base_model).exists():
         return str((Path(data_root) / base_model).resolve())

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import AsyncIterator, Callable, Iterator
 
+from py_trainer.base_models import model_dir_for
 from py_trainer.atomic import write_jsonl_atomic
 from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMPLE, check_base_model, check_knobs,
                                check_runtime, fill_defaults, finite)
@@ -35,7 +36,6 @@ from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, ch
                                generate_completions, resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
-from py_trainer.tiny_model import model_dir_for
 
 LADDER_TOP = 0.95
 LADDER_BOTTOM = 0.65

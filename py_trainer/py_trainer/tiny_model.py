@@ -39,7 +39,8 @@ What is deliberately not textbook, to stay well under a minute on 2 CPU cores:
   runs once, with gradients, into a KV cache that its 8 sequences share, and only the last
   prompt token and the completions run per sequence.
 
-Loading always goes through `from_pretrained` on the saved folder, exactly like a hub model:
+Loading always goes through `from_pretrained` on the saved folder, exactly like a hub model
+(`base_models.py` turns a `base_model` string into a folder):
 
     path = resolve_base_model("")            # builds once, then returns the cached folder
     path = resolve_base_model("embedded:agent-evals/tasks/ticket_routing.jsonl", data_root)
@@ -68,9 +69,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from py_trainer.config import EMBEDDED_PREFIX
-from py_trainer.errors import InvalidArgument
-from py_trainer.paths import resolve_under
 
 log = logging.getLogger(__name__)
 
@@ -485,36 +483,3 @@ def _ensure_built(final: Path, tasks_path: Path) -> Path:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return final
-
-
-def embedded_tasks_path(name: str, data_root: Path, field: str = "base_model") -> Path | None:
-    """The task file of an "embedded:<tasks file>" base (under the data root), None for any other name."""
-    if not name.startswith(EMBEDDED_PREFIX):
-        return None
-    path = resolve_under(data_root, name[len(EMBEDDED_PREFIX):], field)
-    if not path.is_file():
-        raise InvalidArgument(field, f"{name!r}: {path.name} is not a task file")
-    return path
-
-
-def model_dir_for(name: str, data_root: Path) -> Path | None:
-    """The cache folder of an embedded base ("" or "embedded:<tasks>"), built or not; None for others."""
-    if name == "":
-        return default_model_dir()
-    tasks = embedded_tasks_path(name, data_root)
-    return embedded_model_dir(tasks) if tasks is not None else None
-
-
-def resolve_base_model(name: str, data_root: Path = Path(".")) -> str:
-    """"" -> the embedded default model's folder, "embedded:<tasks file under data_root>" -> that
-    file's embedded model (each built on first use); anything else unchanged. A task file the
-    build cannot use is INVALID_ARGUMENT on base_model, naming file:line."""
-    if name == "":
-        return str(ensure_default_model())
-    tasks = embedded_tasks_path(name, data_root)
-    if tasks is None:
-        return name
-    try:
-        return str(ensure_embedded_model(tasks))
-    except ValueError as err:
-        raise InvalidArgument("base_model", f"{name!r}: {err}") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from py_trainer.base_models import model_dir_for
 from py_trainer.config import (DEFAULT_REWARDS, GRPO, GRPO_ONLY_FIELDS, HELD_OUT, MAX_HELD_OUT_GROUPS_DEFAULT,
                                PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, VLLM_ONLY_FIELDS,
                                check_base_model, check_knobs, check_lora, check_runtime, check_schedule, fill_defaults,
@@ -25,7 +26,6 @@ from py_trainer.model_files import check_target_modules
 from py_trainer.models import check_chat_template
 from py_trainer.paths import validate_run_id
 from py_trainer.rewards import check_reward_specs
-from py_trainer.tiny_model import model_dir_for
 
 
 def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainRequest:
