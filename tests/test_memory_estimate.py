@@ -110,3 +110,37 @@ def test_estimate_memory_rpc(tmp_path, tiny_model_home):
                 stub.EstimateMemory(pb.EstimateMemoryRequest(request=small_request("mem", num_generations=1)), timeout=60)
             assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert ei.value.details().startswith("grpo.num_generations:")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("hidden_size", 10**12), ("vocab_size", 1e300), ("num_attention_heads", 0), ("intermediate_size", -4),
+    ("num_hidden_layers", float("inf")), ("head_dim", 0), ("num_key_value_heads", -1), ("hidden_size", 0),
+    ("num_hidden_layers", 2.5), ("vocab_size", True), ("num_hidden_layers", "24"), ("hidden_size", float("nan")),
+])
+def test_a_hostile_number_in_config_json_is_invalid_argument_naming_the_field(field, value):
+    """Issue 30, item 5: huge, zero, negative, infinite and non-integer dimensions were ValueError,
+    ZeroDivisionError or OverflowError (UNKNOWN on the wire), or an estimate of 0 bytes."""
+    from py_trainer.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as ei:
+        me.Shape.from_config({**QWEN25_05B, field: value})
+    assert ei.value.field == "base_model"
+    assert f"config.json: {field}" in str(ei.value), str(ei.value)
+
+
+def test_all_zero_dimensions_are_refused_not_estimated_as_zero_bytes():
+    from py_trainer.errors import InvalidArgument
+
+    zeros = {**QWEN25_05B, **{k: 0 for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                                             "num_attention_heads", "num_key_value_heads")}}
+    with pytest.raises(InvalidArgument, match="config.json: vocab_size"):
+        me.Shape.from_config(zeros)
+
+
+def test_every_component_of_the_largest_accepted_config_fits_the_wire(tmp_path):
+    """The bounds keep every byte count within int64 (protobuf raised 'Value out of range' on 1e300)."""
+    biggest = {**QWEN25_05B, **{f: hi for f, (_lo, hi) in me.BOUNDS.items()}}
+    req = effective(tmp_path)
+    for c in me.estimate(req, biggest, precision="fp32"):
+        assert 0 <= c.bytes < 2**63, c
+    assert me.Shape.from_config(QWEN25_05B).heads == 14  # a real config still reads

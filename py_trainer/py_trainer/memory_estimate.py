@@ -43,6 +43,26 @@ ACTIVATION_VALUES_PER_TOKEN = 18
 gate/up/act/down inputs, residuals), counted from a Qwen2/Llama block without checkpointing."""
 
 
+BOUNDS = {"vocab_size": (1, 2**24), "hidden_size": (1, 2**18), "num_hidden_layers": (1, 4096),
+          "intermediate_size": (1, 2**20), "num_attention_heads": (1, 4096), "num_key_value_heads": (1, 4096),
+          "head_dim": (1, 2**14)}
+"""The sizes read from config.json and their sane range (the largest published decoders are far
+inside it); within it every component's byte count fits protobuf's int64."""
+REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
+MAX_BYTES = 2**63 - 1
+
+
+def _size(cfg: dict, key: str, where: str) -> int:
+    """cfg[key] as a whole number within BOUNDS, or INVALID_ARGUMENT naming base_model and the field."""
+    v, (lo, hi) = cfg[key], BOUNDS[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \
+            or v != int(v):
+        raise InvalidArgument("base_model", f"{where}: {key} is {v!r}, not a whole number")
+    if not lo <= v <= hi:
+        raise InvalidArgument("base_model", f"{where}: {key} is {v!r}, outside {lo}..{hi}")
+    return int(v)
+
+
 @dataclass(frozen=True)
 class Component:
     name: str
@@ -64,16 +84,26 @@ class Shape:
 
     @classmethod
     def from_config(cls, cfg: dict, where: str = "config.json") -> "Shape":
-        try:
-            hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-            return cls(vocab=int(cfg["vocab_size"]), hidden=hidden, layers=int(cfg["num_hidden_layers"]),
-                       intermediate=int(cfg["intermediate_size"]), heads=heads,
-                       kv_heads=int(cfg.get("num_key_value_heads") or heads),
-                       head_dim=int(cfg.get("head_dim") or hidden // heads),
-                       tied=bool(cfg.get("tie_word_embeddings", False)),
-                       qkv_bias=cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias", False)))
-        except (KeyError, TypeError, ValueError) as err:
-            raise InvalidArgument("base_model", f"{where}: not a decoder config this estimate knows ({err})") from err
+        """The shape `cfg` declares; INVALID_ARGUMENT naming base_model and the config field when a
+        size is missing, not a whole number, or outside BOUNDS (0, negative, huge, infinite)."""
+        if not isinstance(cfg, dict):
+            raise InvalidArgument("base_model", f"{where}: not a JSON object")
+        missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                               "num_attention_heads") if k not in cfg]
+        if missing:
+            raise InvalidArgument("base_model", f"{where}: not a decoder config this estimate knows "
+                                                f"(no {', '.join(missing)})")
+        dim = {k: _size(cfg, k, where) for k in BOUNDS if cfg.get(k) is not None or k in REQUIRED}
+        hidden, heads = dim["hidden_size"], dim["num_attention_heads"]
+        head_dim = dim.get("head_dim") or hidden // heads
+        if head_dim < 1:
+            raise InvalidArgument("base_model", f"{where}: num_attention_heads {heads} exceeds hidden_size {hidden} "
+                                                "(head_dim would be 0)")
+        return cls(vocab=dim["vocab_size"], hidden=hidden, layers=dim["num_hidden_layers"],
+                   intermediate=dim["intermediate_size"], heads=heads,
+                   kv_heads=dim.get("num_key_value_heads") or heads, head_dim=head_dim,
+                   tied=bool(cfg.get("tie_word_embeddings", False)),
+                   qkv_bias=cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias", False)))
 
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each linear of one layer."""
@@ -140,6 +170,10 @@ def estimate(req, cfg: dict, *, precision: str, device_total_bytes: int = 0) -> 
         kv = gen * seq * 2 * s.layers * s.kv_heads * s.head_dim * wb
         out.append(Component("kv_cache", kv, f"{gen} completions x {seq} tokens x 2 x {s.layers} layers x "
                                              f"{s.kv_heads} kv heads x {s.head_dim} x {wb} bytes"))
+    too_big = next((c for c in out if c.bytes > MAX_BYTES), None)
+    if too_big is not None:
+        raise InvalidArgument("base_model", f"the estimated {too_big.name} ({too_big.bytes:.3g} bytes) does not fit in "
+                                            "64 bits: these sizes and settings are beyond any device")
     return out
 
 
