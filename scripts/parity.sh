@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make parity: the Python ports (py_trainer/task_rewards.py, stats.py) compute exactly what the TypeScript
-# originals (ts_agent/src/agent/core/task-rewards.ts, core/stats/index.ts) compute.
+# make parity: the Python ports (py_trainer/task_rewards.py, stats/) compute exactly what the TypeScript
+# originals (ts_agent/src/agent/core/task-rewards.ts, core/stats/) compute.
 #   1. regenerate the checked-in vectors tests/vectors/*.json from the TS code, and write the curve
 #      thresholds (ts_agent/src/agent/report/thresholds.ts) to a temp file: the checked-in
 #      py_trainer/py_trainer/curve_thresholds.json must equal it byte for byte (the sidecar
@@ -9,7 +9,7 @@
 #      with its results, to a temp folder (one node process);
 #   3. recompute every case of both in Python (one process), print a table per function and
 #      exit non-zero on any mismatch. Discrete outputs must be equal; floats within the ulp
-#      tolerance each file states (the ports are bit-identical by construction; see stats.ts);
+#      tolerance each file states (the ports are bit-identical by construction; see core/stats/index.ts);
 #      py_trainer.curve_thresholds's constants must equal the TS thresholds;
 #   4. the verdict's reward half (ts_agent/src/agent/verdict/reward.ts, from run.json's per-prompt
 #      scores) must equal the sidecar's summary.json numbers for every run folder in

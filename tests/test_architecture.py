@@ -4,7 +4,8 @@
   py_trainer/pyproject.toml (`make test` runs `lint-imports`, which fails on a layer break or a
   circle: grimp sees function-level imports too), so a new module must be placed;
 - no `_private` name is imported from another module (a name another file needs is public);
-- no library file grows past ~500 lines, except the two mirror files (task_rewards.py, stats/__init__.py).
+- no library file grows past ~500 lines, except the mirror file task_rewards.py (the statistics are
+  one file per family in stats/, each under the cap).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "py_trainer" / "py_trainer"
 MAX_LINES = 520
-MIRRORS = {"task_rewards.py", "stats/__init__.py"}
+MIRRORS = {"task_rewards.py"}
 
 
 def package_modules() -> set[str]:
@@ -35,7 +36,7 @@ def library_files() -> list[Path]:
 
 def layer_modules() -> list[str]:
     cfg = tomllib.loads((REPO / "py_trainer" / "pyproject.toml").read_text())
-    (contract,) = [c for c in cfg["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    (contract,) = [c for c in cfg["tool"]["importlinter"]["contracts"] if c["name"] == "py_trainer layers"]
     out = []
     for layer in contract["layers"]:
         for part in layer.replace(":", "|").split("|"):

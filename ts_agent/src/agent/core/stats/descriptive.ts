@@ -1,0 +1,116 @@
+/**
+ * The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average ranks.
+ * Ported to py_trainer/py_trainer/stats/descriptive.py (same names in snake_case, same results bit for bit);
+ * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
+ */
+
+import { checkInteger, checkProbability, checkSample, fail } from "./errors.js";
+import { zCritical } from "./distributions.js";
+import { Interval } from "./rng.js";
+
+export function sumOf(xs: ReadonlyArray<number>): number {
+  let s = 0;
+  for (let i = 0; i < xs.length; i++) s += xs[i];
+  return s;
+}
+
+export function sumSquaredDeviations(xs: ReadonlyArray<number>, m: number): number {
+  let ss = 0;
+  for (let i = 0; i < xs.length; i++) {
+    const dev = xs[i] - m;
+    ss += dev * dev;
+  }
+  return ss;
+}
+
+/** Arithmetic mean (left-to-right sum / n). */
+export function mean(xs: ReadonlyArray<number>): number {
+  checkSample("xs", xs, 1);
+  return sumOf(xs) / xs.length;
+}
+
+/** Sample standard deviation (Bessel, n - 1; two-pass); needs n >= 2. */
+export function sampleSd(xs: ReadonlyArray<number>): number {
+  checkSample("xs", xs, 2);
+  return Math.sqrt(sumSquaredDeviations(xs, sumOf(xs) / xs.length) / (xs.length - 1));
+}
+
+/** Standard error of the mean: sampleSd / sqrt(n); needs n >= 2. */
+export function standardError(xs: ReadonlyArray<number>): number {
+  checkSample("xs", xs, 2);
+  const sd = Math.sqrt(sumSquaredDeviations(xs, sumOf(xs) / xs.length) / (xs.length - 1));
+  return sd / Math.sqrt(xs.length);
+}
+
+/**
+ * The finite values of xs in order; null, undefined, NaN and +-Infinity are missing and skipped
+ * (the module docs' "missing values"). Anything else that is not a number throws "nan".
+ */
+export function finiteValues(name: string, xs: ReadonlyArray<number | null | undefined>): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < xs.length; i++) if (isPresent(`${name}[${i}]`, xs[i])) out.push(xs[i] as number);
+  return out;
+}
+
+/** true for a finite number, false for a missing value (see finiteValues); throws "nan" otherwise. */
+export function isPresent(name: string, x: unknown): boolean {
+  if (x === null || x === undefined) return false;
+  if (typeof x !== "number") fail("nan", `${name} must be a number or missing, got ${String(x)}`);
+  return Number.isFinite(x);
+}
+
+/** Mean of the finite values of xs (missing values skipped, module docs); NaN when none is left. */
+export function nanMean(xs: ReadonlyArray<number | null | undefined>): number {
+  const v = finiteValues("xs", xs);
+  return v.length === 0 ? NaN : sumOf(v) / v.length;
+}
+
+/**
+ * Sample standard deviation (Bessel, n - 1; two-pass) of the finite values of xs (missing values
+ * skipped, module docs); NaN when fewer than 2 are left.
+ */
+export function nanSampleSd(xs: ReadonlyArray<number | null | undefined>): number {
+  const v = finiteValues("xs", xs);
+  if (v.length < 2) return NaN;
+  return Math.sqrt(sumSquaredDeviations(v, sumOf(v) / v.length) / (v.length - 1));
+}
+
+/** A proportion with its Wilson score interval. */
+export interface ProportionInterval extends Interval {
+  /** successes / n */
+  estimate: number;
+}
+
+/**
+ * Wilson score interval for successes out of n (statsmodels proportion_confint(method="wilson")
+ * formula), clipped to [0, 1] against rounding.
+ */
+export function wilsonInterval(successes: number, n: number, options: { confidence?: number } = {}): ProportionInterval {
+  checkInteger("n", n, 0);
+  if (n === 0) fail("empty", "n must be > 0");
+  checkInteger("successes", successes, 0);
+  if (successes > n) fail("out_of_range", `successes (${successes}) must be <= n (${n})`);
+  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
+  const z = zCritical(1 - confidence);
+  const z2 = z * z;
+  const p = successes / n;
+  const denom = 1 + z2 / n;
+  const center = (p + z2 / (2 * n)) / denom;
+  const dist = (z * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / denom;
+  return { estimate: p, lower: Math.max(0, center - dist), upper: Math.min(1, center + dist) };
+}
+
+/** Average ranks (1-based, ties share the mean of their positions), as scipy's rankdata. */
+export function averageRanks(xs: ReadonlyArray<number>): number[] {
+  const order = xs.map((_, i) => i).sort((x, y) => (xs[x] < xs[y] ? -1 : xs[x] > xs[y] ? 1 : x - y));
+  const ranks = new Array<number>(xs.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i + 1;
+    while (j < order.length && xs[order[j]] === xs[order[i]]) j++;
+    const r = (i + j + 1) / 2;
+    for (let k = i; k < j; k++) ranks[order[k]] = r;
+    i = j;
+  }
+  return ranks;
+}
