@@ -210,7 +210,7 @@ def lm_eval_version() -> str:
 
 def compare_naive(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], args) -> None:
     rows_file = tmp / "tasks.jsonl"
-    rows_file.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
+    rows_file.write_text("".join(json.dumps({"id": r["id"], "split": r["split"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
                                  for r in rows))
     print(f"{'N':>5} {'naive tasks/s':>14} {'batched tasks/s':>16} {'ratio':>7}")
     for n in args.sizes:

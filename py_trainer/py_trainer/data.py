@@ -1,8 +1,9 @@
 """Request data: JSONL files with line-numbered errors, task rows, ranked groups, and the splits.
 
 Every mistake raises `InvalidArgument` naming the request field, and for a file the line:
-``dataset.jsonl_path: tasks.jsonl line 3: not valid JSON (Expecting value)``. A dataset is either
-inline rows/groups or a JSONL file under the data root (`paths.resolve_under`).
+``dataset.jsonl_path: tasks.jsonl line 3: not valid JSON (Expecting value at column 1)``. A dataset is
+either inline rows/groups or a JSONL file under the data root (`paths.resolve_under`); a task file
+is checked as the agent checks it (task_file.py).
 """
 
 from __future__ import annotations
@@ -15,23 +16,13 @@ from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.paths import resolve_under
 from py_trainer.preference_data import PROTO_RANKS_KEY, GroupFormatError, check_group, group_from_json, proto_group_json
-
-# Deeper JSON than this is refused by line: protobuf's own limit is 100 message levels, and a
-# row's metadata becomes a Struct (3 levels per JSON level).
-MAX_JSON_DEPTH = 32
+# Deeper JSON than MAX_JSON_DEPTH is refused by line: protobuf's own limit is 100 message levels,
+# and a row's metadata becomes a Struct (3 levels per JSON level).
+from py_trainer.task_file import (MAX_JSON_DEPTH, Task, TaskFileError, check_rows, json_depth, json_error, meta_path_for,
+                                  parse_lines, read_meta)
 
 # ---------------------------------------------------------------------------------------------
 # JSONL and task rows
-
-
-def json_depth(obj, limit: int) -> int:
-    """Nesting depth of a parsed JSON value, counted without recursion; stops counting past `limit`."""
-    depth, level = 0, [obj]
-    while level and depth <= limit:
-        depth += 1
-        level = [v for o in level if isinstance(o, (dict, list)) for v in (o.values() if isinstance(o, dict) else o)
-                 if isinstance(v, (dict, list))]
-    return depth
 
 
 def read_jsonl(path: Path, field: str) -> list[dict]:
@@ -50,7 +41,7 @@ def read_jsonl(path: Path, field: str) -> list[dict]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise InvalidArgument(field, f"{path.name} line {lineno}: not valid JSON ({err.msg})") from None
+                raise InvalidArgument(field, f"{path.name} line {lineno}: not valid JSON ({json_error(err)})") from None
             except RecursionError:
                 raise InvalidArgument(field, f"{path.name} line {lineno}: nested too deeply "
                                              f"(at most {MAX_JSON_DEPTH} levels)") from None
@@ -83,19 +74,11 @@ def task_rows(ds: pb.Dataset, data_root: Path, field: str, *, need_answers: bool
         path = resolve_under(data_root, ds.jsonl_path, f"{field}.jsonl_path")
         if not path.is_file():
             raise InvalidArgument(f"{field}.jsonl_path", f"{ds.jsonl_path!r} is not a file")
-        for obj in read_jsonl(path, f"{field}.jsonl_path"):
-            if ds.split and obj.get("split") != ds.split:
+        for task in task_file_rows(path, f"{field}.jsonl_path"):
+            if ds.split and task.split != ds.split:
                 continue
-            line = obj["_line"]
-            answers = obj.get("answers", obj.get("answer", []))
-            if isinstance(answers, str):
-                answers = [answers]
-            prompt = obj.get("prompt")
-            if not isinstance(prompt, str) or not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-                raise InvalidArgument(f"{field}.jsonl_path",
-                                      f"{path.name} line {line}: needs string `prompt` and `answers` (list of strings)")
-            check_row(prompt, answers, f"{field}.jsonl_path", need_answers, line=(path.name, line))
-            rows.append(pb.TaskRow(id=str(obj.get("id", f"line-{line}")), prompt=prompt, answers=answers))
+            check_row(task.prompt, task.answers, f"{field}.jsonl_path", need_answers, line=(path.name, task.line))
+            rows.append(pb.TaskRow(id=task.id, prompt=task.prompt, answers=task.answers))
     if ds.limit:
         rows = rows[: ds.limit]
     if not rows:
@@ -106,6 +89,20 @@ def task_rows(ds: pb.Dataset, data_root: Path, field: str, *, need_answers: bool
             raise InvalidArgument(field, f"duplicate row id {r.id!r}")
         seen.add(r.id)
     return rows
+
+
+def task_file_rows(path: Path, field: str) -> list[Task]:
+    """A task file's rows, checked as the agent checks them (task_file.py, docs/tasks.md): a
+    mistake is InvalidArgument on `field` naming the file (or its metadata) and the line."""
+    try:
+        tasks = check_rows(parse_lines(path.read_bytes(), path.name), read_meta(meta_path_for(path)), path.name).tasks
+    except TaskFileError as err:
+        where = Path(err.where).name
+        raise InvalidArgument(field, f"{where} line {err.line}: {err.message}" if err.line is not None
+                              else f"{where}: {err.message}") from None
+    if len(tasks) > MAX_ROWS:
+        raise InvalidArgument(field, f"{path.name} has more than {MAX_ROWS} rows")
+    return tasks
 
 
 def check_row(prompt: str, answers: list[str], where: str, need_answers: bool, line) -> None:

@@ -69,6 +69,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from py_trainer.task_file import load_task_file
 
 log = logging.getLogger(__name__)
 
@@ -171,25 +172,9 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
 
 
 def _train_rows(path: Path) -> list[tuple[str, str]]:
-    """(prompt, first answer) of every train row; a bad row is a ValueError naming file:line."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: invalid JSON ({err.msg})") from None
-            if not isinstance(row, dict) or row.get("split") != "train":
-                continue
-            prompt, answers = row.get("prompt"), row.get("answers")
-            if not isinstance(prompt, str) or not prompt:
-                raise ValueError(f'{path}:{n}: field "prompt" must be a non-empty string')
-            if not (isinstance(answers, list) and answers and isinstance(answers[0], str) and answers[0]):
-                raise ValueError(f'{path}:{n}: field "answers" must be a non-empty list of strings')
-            rows.append((prompt, answers[0]))
-    return rows
+    """(prompt, first answer) of every train row; the whole file is checked first as the agent
+    checks it (task_file.py): a bad file is a ValueError (TaskFileError) naming file:line and the field."""
+    return [(t.prompt, t.answers[0]) for t in load_task_file(path).tasks if t.split == "train"]
 
 
 def _answer(label: str) -> str:
