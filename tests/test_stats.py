@@ -148,6 +148,27 @@ def test_start_vs_end_flat_and_step(length, w, level):
     assert step.change_ci.lower > 0
 
 
+OVERFLOWING = [
+    ([1e308, 1e308, 0.1, 0.2, 0.3, 0.4], 2),  # the first window's sum is inf
+    ([0.1, 0.2, 0.3, 0.4, -1e308, -1e308], 2),  # the last window's sum is -inf
+    ([-1e308, 0.1, 0.2, 0.3, 0.4, 1e308], 1),  # the change is inf
+    ([1e308, -1e308, 0.1, 0.2, 0.3, 0.4], 1),  # a first difference is -inf
+    ([0.1, 1e200, -1e200, 0.2, 0.3, 0.4], 1),  # finite differences whose squares overflow
+    ([0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5], 3),  # huge values among ordinary ones
+    ([0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5], 4),
+]
+
+
+@pytest.mark.parametrize("series,window", OVERFLOWING)
+def test_start_vs_end_refuses_an_overflowing_series(series, window):
+    """Issue 31: it raised ValueError (cannot convert float NaN to integer) where TS returned NaNs."""
+    with pytest.raises(StatsInputError, match="^series overflows") as e:
+        stats.start_vs_end(series, window=window)
+    assert e.value.kind == "out_of_range"
+    big = stats.start_vs_end([1e150, 2e150, 3e150, 4e150, 5e150, 6e150], window=2)
+    assert math.isfinite(big.change_ci.lower) and math.isfinite(big.change_ci.upper)
+
+
 @FAST
 @given(st.integers(0, 2**32 - 1), st.integers(1, 2**32))
 def test_rng_range_and_determinism(seed, n):

@@ -338,6 +338,28 @@ describe("training curves", () => {
     );
   });
 
+  test("startVsEnd refuses a series whose window sums, change or first differences overflow (issue 31)", () => {
+    const overflowing: Array<[number[], number]> = [
+      [[1e308, 1e308, 0.1, 0.2, 0.3, 0.4], 2], // the first window's sum is Infinity
+      [[0.1, 0.2, 0.3, 0.4, -1e308, -1e308], 2], // the last window's sum is -Infinity
+      [[-1e308, 0.1, 0.2, 0.3, 0.4, 1e308], 1], // the change is Infinity
+      [[1e308, -1e308, 0.1, 0.2, 0.3, 0.4], 1], // a first difference is -Infinity
+      [[0.1, 1e200, -1e200, 0.2, 0.3, 0.4], 1], // finite differences whose squares overflow
+      [[0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5], 3], // huge values among ordinary ones
+      [[0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5], 4],
+    ];
+    for (const [series, window] of overflowing) {
+      assert.throws(
+        () => startVsEnd(series, { window }),
+        (e: unknown) => e instanceof StatsInputError && e.kind === "out_of_range" && /^series overflows/.test(e.message),
+        `window ${window}: ${series.join(", ")}`,
+      );
+    }
+    // large but representable: a result, finite
+    const big = startVsEnd([1e150, 2e150, 3e150, 4e150, 5e150, 6e150], { window: 2 });
+    assert.ok(Number.isFinite(big.changeCi.lower) && Number.isFinite(big.changeCi.upper));
+  });
+
   test("Rng: indices in range, same seed same stream", () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 1, max: 2 ** 32 }), (seed, n) => {

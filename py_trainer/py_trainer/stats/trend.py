@@ -39,10 +39,15 @@ START_VS_END_MIN_DF = 3
 """The fewest degrees of freedom start_vs_end's t uses."""
 
 
+_OVERFLOW_MESSAGE = ("series overflows: its window means, their change or the spread of its first differences is not "
+                     "finite in float64; rescale the series")
+
+
 def start_vs_end(series: Sequence[float], *, window: int, confidence: float = 0.95) -> StartVsEnd:
     """First vs last ``window`` means of a series, with a t interval for the change whose standard
     error allows for AR(1) autocorrelation estimated from the first differences (method in
-    the TS code's startVsEnd). Deterministic."""
+    the TS code's startVsEnd). Deterministic. A series whose window means, their change, the spread
+    of its first differences or the change's standard error overflow is refused (out_of_range)."""
     check_sample("series", series, 3)
     window = check_integer("window", window, 1)
     n = len(series)
@@ -78,6 +83,8 @@ def start_vs_end(series: Sequence[float], *, window: int, confidence: float = 0.
         f += 2 * (1 - k / window) * pk
     window_se = math.sqrt((gamma0 * f) / window)
     change_se = math.sqrt(2) * window_se
+    if not all(math.isfinite(x) for x in (start_mean, end_mean, change, v, c, change_se)):
+        fail("out_of_range", _OVERFLOW_MESSAGE)
     df = max(START_VS_END_MIN_DF, math.floor((n * (1 - phi)) / (1 + phi)) - 2)
     t = student_critical(confidence, df)
     return StartVsEnd(

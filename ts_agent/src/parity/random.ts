@@ -351,8 +351,15 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .chain(({ len, w, wild, flat }) => {
       const half = Math.max(1, Math.floor(len / 2));
       const window = wild === 1 ? half + 1 : wild === 2 ? 0 : 1 + (w % half);
-      // a constant or linear series (no spread in the differences) now and then
-      const series = flat === 0 ? fc.constant(Array.from({ length: len }, (_, i) => 0.1 + 0.01 * i)) : sample(len, len, fc.oneof(score, value));
+      // a constant or linear series (no spread in the differences) now and then; values near the
+      // float range among ordinary ones (sums and differences overflow: issue 31) now and then
+      const huge = fc.constantFrom(1e308, -1e308, 1e300, -1e200, 1.7e308);
+      const series =
+        flat === 0
+          ? fc.constant(Array.from({ length: len }, (_, i) => 0.1 + 0.01 * i))
+          : flat === 1
+            ? sample(len, len, fc.oneof({ weight: 4, arbitrary: score }, { weight: 1, arbitrary: huge }))
+            : sample(len, len, fc.oneof(score, value));
       return fc.record({ series, window: fc.constant(window), confidence });
     })
     .map(({ series, ...o }) => ({ args: [series], options: optionsOf(o) })),

@@ -463,6 +463,16 @@ const INPUTS: Record<string, Input[]> = {
     ["window 0", [CURVE], { window: 0 }],
     ["NaN in series", [[0.1, NaN, 0.3, 0.4]], { window: 1 }],
     ["empty", [[]], { window: 1 }],
+    // issue 31: finite values that overflow (Python raised 'cannot convert float NaN to integer')
+    ["overflow: first window's sum, window 2", [[1e308, 1e308, 0.1, 0.2, 0.3, 0.4]], { window: 2 }],
+    ["overflow: last window's sum, window 2", [[0.1, 0.2, 0.3, 0.4, -1e308, -1e308]], { window: 2 }],
+    ["overflow: the change, window 1", [[-1e308, 0.1, 0.2, 0.3, 0.4, 1e308]], { window: 1 }],
+    ["overflow: a first difference, window 1", [[1e308, -1e308, 0.1, 0.2, 0.3, 0.4]], { window: 1 }],
+    ["overflow: squared differences, window 1", [[0.1, 1e200, -1e200, 0.2, 0.3, 0.4]], { window: 1 }],
+    ["overflow among ordinary values, window 2", [[0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5]], { window: 2 }],
+    ["overflow among ordinary values, window 3", [[0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5]], { window: 3 }],
+    ["overflow among ordinary values, window 4", [[0.1, 1e308, -1e200, 1e300, 0.2, 0.3, 0.4, 0.5]], { window: 4 }],
+    ["large but representable (1e150 scale)", [[1e150, 2e150, 3e150, 4e150, 5e150, 6e150]], { window: 2 }],
   ],
   trend: [
     ["rising curve", [CURVE]],

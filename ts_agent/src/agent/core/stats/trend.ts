@@ -56,7 +56,12 @@ export const START_VS_END_MIN_DF = 3;
  *   START_VS_END_MIN_DF): the effective number of independent points, less the two means.
  * r_1(d) is taken as -1/2 (phi 0) when the differences have no spread. Needs 1 <= window,
  * 2 * window <= series length and length >= 3. Deterministic (no resampling).
+ * A series of finite values whose window means, their change, the spread of its first differences
+ * or the change's standard error overflow (are not finite in float64, e.g. 1e308 beside -1e308) is
+ * refused like a non-finite value: StatsInputError out_of_range, the message naming `series`.
  */
+const OVERFLOW_MESSAGE = "series overflows: its window means, their change or the spread of its first differences is not finite in float64; rescale the series";
+
 export function startVsEnd(series: ReadonlyArray<number>, options: { window: number; confidence?: number }): StartVsEnd {
   checkSample("series", series, 3);
   const window = checkInteger("window", options.window, 1);
@@ -92,6 +97,7 @@ export function startVsEnd(series: ReadonlyArray<number>, options: { window: num
   }
   const windowSe = Math.sqrt((gamma0 * f) / window);
   const changeSe = Math.sqrt(2) * windowSe;
+  if (![startMean, endMean, change, v, c, changeSe].every(Number.isFinite)) fail("out_of_range", OVERFLOW_MESSAGE);
   const df = Math.max(START_VS_END_MIN_DF, Math.floor((n * (1 - phi)) / (1 + phi)) - 2);
   const t = studentCritical(confidence, df);
   return {
