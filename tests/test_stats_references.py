@@ -431,7 +431,7 @@ def _exact_gate_probabilities(delta, q, n, thr):
     tables' verdicts from the Tango + exact McNemar rule, rebuilt here from scipy / statsmodels
     where a table is near a boundary would be too slow, so from stats.paired_proportion_gate, whose
     parts are referenced above (Tango, McNemar) and whose rule is pinned against
-    milestone.ts judgeDownstream in ts_agent/test/small-slices.test.ts."""
+    milestone.ts downstreamCriterion in ts_agent/test/small-slices.test.ts."""
     pb, pc = (q - delta) / 2, (q + delta) / 2
     p_pass = p_conf = 0.0
     for d in range(n + 1):

@@ -1,13 +1,68 @@
 /**
- * The TS layers, checked by `npm run arch` (dependency-cruiser; `make test` runs it):
- *   cli.ts -> commands/ -> agent/, sidecar/ -> gen/ (generated, not checked)
- * parity/ is a library beside agent/. bench/ holds stand-alone scripts nobody imports.
+ * The TS layers, checked by `npm run arch` (dependency-cruiser; `make arch` and `make test` run it).
+ * Each floor may import its own floor and the floors below it, never one above (LAYERS, bottom first):
+ *   ground    sidecar/ (the gRPC client), agent/workspace.ts (places on disk, atomic writes), gen/
+ *   core      agent/core/: statistics, task rewards, the task format, the eval log's schema,
+ *             the base-vs-adapter comparison; agent/code-revision.ts (which code made a log)
+ *   eval      agent/eval/ (tasks, Evaluate, grading, baseline) and agent/train/ (a training run);
+ *             these two never import each other
+ *   verdict   agent/verdict/: the milestone and what it judges
+ *   replicate agent/replicate/: seeds of one recipe, judged per seed
+ *   report    agent/report/: report.md and its sections
+ *   actions   agent/run-comparison/ (`agent compare`), agent/checkpoint-selection/ (`agent select`)
+ *   commands  commands/ (flags, refusals, printing) and parity/ (the TS side of `make parity`)
+ *   top       cli.ts, bench/ (stand-alone scripts nobody imports)
+ * test/arch-e2e.test.ts shows that an upward import fails this check.
  *
  * TypeScript 7 has no JS compiler API, so the sources are parsed with swc (`parser: "swc"`).
  */
+const LAYERS = [
+  ["ground", ["^src/sidecar/", "^src/agent/workspace\\.ts$", "^src/gen/"]],
+  ["core", ["^src/agent/core/", "^src/agent/code-revision\\.ts$"]],
+  ["eval", ["^src/agent/eval/", "^src/agent/train/"]],
+  ["verdict", ["^src/agent/verdict/"]],
+  ["replicate", ["^src/agent/replicate/"]],
+  ["report", ["^src/agent/report/"]],
+  ["actions", ["^src/agent/run-comparison/", "^src/agent/checkpoint-selection/"]],
+  ["commands", ["^src/commands/", "^src/parity/"]],
+  ["top", ["^src/cli\\.ts$", "^src/bench/"]],
+];
+
+/** One rule per floor: nothing on it imports a floor above it. */
+const layerRules = LAYERS.slice(0, -1).map(([name, paths], i) => ({
+  name: `layer-${name}-not-up`,
+  severity: "error",
+  comment: `The ${name} floor imports only its own floor and those below (${LAYERS.slice(0, i).map(([n]) => n).join(", ") || "none"}): ` +
+    `move the shared thing down instead of importing ${LAYERS.slice(i + 1).map(([n]) => n).join(", ")}.`,
+  from: { path: paths },
+  to: { path: LAYERS.slice(i + 1).flatMap(([, p]) => p) },
+}));
+
 /** @type {import("dependency-cruiser").IConfiguration} */
 module.exports = {
   forbidden: [
+    ...layerRules,
+    {
+      name: "every-file-on-a-floor",
+      severity: "error",
+      comment: "A new folder or top-level file under src/ gets a floor in LAYERS (.dependency-cruiser.cjs) and a row in docs/architecture.md.",
+      from: { path: "^src/", pathNot: LAYERS.flatMap(([, p]) => p) },
+      to: {},
+    },
+    {
+      name: "eval-and-train-apart",
+      severity: "error",
+      comment: "agent/eval/ and agent/train/ share a floor but not each other: what both need lives in agent/core/.",
+      from: { path: "^src/agent/eval/" },
+      to: { path: "^src/agent/train/" },
+    },
+    {
+      name: "train-and-eval-apart",
+      severity: "error",
+      comment: "agent/eval/ and agent/train/ share a floor but not each other: what both need lives in agent/core/.",
+      from: { path: "^src/agent/train/" },
+      to: { path: "^src/agent/eval/" },
+    },
     {
       name: "no-circular",
       severity: "error",

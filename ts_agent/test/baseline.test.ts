@@ -18,7 +18,8 @@ import {
   setBaseline,
   type Baseline,
 } from "../src/agent/eval/baseline.js";
-import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
+import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
+import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { RegradeMismatchError } from "../src/agent/eval/grading.js";
 import { type TaskSet } from "../src/agent/eval/task-set.js";
 import type { SidecarClient } from "../src/sidecar/client.js";

@@ -12,12 +12,14 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import type { EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
+import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
+import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { holmAdjust } from "../src/agent/core/stats/index.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
-import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";
-import { comparePairs, writeCompare } from "../src/commands/compare.js";
+import { writeEvalLog } from "../src/agent/core/eval-log.js";
+import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
+import { comparePairs, writeCompare } from "../src/agent/run-comparison/run-comparison.js";
 import { UserError } from "../src/agent/workspace.js";
 import { gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
 import { REPO } from "./helpers/sidecar.js";

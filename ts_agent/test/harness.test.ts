@@ -8,8 +8,8 @@ import { graderAgreement, humanAgreement } from "../src/agent/eval/agreement.js"
 import { DEFAULT_EVAL_SETTINGS, modelIdentity } from "../src/agent/eval/evaluate.js";
 import { RegradeMismatchError, accuracy, perTaskScores, regrade } from "../src/agent/eval/grading.js";
 import { loadTaskSet, type TaskSet } from "../src/agent/eval/task-set.js";
-import { compareScores } from "../src/agent/verdict/compare.js";
-import { buildEvalLog } from "../src/agent/verdict/eval-log.js";
+import { compareScores } from "../src/agent/core/base-vs-adapter.js";
+import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { cohenKappa, minimumDetectableEffect, pairedComparison, requiredNForDelta } from "../src/agent/core/stats/index.js";
 import { gradedResult, row } from "./helpers/eval-fixtures.js";
 
@@ -163,7 +163,7 @@ describe("task sets and model identity", () => {
 });
 
 describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", async () => {
-  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/verdict/eval-log.js")), ...(await import("../src/agent/verdict/compare.js")), ...(await import("../src/agent/eval/grading.js")) };
+  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/core/eval-log.js")), ...(await import("../src/agent/eval/build-eval-log.js")), ...(await import("../src/agent/core/base-vs-adapter.js")), ...(await import("../src/agent/eval/grading.js")) };
   const { defaultTasksPath } = await import("../src/agent/eval/tasks.js");
 
   test("the checked-in task set's test split has a held-out-template companion with new templates", () => {

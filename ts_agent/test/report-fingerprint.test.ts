@@ -13,11 +13,13 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 
 import { RunSchema, RunState, type EvaluateResult } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
-import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../src/agent/eval/evaluate.js";
+import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
+import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
-import { buildEvalLog, writeEvalLog } from "../src/agent/verdict/eval-log.js";
+import { writeEvalLog } from "../src/agent/core/eval-log.js";
+import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { RESOLVED_MODEL, gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
 

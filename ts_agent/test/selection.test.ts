@@ -14,7 +14,7 @@ import { create, toJsonString } from "@bufbuild/protobuf";
 import { accuracy } from "../src/agent/eval/grading.js";
 import { readTestEvals, recordTestEval } from "../src/agent/eval/test-evals.js";
 import { writeReport } from "../src/agent/report/report.js";
-import { candidateSteps } from "../src/commands/select.js";
+import { candidateSteps } from "../src/agent/checkpoint-selection/checkpoint-selection.js";
 import { SELECTION_SVG, selectionSvg } from "../src/agent/report/selection-curve.js";
 import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/selection.js";
 import { RunResultSchema, RunSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";

@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { operatingCharacteristic, pairedComparison, pairedProportionGate } from "../src/agent/core/stats/index.js";
-import { compareScores, decisionFor, sliceBreakdown } from "../src/agent/verdict/compare.js";
-import { DOWNSTREAM_MIN_DELTA, judgeDownstream } from "../src/agent/verdict/milestone.js";
+import { compareScores, decisionFor, sliceBreakdown } from "../src/agent/core/base-vs-adapter.js";
+import { DOWNSTREAM_MIN_DELTA, downstreamCriterion } from "../src/agent/verdict/milestone.js";
 import { downstreamEvidence } from "../src/agent/verdict/verdict.js";
 
 describe("per typology with K > 1 samples", () => {
@@ -81,17 +81,17 @@ describe("P(PASS) / P(CONFIRMED) from the real gate", () => {
     // the exact sum over tables is 0.327 (tests/test_stats_references.py); 10 000 draws: SE <= 0.005
     assert.ok(Math.abs(ev.pPassAtThreshold! - 0.327) < 0.015, String(ev.pPassAtThreshold));
     assert.ok(Math.abs(ev.pConfirmAtThreshold! - 0.025) < 0.015, String(ev.pConfirmAtThreshold));
-    assert.match(judgeDownstream(ev).reason, /P\(PASS \| true delta = \+5 pp\) = 0\.3\d at n=264 \(simulated\)/);
+    assert.match(downstreamCriterion(ev).reason, /P\(PASS \| true delta = \+5 pp\) = 0\.3\d at n=264 \(simulated\)/);
   });
 
-  test("the simulated gate is judgeDownstream's rule on every table", () => {
+  test("the simulated gate is downstreamCriterion's rule on every table", () => {
     const n = 200;
     for (let b = 0; b <= 30; b += 3) {
       for (let c = 0; c <= 45; c++) {
         const p = pairedComparison(...pairs(n, b, c));
         const d = decisionFor(p);
         const ev = { n, meanDiff: p.meanDiff, lower: d.lower, upper: d.upper, method: d.method, test: d.test, p: d.p, rejects: d.rejects, requiredN: null, mde: null, baseSource: "x" };
-        const v = judgeDownstream(ev).verdict;
+        const v = downstreamCriterion(ev).verdict;
         const g = pairedProportionGate(b, c, n, { threshold: DOWNSTREAM_MIN_DELTA });
         assert.equal(g.passes, v === "PASS" || v === "CONFIRMED", `b=${b} c=${c}: ${v}`);
         assert.equal(g.confirm, v === "CONFIRMED", `b=${b} c=${c}: ${v}`);

@@ -16,7 +16,7 @@ import { describe, test } from "node:test";
 
 import { main as agentMain } from "../src/cli.js";
 import { generateDomains, main as domainsMain } from "../src/agent/eval/demo-domains.js";
-import { skippedFeatures } from "../src/agent/eval/task-format.js";
+import { skippedFeatures } from "../src/agent/core/task-format.js";
 import { loadTaskFile } from "../src/agent/eval/tasks.js";
 import { REPO } from "./helpers/sidecar.js";
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { compareScores } from "../src/agent/verdict/compare.js";
+import { compareScores } from "../src/agent/core/base-vs-adapter.js";
 import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/verdict/milestone.js";

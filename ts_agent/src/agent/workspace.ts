@@ -19,6 +19,11 @@ import { fileURLToPath } from "node:url";
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 export const EVALS_DIR = join(REPO_ROOT, "agent-evals");
 
+/** The py-trainer that draws the matplotlib figures (report, compare): $PY_TRAINER_BIN, else the repo's .venv. */
+export function pyTrainerBin(): string {
+  return process.env.PY_TRAINER_BIN || join(REPO_ROOT, ".venv", "bin", "py-trainer");
+}
+
 /** A run's local folder: <evalsDir>/runs/<runId>. */
 export function runDir(evalsDir: string, runId: string): string {
   return join(evalsDir, "runs", runId);

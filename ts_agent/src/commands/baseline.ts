@@ -38,8 +38,8 @@ import {
 import { baselineFingerprint } from "../agent/eval/baseline.js";
 import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { EVAL_FILE, readEvalLog } from "../agent/verdict/eval-log.js";
-import { judgeDownstream } from "../agent/verdict/verdict.js";
+import { EVAL_FILE, readEvalLog } from "../agent/core/eval-log.js";
+import { judgeEvalComparison } from "../agent/verdict/verdict.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
@@ -96,7 +96,7 @@ function check(target: EvalTarget, runId: string | undefined): number {
   if (runId !== undefined) {
     const path = join(target.evalsDir, "runs", runId, EVAL_FILE);
     if (!existsSync(path)) throw new UserError(`agent baseline check: run ${runId} has no ${EVAL_FILE} under ${target.evalsDir} (evaluate it with: agent eval ${runId})`);
-    const judged = judgeDownstream(readEvalLog(path), b);
+    const judged = judgeEvalComparison(readEvalLog(path), b);
     if (!judged.fingerprint) throw new UserError(`agent baseline check: ${path} has no adapter variant to compare`);
     for (const line of fingerprintLines(judged.fingerprint, `eval ${runId}`)) console.log(line);
     if (judged.consistency) console.log(`per-task check: ${judged.consistency.text}${judged.consistency.gates ? " (GATES the verdict)" : ""}`);

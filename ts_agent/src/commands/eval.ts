@@ -4,7 +4,7 @@
  * the sidecar's data root) on the test split through the sidecar's Evaluate, re-grade every
  * completion in TS, and write <evals dir>/runs/<run_id or N>/eval.json (atomically). Prints
  * accuracy per variant and the paired difference the milestone judges, with the verdict's decision
- * interval (verdict.judgeDownstream: against the eval's own base variant, the same numbers
+ * interval (verdict.judgeEvalComparison: against the eval's own base variant, the same numbers
  * report.md prints), and whether baseline.json gates the verdict (its fingerprint and per-task
  * check). A TS/Python grading disagreement fails the command and writes nothing.
  */
@@ -12,18 +12,20 @@ import { basename, isAbsolute, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { readBaseline } from "../agent/eval/baseline.js";
-import { ADAPTER_VARIANT, checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate } from "../agent/eval/evaluate.js";
+import { checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate } from "../agent/eval/evaluate.js";
+import { ADAPTER_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
-import { buildEvalLog, evaluateRun, writeEvalLog, type EvalLog } from "../agent/verdict/eval-log.js";
+import { writeEvalLog, type EvalLog } from "../agent/core/eval-log.js";
+import { buildEvalLog, evaluateRun } from "../agent/eval/build-eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
-import { decisionInterval, judgeDownstream, type JudgedComparison } from "../agent/verdict/verdict.js";
+import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
 import { UserError } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
 import { readLocalRun } from "../agent/train/run.js";
-import type { EvalSettings } from "../agent/eval/evaluate.js";
+import type { EvalSettings } from "../agent/core/eval-log.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 export const help: CommandHelp = {
@@ -73,7 +75,7 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
 /** Write the log and print its summary against the current baseline.json. */
 function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record: EvalLog } {
   const path = writeEvalLog(target.evalsDir, log);
-  for (const line of evalSummaryLines(log, judgeDownstream(log, readBaseline(target.evalsDir)))) console.log(line);
+  for (const line of evalSummaryLines(log, judgeEvalComparison(log, readBaseline(target.evalsDir)))) console.log(line);
   return { path, record: log };
 }
 

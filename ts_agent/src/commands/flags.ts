@@ -6,7 +6,8 @@
  */
 import { resolve } from "node:path";
 
-import { DEFAULT_EVAL_SETTINGS, type EvalSettings } from "../agent/eval/evaluate.js";
+import { DEFAULT_EVAL_SETTINGS } from "../agent/eval/evaluate.js";
+import { type EvalSettings } from "../agent/core/eval-log.js";
 import { TASKS_RELATIVE_PATH, defaultTasksPath } from "../agent/eval/tasks.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import { SidecarClient } from "../sidecar/client.js";

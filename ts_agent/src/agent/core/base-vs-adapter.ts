@@ -1,8 +1,11 @@
 /**
- * The downstream comparison: candidate vs base per-task scores, paired by task id, candidate minus
- * base (stats.ts convention d = b - a), all as FRACTIONS (0.05 = +5 percentage points; the report
- * prints pp). The one place compareScores runs: the eval log's results (eval-log.ts) and the
- * milestone's judged comparison (verdict.ts) both come from here.
+ * The base-vs-adapter comparison (named so beside `agent compare`, which compares runs:
+ * run-comparison/): candidate vs base per-task scores, paired by task id, candidate minus base
+ * (stats convention d = b - a), all as FRACTIONS (0.05 = +5 percentage points; the report prints
+ * pp). compareScores is the one implementation of a paired comparison of per-task scores; its
+ * callers pair different things: the eval's base and adapter (verdict.ts, eval/build-eval-log.ts),
+ * baseline.json's and the eval's base (verdict.ts), two checkpoints (verdict/selection.ts), two
+ * runs (run-comparison/), and each slice (sliceBreakdown here).
  *
  * The decision: for 0/1 per-task scores, Tango's score interval with the exact McNemar test
  * governing "excludes 0" (so the verdict never flips with a bootstrap seed); for per-task means
@@ -10,7 +13,6 @@
  * (10 000 resamples, seed 0) and the paired t interval are shown beside it and never decide; the
  * SE clustered by narrative template is a sensitivity row.
  */
-import { ADAPTER_VARIANT } from "../eval/evaluate.js";
 import {
   clusteredMeanSE,
   holmAdjust,
@@ -23,8 +25,11 @@ import {
   type BootstrapInterval,
   type ClusteredMean,
   type PairedComparison,
-} from "../core/stats/index.js";
-import type { TaskRow } from "../eval/typologies.js";
+} from "./stats/index.js";
+import type { TaskRow } from "./task-format.js";
+
+/** Variant name of the adapter under test in an Evaluate request and in the eval log. */
+export const ADAPTER_VARIANT = "adapter";
 
 /** Percentile-bootstrap resamples and seed for the paired CI (fixed, so reports are reproducible). */
 export const BOOTSTRAP_RESAMPLES = 10_000;

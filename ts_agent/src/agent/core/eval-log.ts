@@ -10,7 +10,9 @@
  *     resolved base model, seconds);
  *   - the results, each under one name, computed once here from those samples: per-variant
  *     summaries (grading.ts), the eval's own base vs adapter comparison and per-slice rows
- *     (compare.ts), human agreement, and the same for the held-out-template split.
+ *     (base-vs-adapter.ts), human agreement, and the same for the held-out-template split.
+ * This file is the schema, the reader and the writer; eval/build-eval-log.ts builds a log from an
+ * Evaluate result.
  * The milestone (verdict.ts) re-judges a log against the current baseline.json from its per-task
  * scores and templates, so a log can be judged again later without re-running the eval.
  *
@@ -27,18 +29,12 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { toJson, type JsonValue } from "@bufbuild/protobuf";
+import type { JsonValue } from "@bufbuild/protobuf";
 
-import { EvaluateResultSchema, type EvaluateProgress, type EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import type { SidecarClient } from "../../sidecar/client.js";
-import { humanAgreement, type Agreement } from "../eval/agreement.js";
-import { ADAPTER_VARIANT, evaluateRunSplits, type EvalSettings, type ModelRef } from "../eval/evaluate.js";
-import { buildFingerprint, type Fingerprint } from "../eval/fingerprint.js";
-import { regrade, scoresOf, summarizeVariant, type VariantSummary } from "../eval/grading.js";
-import { heldOutTemplateSetFor, taskSetRef, type TaskSet, type TaskSetRef } from "../eval/task-set.js";
-import type { Split } from "../eval/typologies.js";
 import { runDir, writeFileAtomic } from "../workspace.js";
-import { compareScores, sliceBreakdown, type Comparison, type SliceComparison } from "./compare.js";
+import type { Comparison, SliceComparison } from "./base-vs-adapter.js";
+import type { RewardSpec } from "./task-rewards.js";
+import type { Split } from "./task-format.js";
 
 /** The eval log's file name inside agent-evals/runs/<run_id>/. */
 export const EVAL_FILE = "eval.json";
@@ -110,68 +106,6 @@ export interface SplitResult {
   bySlice: SliceComparison[];
 }
 
-/** Re-grade and summarise one split of an Evaluate result (pure): the summaries, the eval's own
- *  base vs adapter with the template-clustered SE, and the per-slice rows. */
-export function splitResult(settings: EvalSettings, taskSet: TaskSet, result: EvaluateResult): SplitResult {
-  const regradedScores = regrade(result.variants, taskSet.rows, settings.graders);
-  const variants = result.variants.map((v) => summarizeVariant(v, settings.graders));
-  const base = variants.find((v) => v.name === "base");
-  const cand = variants.find((v) => v.name === ADAPTER_VARIANT);
-  const templates = taskSet.rows.every((r) => r.template !== undefined) ? new Map(taskSet.rows.map((r) => [r.id, r.template!])) : undefined;
-  return {
-    taskSet: taskSetRef(taskSet),
-    regradedScores,
-    variants,
-    comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask), undefined, templates) : null,
-    bySlice: base && cand ? sliceBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
-  };
-}
-
-/** Both splits' results as one EvaluateResult (each variant's tasks: the test split's, then the
- *  held-out split's), as the sidecar returned them for the combined request. */
-function mergedResult(main: EvaluateResult, heldOut: EvaluateResult | null): EvaluateResult {
-  if (!heldOut) return main;
-  return { ...main, variants: main.variants.map((v) => ({ ...v, tasks: [...v.tasks, ...(heldOut.variants.find((h) => h.name === v.name)?.tasks ?? [])] })) };
-}
-
-/**
- * Re-grade a finished Evaluate result and build the eval log (pure; no I/O). `heldOut` is the
- * held-out-template split of the same request, when there was one.
- */
-export function buildEvalLog(
-  runId: string,
-  settings: EvalSettings,
-  taskSet: TaskSet,
-  result: EvaluateResult,
-  date = new Date(),
-  heldOut: { taskSet: TaskSet; result: EvaluateResult } | null = null,
-): EvalLog {
-  const main = splitResult(settings, taskSet, result);
-  const held = heldOut ? splitResult(settings, heldOut.taskSet, heldOut.result) : null;
-  const tasks: Record<string, LoggedTask> = {};
-  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, label: r.label, slice: r.slice, template: r.template, answers: [...r.answers] };
-  const model = { requested: settings.baseModel, resolved: result.baseModel };
-  const adapter = result.adapters.find((a) => a.name === ADAPTER_VARIANT);
-  return {
-    schema: EVAL_LOG_SCHEMA,
-    runId,
-    date: date.toISOString(),
-    model,
-    taskSet: main.taskSet,
-    settings,
-    fingerprint: buildFingerprint({ settings, taskSet: main.taskSet, taskIds: taskSet.rows.map((r) => r.id), model, runtime: result.fingerprint ?? null }),
-    ...(adapter ? { adapter: { runId: adapter.runId, sha256: adapter.sha256, step: adapter.step > 0n ? Number(adapter.step) : null } } : {}),
-    tasks,
-    result: toJson(EvaluateResultSchema, mergedResult(result, heldOut?.result ?? null)),
-    regradedScores: main.regradedScores + (held?.regradedScores ?? 0),
-    variants: main.variants,
-    comparison: main.comparison,
-    humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
-    bySlice: main.bySlice,
-    heldOutTemplate: held,
-  };
-}
-
 /** Write runs/<run_id>/eval.json atomically; returns its path. */
 export function writeEvalLog(evalsDir: string, log: EvalLog): string {
   const dir = runDir(evalsDir, log.runId);
@@ -199,19 +133,138 @@ export function olderLogNote(log: EvalLog): string {
   );
 }
 
-/**
- * Evaluate base and the run's adapter on the task set, re-grade, and build the log. When the set
- * is the in-distribution "test" split, its held-out-template companion goes in the SAME Evaluate
- * request (one model load) and comes back as the log's `heldOutTemplate`.
- */
-export async function evaluateRun(
-  client: SidecarClient,
-  runId: string,
-  settings: EvalSettings,
-  taskSet: TaskSet,
-  onProgress?: (p: EvaluateProgress) => void,
-  heldOut: TaskSet | null = heldOutTemplateSetFor(taskSet),
-): Promise<EvalLog> {
-  const got = await evaluateRunSplits(client, runId, settings, taskSet, heldOut, onProgress);
-  return buildEvalLog(runId, settings, taskSet, got.main, new Date(), heldOut && got.heldOut ? { taskSet: heldOut, result: got.heldOut } : null);
+// ---------------------------------------------------------------------------------------------
+// The types inside the log (eval/ computes them: evaluate.ts, fingerprint.ts, grading.ts,
+// task-set.ts, agreement.ts)
+
+/** How an evaluation is run. Baseline and eval must agree on all of it to be comparable. */
+export interface EvalSettings {
+  /** "" = the sidecar's embedded default model; else a path under its data root or a hub id */
+  baseModel: string;
+  split: Split;
+  /** use the first `limit` tasks of the split, in file order (0 = all) */
+  limit: number;
+  /** every completion gets every grader's score; must include PRIMARY_GRADER and LENIENT_GRADER */
+  graders: RewardSpec[];
+  /** K samples per task */
+  samplesPerTask: number;
+  /** 0 = greedy */
+  temperature: number;
+  maxNewTokens: number;
+  seed: number;
+  /** prompts per generate() call (speed only; not part of the comparability check) */
+  batchSize: number;
+}
+
+/** The model as requested and as the sidecar resolved it. */
+export interface ModelRef {
+  /** "" = the embedded default */
+  requested: string;
+  /** the sidecar's EvaluateResult.base_model (a local folder or a hub id) */
+  resolved: string;
+}
+
+
+/** Everything that can change a score. null = not recorded (a file older than the fingerprint). */
+export interface Fingerprint {
+  taskSet: {
+    sha256: string;
+    split: string;
+    n: number;
+    /** sha256 of the sorted task ids joined by "\n" */
+    idsSha256: string;
+  };
+  /** the primary grader, "name {params}" with params in key order */
+  grader: string;
+  model: {
+    /** "" = the embedded default */
+    requested: string;
+    /** a local folder or a hub id, as the sidecar resolved it (null: not known without an Evaluate) */
+    resolved: string | null;
+    /** the sidecar's EvaluateResult.fingerprint.weights_sha256 ("" = no weight file at hand) */
+    weightsSha256: string | null;
+    /** a hub snapshot's commit hash ("" = a local folder) */
+    revision: string | null;
+  };
+  prompt: {
+    /** "raw" or "chat", as resolved */
+    format: string | null;
+    /** "" when the format is raw */
+    chatTemplateSha256: string | null;
+  };
+  decoding: {
+    /** 0 = greedy */
+    temperature: number;
+    topP: number | null;
+    maxNewTokens: number;
+    samplesPerTask: number;
+    /** null when greedy (the seed cannot matter) */
+    seed: number | null;
+  };
+  runtime: {
+    /** torch device type: "cpu", "cuda", "mps" */
+    device: string | null;
+    /** "fp32", "bf16", "fp16" */
+    dtype: string | null;
+    batchSize: number;
+    /** torch, transformers, peft, trl */
+    libraries: Record<string, string> | null;
+  };
+}
+
+/** A task set as a log or baseline names it (no rows). */
+export interface TaskSetRef {
+  path: string;
+  sha256: string;
+  split: Split;
+  /** tasks evaluated */
+  n: number;
+  /** the field the per-slice tables group by (absent in older logs) */
+  sliceField?: string;
+  /** the row field holding the gold class (absent in older logs) */
+  labelField?: string;
+  /** the closed label set, or null for open answers (absent in older logs) */
+  labels?: string[] | null;
+  /** whether the tasks carry templates (absent in older logs) */
+  hasTemplates?: boolean;
+}
+
+
+/** A mean score (fraction) with its 95% CI. */
+export interface Accuracy {
+  n: number;
+  /** fraction in [0, 1] */
+  estimate: number;
+  lower: number;
+  upper: number;
+  /** "wilson" for 0/1 per-task scores, "t" (mean -/+ t_{n-1} se) otherwise */
+  method: "wilson" | "t";
+}
+
+
+/** One variant's summary in eval.json. Scores are fractions; null = unscorable. */
+export interface VariantSummary {
+  name: string;
+  /** per-task primary-grader score */
+  perTask: Record<string, number | null>;
+  accuracy: Accuracy | null;
+  /** mean over tasks of the per-task mean, per grader (fraction; null if none scorable) */
+  meanScores: Record<string, number | null>;
+  graderAgreement: Agreement | null;
+  /** with K > 1 samples per task: mean over tasks of the unbiased pass@k (Chen et al. 2021) of the
+   *  primary grader, for k = 1 (= mean accuracy) and k = K; absent with one sample */
+  passAtK?: Array<{ k: number; estimate: number; tasks: number }>;
+}
+
+
+/** Cohen's kappa (plain) between two raters over `n` items; null kappa = undefined (one category). */
+export interface Agreement {
+  what: string;
+  n: number;
+  /** raw share of items where both agree */
+  observedAgreement: number;
+  kappa: number | null;
+  se: number | null;
+  /** why kappa is undefined, when it is */
+  note: string;
 }

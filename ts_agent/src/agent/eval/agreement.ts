@@ -6,22 +6,11 @@
  * vs gold, strict grader vs the human label) over their completions whether the grade depends on
  * whose label it is.
  */
+import type { Agreement } from "../core/eval-log.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import { cohenKappa } from "../core/stats/index.js";
 import type { TaskRow } from "./typologies.js";
-
-/** Cohen's kappa (plain) between two raters over `n` items; null kappa = undefined (one category). */
-export interface Agreement {
-  what: string;
-  n: number;
-  /** raw share of items where both agree */
-  observedAgreement: number;
-  kappa: number | null;
-  se: number | null;
-  /** why kappa is undefined, when it is */
-  note: string;
-}
 
 function kappaOf(what: string, r1: Array<string | number>, r2: Array<string | number>): Agreement | null {
   if (r1.length === 0) return null;

@@ -19,7 +19,7 @@ import { pathToFileURL } from "node:url";
 
 import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
 import { HELDOUT_TEMPLATES, TEMPLATES, TaskRng, composeNarrative, drawSlots, mulberry32, type Template } from "./narratives.js";
-import { SPLITS, type TaskRow } from "./task-format.js";
+import { SPLITS, type TaskRow } from "../core/task-format.js";
 import { LABELS, TYPOLOGIES, formatPrompt } from "./typologies.js";
 
 /** A row of the AML file: its typology is its label and its slice (aml_typology.meta.json). */

@@ -25,10 +25,14 @@ import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service
 import type { SidecarClient } from "../../sidecar/client.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { fsyncDirectory, writeFileAtomic } from "../workspace.js";
-import { checkSettings, evaluateRequest, runEvaluate, type EvalSettings, type ModelRef } from "./evaluate.js";
-import { buildFingerprint, compareFingerprints, fingerprintGates, primaryGraderRef, type Fingerprint, type FingerprintRow, type GraderRef } from "./fingerprint.js";
-import { regrade, summarizeVariant, type Accuracy } from "./grading.js";
-import { taskSetRef, type TaskSet, type TaskSetRef } from "./task-set.js";
+import { checkSettings, evaluateRequest, runEvaluate } from "./evaluate.js";
+import { type EvalSettings, type ModelRef } from "../core/eval-log.js";
+import { buildFingerprint, compareFingerprints, fingerprintGates, primaryGraderRef, type FingerprintRow, type GraderRef } from "./fingerprint.js";
+import { type Fingerprint } from "../core/eval-log.js";
+import { regrade, summarizeVariant } from "./grading.js";
+import { type Accuracy } from "../core/eval-log.js";
+import { taskSetRef, type TaskSet } from "./task-set.js";
+import { type TaskSetRef } from "../core/eval-log.js";
 
 export { primaryGraderRef, type GraderRef } from "./fingerprint.js";
 
@@ -164,7 +168,7 @@ export function baselineFingerprint(b: Baseline): Fingerprint {
   return buildFingerprint({ settings, taskSet: b.taskSet, taskIds: Object.keys(b.perTask), model: b.model, grader: b.grader });
 }
 
-/** An eval log as far as its fingerprint goes (structurally verdict/eval-log.ts's EvalLog). */
+/** An eval log as far as its fingerprint goes (structurally core/eval-log.ts's EvalLog). */
 export interface FingerprintedEval {
   model: ModelRef;
   taskSet: TaskSetRef;

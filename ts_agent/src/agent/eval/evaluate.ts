@@ -6,6 +6,8 @@
  */
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 
+import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
+import type { EvalSettings } from "../core/eval-log.js";
 import type { EvaluateRequestSchema, EvaluateProgress, EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
@@ -19,27 +21,7 @@ import type { Split } from "./typologies.js";
 export const PRIMARY_GRADER = "exact_match";
 /** The lenient grader compared with the strict one by Cohen's kappa. */
 export const LENIENT_GRADER = "exact_match_lenient";
-/** Variant name of the adapter under test in the Evaluate request. */
-export const ADAPTER_VARIANT = "adapter";
 
-/** How an evaluation is run. Baseline and eval must agree on all of it to be comparable. */
-export interface EvalSettings {
-  /** "" = the sidecar's embedded default model; else a path under its data root or a hub id */
-  baseModel: string;
-  split: Split;
-  /** use the first `limit` tasks of the split, in file order (0 = all) */
-  limit: number;
-  /** every completion gets every grader's score; must include PRIMARY_GRADER and LENIENT_GRADER */
-  graders: RewardSpec[];
-  /** K samples per task */
-  samplesPerTask: number;
-  /** 0 = greedy */
-  temperature: number;
-  maxNewTokens: number;
-  seed: number;
-  /** prompts per generate() call (speed only; not part of the comparability check) */
-  batchSize: number;
-}
 
 export const DEFAULT_EVAL_SETTINGS: Readonly<EvalSettings> = {
   baseModel: "",
@@ -59,14 +41,6 @@ export function checkSettings(settings: EvalSettings): void {
     if (!settings.graders.some((g) => g.name === name)) throw new Error(`eval settings: graders must include ${name}`);
   }
   for (const g of settings.graders) buildReward(g); // fail here, not after minutes of generation
-}
-
-/** The model as requested and as the sidecar resolved it. */
-export interface ModelRef {
-  /** "" = the embedded default */
-  requested: string;
-  /** the sidecar's EvaluateResult.base_model (a local folder or a hub id) */
-  resolved: string;
 }
 
 /** Identity of a resolved model for comparability: a local folder's name (the embedded model's

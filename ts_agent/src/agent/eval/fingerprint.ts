@@ -13,10 +13,12 @@
  */
 import { createHash } from "node:crypto";
 
+import type { Fingerprint } from "../core/eval-log.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildReward, type ParamValue } from "../core/task-rewards.js";
-import { PRIMARY_GRADER, modelIdentity, type EvalSettings, type ModelRef } from "./evaluate.js";
-import type { TaskSetRef } from "./task-set.js";
+import { PRIMARY_GRADER, modelIdentity } from "./evaluate.js";
+import { type EvalSettings, type ModelRef } from "../core/eval-log.js";
+import type { TaskSetRef } from "../core/eval-log.js";
 
 /** The primary grader with every param filled in (what "same grader" means). */
 export interface GraderRef {
@@ -31,52 +33,6 @@ export function primaryGraderRef(settings: EvalSettings): GraderRef {
   return { name: built.name, params: built.params };
 }
 
-/** Everything that can change a score. null = not recorded (a file older than the fingerprint). */
-export interface Fingerprint {
-  taskSet: {
-    sha256: string;
-    split: string;
-    n: number;
-    /** sha256 of the sorted task ids joined by "\n" */
-    idsSha256: string;
-  };
-  /** the primary grader, "name {params}" with params in key order */
-  grader: string;
-  model: {
-    /** "" = the embedded default */
-    requested: string;
-    /** a local folder or a hub id, as the sidecar resolved it (null: not known without an Evaluate) */
-    resolved: string | null;
-    /** the sidecar's EvaluateResult.fingerprint.weights_sha256 ("" = no weight file at hand) */
-    weightsSha256: string | null;
-    /** a hub snapshot's commit hash ("" = a local folder) */
-    revision: string | null;
-  };
-  prompt: {
-    /** "raw" or "chat", as resolved */
-    format: string | null;
-    /** "" when the format is raw */
-    chatTemplateSha256: string | null;
-  };
-  decoding: {
-    /** 0 = greedy */
-    temperature: number;
-    topP: number | null;
-    maxNewTokens: number;
-    samplesPerTask: number;
-    /** null when greedy (the seed cannot matter) */
-    seed: number | null;
-  };
-  runtime: {
-    /** torch device type: "cpu", "cuda", "mps" */
-    device: string | null;
-    /** "fp32", "bf16", "fp16" */
-    dtype: string | null;
-    batchSize: number;
-    /** torch, transformers, peft, trl */
-    libraries: Record<string, string> | null;
-  };
-}
 
 function sha256Hex(text: string): string {
   return createHash("sha256").update(text, "utf8").digest("hex");

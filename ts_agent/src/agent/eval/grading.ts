@@ -9,9 +9,11 @@
  * drops out of any pairing. A variant's summary (accuracy with its CI, every grader's mean, the
  * strict-vs-lenient kappa, pass@k) is computed once, here, and stored in the eval log.
  */
+import type { Accuracy, VariantSummary } from "../core/eval-log.js";
 import { passAtK, standardError, studentTQuantile, wilsonInterval } from "../core/stats/index.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
-import { graderAgreement, type Agreement } from "./agreement.js";
+import { graderAgreement } from "./agreement.js";
+import { type Agreement } from "../core/eval-log.js";
 import { PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import type { TaskRow } from "./typologies.js";
 
@@ -119,17 +121,6 @@ export function perTaskScores(variant: VariantScores, grader = PRIMARY_GRADER): 
   return out;
 }
 
-/** A mean score (fraction) with its 95% CI. */
-export interface Accuracy {
-  n: number;
-  /** fraction in [0, 1] */
-  estimate: number;
-  lower: number;
-  upper: number;
-  /** "wilson" for 0/1 per-task scores, "t" (mean -/+ t_{n-1} se) otherwise */
-  method: "wilson" | "t";
-}
-
 /** Accuracy over per-task scores (NaN entries skipped). Null when nothing is scorable. */
 export function accuracy(scores: Iterable<number>): Accuracy | null {
   const xs = [...scores].filter((x) => !Number.isNaN(x));
@@ -170,20 +161,6 @@ export function meanPassAtK(variant: VariantScores, grader = PRIMARY_GRADER): Ar
 
 // ---------------------------------------------------------------------------------------------
 // A variant's summary
-
-/** One variant's summary in eval.json. Scores are fractions; null = unscorable. */
-export interface VariantSummary {
-  name: string;
-  /** per-task primary-grader score */
-  perTask: Record<string, number | null>;
-  accuracy: Accuracy | null;
-  /** mean over tasks of the per-task mean, per grader (fraction; null if none scorable) */
-  meanScores: Record<string, number | null>;
-  graderAgreement: Agreement | null;
-  /** with K > 1 samples per task: mean over tasks of the unbiased pass@k (Chen et al. 2021) of the
-   *  primary grader, for k = 1 (= mean accuracy) and k = K; absent with one sample */
-  passAtK?: Array<{ k: number; estimate: number; tasks: number }>;
-}
 
 function nullIfNaN(x: number): number | null {
   return Number.isNaN(x) ? null : x;

@@ -8,8 +8,9 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
+import type { TaskSetRef } from "../core/eval-log.js";
 import { REPO_ROOT, UserError, displayPath } from "../workspace.js";
-import { HELDOUT_TEMPLATE_SPLIT, type Split, type TaskFormat, type TaskRow } from "./task-format.js";
+import { HELDOUT_TEMPLATE_SPLIT, type Split, type TaskFormat, type TaskRow } from "../core/task-format.js";
 import { loadTaskFile, splitTasks } from "./tasks.js";
 
 /** A task split as evaluated: where it came from and which rows. */
@@ -65,23 +66,6 @@ export function heldOutTemplateSetFor(taskSet: TaskSet): TaskSet | null {
   const rows = splitTasks(loadTaskFile(path).rows, HELDOUT_TEMPLATE_SPLIT);
   if (rows.length === 0) return null;
   return { ...taskSet, split: HELDOUT_TEMPLATE_SPLIT, rows: taskSet.limit > 0 ? rows.slice(0, taskSet.limit) : rows };
-}
-
-/** A task set as a log or baseline names it (no rows). */
-export interface TaskSetRef {
-  path: string;
-  sha256: string;
-  split: Split;
-  /** tasks evaluated */
-  n: number;
-  /** the field the per-slice tables group by (absent in older logs) */
-  sliceField?: string;
-  /** the row field holding the gold class (absent in older logs) */
-  labelField?: string;
-  /** the closed label set, or null for open answers (absent in older logs) */
-  labels?: string[] | null;
-  /** whether the tasks carry templates (absent in older logs) */
-  hasTemplates?: boolean;
 }
 
 export function taskSetRef(ts: TaskSet): TaskSetRef {

@@ -1,5 +1,5 @@
 /**
- * Loads a task file in the documented format (docs/tasks.md, task-format.ts) with its optional
+ * Loads a task file in the documented format (docs/tasks.md, core/task-format.ts) with its optional
  * `<name>.meta.json`. Every mistake is a UserError "<file>:<line>: field "<name>" ..." (the CLI
  * prints it as one line, exit 2); nothing is specific to one task set.
  */
@@ -8,7 +8,7 @@ import { resolve } from "node:path";
 
 import { REPO_ROOT, UserError } from "../workspace.js";
 import { TASKS_RELATIVE_PATH } from "./aml-tasks.js";
-import { SPLITS, type Split, type TaskFormat, type TaskRow } from "./task-format.js";
+import { SPLITS, type Split, type TaskFormat, type TaskRow } from "../core/task-format.js";
 
 export { TASKS_RELATIVE_PATH };
 

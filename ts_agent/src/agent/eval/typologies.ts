@@ -74,6 +74,6 @@ export function formatPrompt(narrative: string): string {
   return `${PROMPT_INSTRUCTION}\n\nCase: ${narrative}\n`;
 }
 
-// The row schema and answer format are the task format's (task-format.ts), re-exported here for
+// The row schema and answer format are the task format's (core/task-format.ts), re-exported here for
 // the modules that import them with the AML vocabulary.
-export { SPLITS, formatAnswer, type Split, type TaskRow } from "./task-format.js";
+export { SPLITS, formatAnswer, type Split, type TaskRow } from "../core/task-format.js";

@@ -8,7 +8,7 @@
  * analysis; numbers only it shows it may compute itself, in its own file, from the input.
  */
 import { RunState } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { EVAL_FILE, olderLogNote } from "../verdict/eval-log.js";
+import { EVAL_FILE, olderLogNote } from "../core/eval-log.js";
 import { DOWNSTREAM_MIN_DELTA, MIN_MILESTONE_TASKS } from "../verdict/milestone.js";
 import { judgeRun, type RunVerdict } from "../verdict/verdict.js";
 import { answerAnalysis, answerSignal, type AnswerAnalysis } from "./answer-analysis.js";

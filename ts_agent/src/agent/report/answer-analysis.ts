@@ -8,8 +8,8 @@ import { fromJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { answerDistribution, confusionMatrices, labelSetOf, type AnswerDistribution, type ConfusionMatrices, type LabelledTask } from "../eval/answers.js";
-import { ADAPTER_VARIANT } from "../eval/evaluate.js";
-import type { EvalLog } from "../verdict/eval-log.js";
+import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
+import type { EvalLog } from "../core/eval-log.js";
 
 /** One split's answers. */
 export interface SplitAnswers {

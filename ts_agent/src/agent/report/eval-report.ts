@@ -10,7 +10,7 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
 import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline.js";
-import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis } from "./analysis.js";
 import type { ReportInput } from "./input.js";

@@ -10,7 +10,7 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 
 import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
-import { EVAL_FILE, readEvalLog, type EvalLog } from "../verdict/eval-log.js";
+import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { readSelection, type SelectionRecord } from "../verdict/selection.js";
 import { readTestEvals, type TestEvalRecord } from "../eval/test-evals.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/sweep.js";

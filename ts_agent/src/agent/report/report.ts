@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
+import { pyTrainerBin, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis, type ReportSection } from "./analysis.js";
 import { loadReportInput, type ReportInput } from "./input.js";
 import { POWER_CSV, POWER_SVG, powerCsv, powerSvg } from "./power.js";
@@ -48,11 +48,6 @@ export const SECTIONS: readonly ReportSection[] = [
 
 export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   return SECTIONS.flatMap((section) => section(input, a)).join("\n");
-}
-
-/** The py-trainer that draws the report's matplotlib figures: $PY_TRAINER_BIN, else the repo's .venv. */
-export function pyTrainerBin(): string {
-  return process.env.PY_TRAINER_BIN || join(REPO_ROOT, ".venv", "bin", "py-trainer");
 }
 
 /** confusion-matrix.png of the first split's answers, through `py-trainer plot confusion`;

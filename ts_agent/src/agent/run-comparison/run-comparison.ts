@@ -1,5 +1,6 @@
 /**
- * `agent compare <run_id> <run_id>...`: the adapters of several runs and the base model on the
+ * Run comparison, the logic of `agent compare <run_id> <run_id>...` (commands/compare.ts parses
+ * its flags): the adapters of several runs and the base model on the
  * same test tasks, judged pairwise. By default one Evaluate scores the base and every run's
  * adapter (one model load, the same decoding for all); `--from-evals` takes each run's eval.json
  * instead, and then a pair whose fingerprints differ on a field that gates (another
@@ -7,7 +8,7 @@
  *
  * Every pair (base vs each run, and each run vs each other) gets the paired difference of the
  * primary grader's per-task scores with its decision interval and governing test
- * (verdict/compare.ts compareScores: Tango + exact McNemar for 0/1 scores, the paired t for
+ * (core/base-vs-adapter.ts compareScores: Tango + exact McNemar for 0/1 scores, the paired t for
  * per-task means), and Holm's step-down adjustment across the comparisons made (stats.holmAdjust):
  * a pair "differs" only when its Holm-adjusted p < 0.05. Written to
  * agent-evals/compare/<id>/compare.md (a table and compare.png, drawn by `py-trainer plot compare`)
@@ -16,38 +17,20 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 
-import { checkSettings, evaluateRequest, progressPrinter, runEvaluate, ADAPTER_VARIANT } from "../agent/eval/evaluate.js";
-import { compareFingerprints, fingerprintGates, fingerprintWarnings } from "../agent/eval/fingerprint.js";
-import { scoresOf } from "../agent/eval/grading.js";
-import { holmAdjust } from "../agent/core/stats/index.js";
-import { loadTaskSet, type TaskSet } from "../agent/eval/task-set.js";
-import { recordTestEval } from "../agent/eval/test-evals.js";
-import { pyTrainerBin } from "../agent/report/report.js";
-import { table } from "../agent/report/markdown.js";
-import { DECISION_ALPHA, compareScores, type Comparison } from "../agent/verdict/compare.js";
-import { EVAL_FILE, buildEvalLog, readEvalLog, type EvalLog } from "../agent/verdict/eval-log.js";
-import { pp } from "../agent/verdict/milestone.js";
-import { UserError, displayPath, runDir, writeFileAtomic } from "../agent/workspace.js";
-import type { EvaluateResult } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
-import type { SidecarClient } from "../sidecar/client.js";
-import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-
-export const help: CommandHelp = {
-  summary: "Several runs' adapters and the base on the same test tasks: pairwise deltas, Holm across them -> compare.md.",
-  usage: "agent compare <run_id> <run_id>... [--from-evals] [--id ID] [--tasks PATH] [--limit N] [--base-model M] [--evals-dir DIR]",
-  flags: [
-    ["--from-evals", "use each run's eval.json (agent eval) instead of one new Evaluate; fingerprints must agree"],
-    ["--id ID", "the comparison's folder, compare/<ID>/ (default compare-<date>-<time>)"],
-    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
-    ["--limit N", "only the first N test tasks (default all)"],
-    ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
-    ["--evals-dir DIR", "where runs/ and compare/ live (default agent-evals/)"],
-  ],
-  notes: "A pair differs only when its Holm-adjusted p < 0.05 (Holm across every comparison in the table).",
-  examples: ["agent compare run-a run-b --limit 200", "agent compare run-a run-b --from-evals"],
-};
+import type { EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import type { SidecarClient } from "../../sidecar/client.js";
+import { ADAPTER_VARIANT, DECISION_ALPHA, compareScores, type Comparison } from "../core/base-vs-adapter.js";
+import { EVAL_FILE, readEvalLog, type EvalLog, type EvalSettings } from "../core/eval-log.js";
+import { holmAdjust } from "../core/stats/index.js";
+import { buildEvalLog } from "../eval/build-eval-log.js";
+import { checkSettings, evaluateRequest, progressPrinter, runEvaluate } from "../eval/evaluate.js";
+import { compareFingerprints, fingerprintGates, fingerprintWarnings } from "../eval/fingerprint.js";
+import { scoresOf } from "../eval/grading.js";
+import type { TaskSet } from "../eval/task-set.js";
+import { table } from "../report/markdown.js";
+import { pp } from "../verdict/milestone.js";
+import { UserError, pyTrainerBin, runDir, writeFileAtomic } from "../workspace.js";
 
 export const COMPARE_FILE = "compare.md";
 export const COMPARE_PNG = "compare.png";
@@ -130,14 +113,23 @@ export function comparePairs(runs: ReadonlyArray<ComparedRun>): CompareResult {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One Evaluate for every run
+// The runs' eval logs: their eval.json files, or one Evaluate for every run
+
+/** Each run's eval.json (`--from-evals`); a run without one is refused naming the command. */
+export function readComparedRuns(evalsDir: string, runIds: ReadonlyArray<string>): ComparedRun[] {
+  return runIds.map((runId) => {
+    const path = join(runDir(evalsDir, runId), EVAL_FILE);
+    if (!existsSync(path)) throw new UserError(`agent compare: run ${runId} has no eval.json (evaluate it with: agent eval ${runId}, or drop --from-evals)`);
+    return { runId, log: readEvalLog(path) };
+  });
+}
 
 /** The base and every run's adapter in ONE Evaluate; each run's part as its own eval log. */
-export async function evaluateTogether(client: SidecarClient, runIds: string[], target: ReturnType<typeof evalTargetFromFlags>, taskSet: TaskSet): Promise<ComparedRun[]> {
-  checkSettings(target.settings);
-  const request = evaluateRequest(target.settings, taskSet, runIds.map((id) => ({ name: id, runId: id })));
+export async function evaluateTogether(client: SidecarClient, runIds: string[], settings: EvalSettings, taskSet: TaskSet): Promise<ComparedRun[]> {
+  checkSettings(settings);
+  const request = evaluateRequest(settings, taskSet, runIds.map((id) => ({ name: id, runId: id })));
   const result = await runEvaluate(client, request, progressPrinter("compare"));
-  return runIds.map((id) => ({ runId: id, log: buildEvalLog(id, target.settings, taskSet, partFor(result, id)) }));
+  return runIds.map((id) => ({ runId: id, log: buildEvalLog(id, settings, taskSet, partFor(result, id)) }));
 }
 
 /** The result as if only `id`'s adapter had been evaluated (its variant named "adapter"). */
@@ -154,6 +146,12 @@ function partFor(result: EvaluateResult, id: string): EvaluateResult {
 // compare.md
 
 const p3 = (p: number | null) => (p === null ? "undefined (no variance)" : p < 0.001 ? p.toExponential(1) : p.toFixed(3));
+
+/** One pair as `agent compare` prints it. */
+export function pairLine(r: PairRow): string {
+  const d = r.comparison.decision;
+  return `${r.b} - ${r.a}: ${r.comparison.paired ? pp(r.comparison.paired.meanDiff) : "-"}${d ? ` (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.test} p=${p3(r.p)}, Holm ${r.holm === null ? "-" : p3(r.holm)})` : ""}${r.differs ? " DIFFERS" : ""}`;
+}
 
 /** compare.md (pure). */
 export function renderCompare(id: string, res: CompareResult, opts: { plotted: string; date: Date }): string {
@@ -226,43 +224,3 @@ export function writeCompare(evalsDir: string, id: string, res: CompareResult, d
   return dir;
 }
 
-function defaultId(now: Date): string {
-  return `compare-${now.toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15)}`;
-}
-
-export const command: CommandHandler = async (argv, client) => {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: { ...EVAL_FLAGS, "from-evals": { type: "boolean" }, id: { type: "string" }, ...GLOBAL_FLAGS },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (positionals.length < 2) throw usageError("compare", help, "give at least two run ids");
-  const dup = positionals.find((id, i) => positionals.indexOf(id) !== i);
-  if (dup) throw usageError("compare", help, `run ${dup} is named twice`);
-  const target = evalTargetFromFlags(values);
-  const id = values.id ?? defaultId(new Date());
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id)) throw new UserError(`agent compare: --id ${JSON.stringify(id)}: letters, digits, '.', '_' and '-' only`);
-  if (existsSync(join(target.evalsDir, "compare", id, COMPARE_FILE))) throw new UserError(`agent compare: --id ${id}: ${displayPath(join(target.evalsDir, "compare", id))} already holds a comparison`);
-  let runs: ComparedRun[];
-  if (values["from-evals"]) {
-    runs = positionals.map((runId) => {
-      const path = join(runDir(target.evalsDir, runId), EVAL_FILE);
-      if (!existsSync(path)) throw new UserError(`agent compare: run ${runId} has no eval.json (evaluate it with: agent eval ${runId}, or drop --from-evals)`);
-      return { runId, log: readEvalLog(path) };
-    });
-  } else {
-    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-    console.log(`evaluating base and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
-    runs = await evaluateTogether(client, positionals, target, taskSet);
-    if (taskSet.split === "test") for (const r of runs) recordTestEval(target.evalsDir, { command: "compare", runId: r.runId, step: r.log.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
-  }
-  const res = comparePairs(runs);
-  const dir = writeCompare(target.evalsDir, id, res);
-  for (const r of res.pairs) {
-    const d = r.comparison.decision;
-    console.log(`${r.b} - ${r.a}: ${r.comparison.paired ? pp(r.comparison.paired.meanDiff) : "-"}${d ? ` (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.test} p=${p3(r.p)}, Holm ${r.holm === null ? "-" : p3(r.holm)})` : ""}${r.differs ? " DIFFERS" : ""}`);
-  }
-  console.log(`wrote ${displayPath(join(dir, COMPARE_FILE))}`);
-  return 0;
-};

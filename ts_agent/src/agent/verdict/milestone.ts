@@ -34,14 +34,14 @@
  *              both CONFIRMED                                           -> CONFIRMED
  *              both PASS or CONFIRMED                                   -> PASS
  *              otherwise                                                -> INCONCLUSIVE
- * The downstream interval and test (compare.ts compareScores' `decision`): for 0/1 per-task
+ * The downstream interval and test (core/base-vs-adapter.ts compareScores' `decision`): for 0/1 per-task
  * scores, Tango's score interval with the exact McNemar test governing "excludes 0" (so the
  * verdict never flips with a bootstrap seed); for per-task means (K > 1 samples), the paired t
  * interval and t test. Every verdict carries its reason in words and numbers.
  *
- * This file holds the rules only; verdict.ts builds their evidence (reward.ts, compare.ts) once and
- * is what the report and the commands call. Field names are those of the evidence's source: the
- * wire's relativeChange / relativeChangeCiLow / relativeChangeCiHigh, compare.ts's meanDiff and
+ * This file holds the rules only; verdict.ts builds their evidence (reward.ts,
+ * core/base-vs-adapter.ts) once and is what the report and the commands call. Field names are
+ * those of the evidence's source: the wire's relativeChange / relativeChangeCiLow / relativeChangeCiHigh, base-vs-adapter.ts's meanDiff and
  * its Decision's lower / upper / method / test / p / rejects.
  *
  * Units: the reward criterion is a relative change as a FRACTION (0.2 = +20%); the downstream
@@ -214,7 +214,7 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.relativeChangeCiHigh)}` };
 }
 
-export function judgeDownstream(d: DownstreamEvidence | null): CriterionResult {
+export function downstreamCriterion(d: DownstreamEvidence | null): CriterionResult {
   if (!d) return { verdict: "INCONCLUSIVE", reason: "no base-vs-adapter comparison on the test split (run `agent eval <run_id>`)" };
   if (!Number.isFinite(d.meanDiff)) return { verdict: "INCONCLUSIVE", reason: `n=${d.n} paired task(s): too few for a difference and its CI` };
   const need = pp(DOWNSTREAM_MIN_DELTA, 0);
@@ -265,7 +265,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
     : judgeReward(input.reward);
   const downstream: CriterionResult = input.adapterChanged
     ? { verdict: "INCONCLUSIVE", reason: input.adapterChanged }
-    : judgeDownstream(input.downstream);
+    : downstreamCriterion(input.downstream);
   const parts = (pred: (c: CriterionResult) => boolean) =>
     [
       ["reward", reward],

@@ -13,10 +13,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import type { TrainRequest } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import type { Accuracy } from "../eval/grading.js";
-import type { TaskRow } from "../eval/task-format.js";
+import type { Accuracy } from "../core/eval-log.js";
+import type { TaskRow } from "../core/task-format.js";
 import { runDir } from "../workspace.js";
-import { compareScores, type Decision } from "./compare.js";
+import { compareScores, type Decision } from "../core/base-vs-adapter.js";
 
 export const SELECTION_FILE = "selection.json";
 export const SELECTION_SCHEMA = "agent-select/v1";

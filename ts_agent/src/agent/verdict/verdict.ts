@@ -2,7 +2,7 @@
  * The verdict, computed once: from run.json (the held-out per-prompt scores), eval.json (the
  * per-task scores) and baseline.json, every number the milestone and the report use. The report
  * renders a Verdict, `agent report` and `agent demo` print its headline, and `agent eval` prints
- * its decision interval (judgeDownstream), so all three show the same numbers.
+ * its decision interval (judgeEvalComparison), so all three show the same numbers.
  *
  * - Reward half: reward.ts, from the per-prompt scores (equal to the sidecar's by `make parity`).
  * - Downstream half: the adapter's per-task scores paired with the eval's OWN base variant, always
@@ -10,7 +10,7 @@
  *   GATED when its fingerprint differs from the eval's in a field that gates (eval/fingerprint.ts,
  *   each named), or when its per-task scores disagree with the eval's own base variant more than
  *   the decoding allows (0 tasks for greedy; for sampling, the paired test must not reject 0).
- *   compare.ts computes the comparison (decision interval and governing test, required n, MDE,
+ *   core/base-vs-adapter.ts computes the comparison (decision interval and governing test, required n, MDE,
  *   template-clustered SE).
  * - The eval must describe the run's adapter as it is now: an eval.json whose adapter sha256 or
  *   step differs from run.json's is refused (INCONCLUSIVE, "rerun `agent eval <run_id>`").
@@ -19,11 +19,11 @@
 import type { Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } from "../eval/baseline.js";
 import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
-import { ADAPTER_VARIANT } from "../eval/evaluate.js";
+import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { scoresOf } from "../eval/grading.js";
 import { operatingCharacteristic, requiredNForDelta, simulatedOperatingCharacteristic } from "../core/stats/index.js";
-import { CI_METHOD, compareScores, type Comparison, type Decision } from "./compare.js";
-import type { EvalLog } from "./eval-log.js";
+import { CI_METHOD, compareScores, type Comparison, type Decision } from "../core/base-vs-adapter.js";
+import type { EvalLog } from "../core/eval-log.js";
 import {
   DOWNSTREAM_MIN_DELTA,
   MIN_HELDOUT_PROMPTS,
@@ -99,7 +99,7 @@ export interface JudgedComparison {
 /** The eval's own base variant vs its adapter; baseline.json judged as the guard (its fingerprint
  *  field by field, and its per-task scores against the eval's base). `runBaseModel` judges the
  *  baseline when there is no eval. */
-export function judgeDownstream(log: EvalLog | null, baseline: Baseline | null, runBaseModel = ""): JudgedComparison {
+export function judgeEvalComparison(log: EvalLog | null, baseline: Baseline | null, runBaseModel = ""): JudgedComparison {
   const adapter = log?.variants.find((v) => v.name === ADAPTER_VARIANT) ?? null;
   const evalBase = log?.variants.find((v) => v.name === "base") ?? null;
   const out: JudgedComparison = { baselineMatch: { status: "missing" }, comparison: null, baseSource: "", baseDisagreements: null, consistency: null, fingerprint: null };
@@ -294,7 +294,7 @@ export interface RunVerdict extends JudgedComparison {
 }
 
 export function judgeRun(input: VerdictInput): RunVerdict {
-  const judged = judgeDownstream(input.evalLog, input.baseline, input.run?.request?.baseModel ?? "");
+  const judged = judgeEvalComparison(input.evalLog, input.baseline, input.run?.request?.baseModel ?? "");
   const reward = input.preference ? null : rewardEvidence(input.run);
   const downstream = downstreamEvidence(judged.comparison, judged.baseSource);
   const adapter = adapterCheck(input.run, input.evalLog);

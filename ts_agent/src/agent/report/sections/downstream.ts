@@ -5,18 +5,18 @@
  * vs held-out templates, per slice (the task set's slice field), pass@k, and grader agreement. Every number comes from the
  * verdict (verdict/verdict.ts) or the eval log's results; nothing is recomputed here.
  */
-import { ADAPTER_VARIANT } from "../../eval/evaluate.js";
-import type { Agreement } from "../../eval/agreement.js";
-import { CI_METHOD, NO_VARIANCE_TEST, UNDEFINED_TEST, type Comparison } from "../../verdict/compare.js";
-import { olderLogNote, type EvalLog } from "../../verdict/eval-log.js";
+import { ADAPTER_VARIANT } from "../../core/base-vs-adapter.js";
+import type { Agreement } from "../../core/eval-log.js";
+import { CI_METHOD, NO_VARIANCE_TEST, UNDEFINED_TEST, type Comparison } from "../../core/base-vs-adapter.js";
+import { olderLogNote, type EvalLog } from "../../core/eval-log.js";
 import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
 import { decisionInterval } from "../../verdict/verdict.js";
 import type { ReportSection } from "../analysis.js";
 import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
 import { f3, pct1, table } from "../markdown.js";
 import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../core/stats/index.js";
-import { skippedFeatures } from "../../eval/task-format.js";
-import type { TaskSetRef } from "../../eval/task-set.js";
+import { skippedFeatures } from "../../core/task-format.js";
+import type { TaskSetRef } from "../../core/eval-log.js";
 
 /** What the task set cannot have, each with the field that would enable it (older logs: none). */
 export function taskSetSkips(ref: TaskSetRef): string[] {
