@@ -126,6 +126,7 @@ ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
     "normal_cdf": _plain(stats.normal_cdf),
     "normal_quantile": _plain(stats.normal_quantile),
     "student_t_quantile": _plain(stats.student_t_quantile),
+    "no_spread": _plain(stats.no_spread),
     "mean": _plain(stats.mean),
     "sample_sd": _plain(stats.sample_sd),
     "standard_error": _plain(stats.standard_error),

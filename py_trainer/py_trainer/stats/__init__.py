@@ -44,6 +44,8 @@ from py_trainer.stats.rng import (  # noqa: F401
     Rng,
 )
 from py_trainer.stats.descriptive import (  # noqa: F401
+    NO_SPREAD_ULPS,
+    no_spread,
     ProportionInterval,
     mean,
     nan_mean,
@@ -132,6 +134,8 @@ __all__ = [
     "normal_cdf",
     "normal_quantile",
     "student_t_quantile",
+    "NO_SPREAD_ULPS",
+    "no_spread",
     "mean",
     "sample_sd",
     "standard_error",

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from py_trainer.stats.errors import check_integer, check_number, fail, is_number, js_max
 from py_trainer.stats.elementary import SQRT1_2, erfc
+from py_trainer.stats.distributions import clamp_p
 from py_trainer.stats.descriptive import average_ranks, sum_of
 
 
@@ -152,7 +153,7 @@ def cohen_kappa(r1: Sequence, r2: Sequence, *, weights: str = "none", categories
     v0 = term_0 - pe * pe
     se0 = math.sqrt(v0 * fac) if v0 > _NULL_VARIANCE_ROUNDING * term_0 else 0.0
     z = kappa / se0 if se0 > 0 else None
-    p = None if z is None else erfc(abs(z) * SQRT1_2)
+    p = None if z is None else clamp_p(erfc(abs(z) * SQRT1_2))
     return CohenKappa(**base, kappa=kappa, se=se, se0=se0, z=z, p=p)
 
 

@@ -9,8 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from py_trainer.stats.errors import check_integer, check_probability, check_sample, fail, is_number, js_max, js_min
+from py_trainer.stats.errors import check_integer, check_number, check_probability, check_sample, fail, is_number, js_max, js_min
 from py_trainer.stats.distributions import z_critical
+
+EPSILON = 2.220446049250313e-16  # Number.EPSILON, 2^-52
 
 
 def sum_of(xs) -> float:
@@ -32,6 +34,31 @@ def mean(xs: Sequence[float]) -> float:
     """Arithmetic mean (left-to-right sum / n)."""
     check_sample("xs", xs, 1)
     return sum_of(xs) / len(xs)
+
+
+NO_SPREAD_ULPS = 64  # no_spread's tolerance in float64 epsilons times the data's scale (the TS code's NO_SPREAD_ULPS)
+
+
+def no_spread(values: Sequence[float], *, scale: float | None = None) -> bool:
+    """max - min <= NO_SPREAD_ULPS * epsilon * scale (scale: the magnitude of the numbers the values
+    came from, default the largest |value|): the one "no spread" rule (the TS code's noSpread)."""
+    check_sample("values", values, 1)
+    lo = hi = float(values[0])
+    big = 0.0
+    for x in values:
+        x = float(x)
+        if x < lo:
+            lo = x
+        if x > hi:
+            hi = x
+        if abs(x) > big:
+            big = abs(x)
+    s = big
+    if scale is not None:
+        s = check_number("scale", scale)
+        if s < 0:
+            fail("out_of_range", f"scale must be >= 0, got {s}")
+    return hi - lo <= NO_SPREAD_ULPS * EPSILON * s
 
 
 def sample_sd(xs: Sequence[float]) -> float:

@@ -11,6 +11,11 @@ from py_trainer.stats.errors import check_integer, check_probability, fail, is_n
 from py_trainer.stats.elementary import SQRT1_2, TWO_OVER_PI, atan, erfc, log
 
 
+def clamp_p(p: float) -> float:
+    """A p-value clamped to [0, 1] (1 - a CDF can round to -2.2e-16); NaN stays NaN."""
+    return 0.0 if p < 0 else 1.0 if p > 1 else p
+
+
 def normal_cdf(x: float) -> float:
     """Standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2."""
     if not is_number(x) or math.isnan(x):

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from py_trainer.stats.errors import check_integer, check_pair, check_probability, fail, js_max, js_min
-from py_trainer.stats.distributions import student_abs_cdf, student_critical, z_critical
+from py_trainer.stats.distributions import clamp_p, student_abs_cdf, student_critical, z_critical
 from py_trainer.stats.rng import Interval, Rng, percentile_interval
-from py_trainer.stats.descriptive import sum_of, sum_squared_deviations
+from py_trainer.stats.descriptive import no_spread, sum_of, sum_squared_deviations
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,13 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], *, confidence: flo
     d = [b[i] - a[i] for i in range(n)]
     mean_a = sum_of(a) / n
     mean_b = sum_of(b) / n
-    mean_diff = sum_of(d) / n
-    sd_diff = math.sqrt(sum_squared_deviations(d, mean_diff) / (n - 1))
+    # no spread (no_spread, at the scale of the scores): sd 0; and a mean that is 0 up to rounding is 0
+    scale = 0.0
+    for i in range(n):
+        scale = max(scale, abs(a[i]), abs(b[i]))
+    flat = no_spread(d, scale=scale)
+    mean_diff = 0.0 if flat and no_spread([*d, 0.0], scale=scale) else sum_of(d) / n
+    sd_diff = 0.0 if flat else math.sqrt(sum_squared_deviations(d, mean_diff) / (n - 1))
     se_diff = sd_diff / math.sqrt(n)
     z = z_critical(1 - confidence)
     t = student_critical(confidence, n - 1)
@@ -111,7 +116,7 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], *, confidence: flo
         binary=binary,
         discordant=Discordant(b=n10, c=n01) if binary else None,
         mcnemar_p=mcnemar_exact_p(n10, n01) if binary else None,
-        t_test_p=(1 - student_abs_cdf(abs(mean_diff / se_diff), n - 1)) if se_diff > 0 else (1.0 if mean_diff == 0 else 0.0),
+        t_test_p=clamp_p(1 - student_abs_cdf(abs(mean_diff / se_diff), n - 1)) if se_diff > 0 else (1.0 if mean_diff == 0 else 0.0),
     )
 
 

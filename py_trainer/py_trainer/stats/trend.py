@@ -11,7 +11,7 @@ from typing import Sequence
 
 from py_trainer.stats.errors import check_integer, check_probability, check_sample, fail
 from py_trainer.stats.elementary import SQRT1_2, erfc
-from py_trainer.stats.distributions import student_critical, z_critical
+from py_trainer.stats.distributions import clamp_p, student_critical, z_critical
 from py_trainer.stats.rng import Interval
 from py_trainer.stats.descriptive import average_ranks, sum_of
 
@@ -148,7 +148,7 @@ def trend(series: Sequence[float]) -> Trend:
     slopes.sort()
     m = len(slopes)
     sen = slopes[(m - 1) // 2] if m % 2 == 1 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
-    return Trend(n=n, s=s, var_s=var_s, z=z, p=erfc(abs(z) * SQRT1_2), tau=s / ((n * (n - 1)) / 2), sen_slope=sen)
+    return Trend(n=n, s=s, var_s=var_s, z=z, p=clamp_p(erfc(abs(z) * SQRT1_2)), tau=s / ((n * (n - 1)) / 2), sen_slope=sen)
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def hamed_rao_trend(series: Sequence[float], *, alpha: float = 0.05) -> HamedRao
     elif var_s > 0 and base.s < 0:
         z = (base.s + 1) / math.sqrt(var_s)
     return HamedRaoTrend(
-        n=n, s=base.s, var_s=var_s, z=z, p=erfc(abs(z) * SQRT1_2), tau=base.tau, sen_slope=base.sen_slope,
+        n=n, s=base.s, var_s=var_s, z=z, p=clamp_p(erfc(abs(z) * SQRT1_2)), tau=base.tau, sen_slope=base.sen_slope,
         var_s_uncorrected=base.var_s, correction=correction, significant_lags=lags, alpha=alpha,
     )
 

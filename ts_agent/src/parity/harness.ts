@@ -156,6 +156,7 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   normalCdf: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.normalCdf(a[0]) },
   normalQuantile: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.normalQuantile(a[0]) },
   studentTQuantile: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.studentTQuantile(a[0], a[1]) },
+  noSpread: { module: "stats", tolerance: FLOAT_TOL, call: (a, o) => stats.noSpread(a[0], o) },
   mean: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.mean(a[0]) },
   sampleSd: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.sampleSd(a[0]) },
   standardError: { module: "stats", tolerance: FLOAT_TOL, call: (a) => stats.standardError(a[0]) },

@@ -218,6 +218,9 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       df: mostly(fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 400 })), fc.constantFrom<unknown>(0, 2.5, -1)),
     })
     .map(({ p, df }) => ({ args: [p, df] })),
+  noSpread: fc // near-equal values (one value times 1 + a few ulps) as often as arbitrary ones
+    .record({ xs: fc.oneof(sample(0, 20), fc.tuple(fc.oneof(score, value), fc.array(fc.integer({ min: -80, max: 80 }), { maxLength: 20 })).map(([x, us]) => [x as number, ...us.map((u) => (x as number) * (1 + u * Number.EPSILON))])), scale: fc.option(mostly(fc.oneof(finite(0, 2), fc.constant(0)), fc.constantFrom<unknown>(-1, NaN, Infinity)), { nil: undefined }) })
+    .map(({ xs, scale }) => ({ args: [xs], options: optionsOf({ scale }) })),
   mean: mostly(sample(1, 30), sample(0, 0)).map((xs) => ({ args: [xs] })),
   sampleSd: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
   standardError: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),

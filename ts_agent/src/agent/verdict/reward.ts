@@ -71,8 +71,10 @@ export function heldOutTest(result: Pick<RunResult, "startReward" | "endReward">
   if (a.length < 2) return null;
   const pc = pairedComparison(a, b);
   if (pc.sdDiff > 0) return { n: pc.n, meanDiff: pc.meanDiff, test: "paired t test", p: pc.tTestP, rejects: pc.tTestP < HELD_OUT_TEST_ALPHA };
-  const rises = b.filter((y, i) => y > a[i]).length;
-  const falls = b.filter((y, i) => y < a[i]).length;
+  // no spread (stats' noSpread, with its float tolerance): every difference equals the mean, so all
+  // n rise, all n fall, or (mean 0 up to rounding) none moves; never counted from rounding noise
+  const rises = pc.meanDiff > 0 ? pc.n : 0;
+  const falls = pc.meanDiff < 0 ? pc.n : 0;
   const p = mcnemarExactP(falls, rises);
   return { n: pc.n, meanDiff: pc.meanDiff, test: "exact sign test", p, rejects: p < HELD_OUT_TEST_ALPHA };
 }

@@ -6,6 +6,7 @@
 
 import { checkInteger, checkNumber, fail } from "./errors.js";
 import { erfc, SQRT1_2 } from "./elementary.js";
+import { clampP } from "./distributions.js";
 import { sortNumbers } from "./rng.js";
 import { averageRanks, sumOf } from "./descriptive.js";
 
@@ -182,7 +183,7 @@ export function cohenKappa(
   const v0 = term0 - pe * pe;
   const se0 = v0 > NULL_VARIANCE_ROUNDING * term0 ? Math.sqrt(v0 * fac) : 0;
   const z = se0 > 0 ? kappa / se0 : null;
-  return { ...base, kappa, se, se0, z, p: z === null ? null : erfc(Math.abs(z) * SQRT1_2) };
+  return { ...base, kappa, se, se0, z, p: z === null ? null : clampP(erfc(Math.abs(z) * SQRT1_2)) };
 }
 
 /**

@@ -4,7 +4,7 @@
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 
-import { checkInteger, checkProbability, checkSample, fail } from "./errors.js";
+import { checkInteger, checkNumber, checkProbability, checkSample, fail } from "./errors.js";
 import { zCritical } from "./distributions.js";
 import { Interval } from "./rng.js";
 
@@ -30,6 +30,39 @@ export function mean(xs: ReadonlyArray<number>): number {
 }
 
 /** Sample standard deviation (Bessel, n - 1; two-pass); needs n >= 2. */
+/** noSpread's tolerance in units of float64 precision (Number.EPSILON = 2^-52) times the data's
+ *  scale. Rounding moves a per-task mean k / K and a difference of two of them by a few ulps of
+ *  the scale (0.2 vs 0.19999999999999996 is 1 ulp); 64 ulps (1.4e-14 at scale 1) leaves room for
+ *  sums of many samples and is still far below any difference a score can show. */
+export const NO_SPREAD_ULPS = 64;
+
+/**
+ * Whether `values` have no spread: max - min <= NO_SPREAD_ULPS * Number.EPSILON * scale. `scale`
+ * is the magnitude of the numbers the values were computed from (for differences b - a: the
+ * largest |a_i|, |b_i|), default the largest |value|. The one "no spread" rule: every test that
+ * would divide by a standard deviation asks this, never sd === 0, because values that are equal
+ * in exact arithmetic can differ in the last bits and then read as certainty (t ~ 1e15).
+ */
+export function noSpread(values: ReadonlyArray<number>, options: { scale?: number } = {}): boolean {
+  checkSample("values", values, 1);
+  let lo = values[0];
+  let hi = values[0];
+  let big = 0;
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i];
+    if (x < lo) lo = x;
+    if (x > hi) hi = x;
+    const ax = Math.abs(x);
+    if (ax > big) big = ax;
+  }
+  let scale = big;
+  if (options.scale !== undefined) {
+    scale = checkNumber("scale", options.scale);
+    if (scale < 0) fail("out_of_range", `scale must be >= 0, got ${scale}`);
+  }
+  return hi - lo <= NO_SPREAD_ULPS * Number.EPSILON * scale;
+}
+
 export function sampleSd(xs: ReadonlyArray<number>): number {
   checkSample("xs", xs, 2);
   return Math.sqrt(sumSquaredDeviations(xs, sumOf(xs) / xs.length) / (xs.length - 1));

@@ -7,6 +7,11 @@
 import { checkInteger, checkProbability, fail } from "./errors.js";
 import { atan, erfc, log, SQRT1_2, TWO_OVER_PI } from "./elementary.js";
 
+/** A p-value clamped to [0, 1] (1 - a CDF can round to -2.2e-16); NaN stays NaN. */
+export function clampP(p: number): number {
+  return p < 0 ? 0 : p > 1 ? 1 : p;
+}
+
 /** Standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2; relative error ~1e-15 in both tails. */
 export function normalCdf(x: number): number {
   if (typeof x !== "number" || Number.isNaN(x)) fail("nan", `x must be a number, got ${String(x)}`);

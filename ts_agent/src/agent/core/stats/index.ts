@@ -49,7 +49,7 @@ export { normalCdf, normalQuantile, studentTQuantile } from "./distributions.js"
 export type { Interval } from "./rng.js";
 export { Rng } from "./rng.js";
 export type { ProportionInterval } from "./descriptive.js";
-export { mean, sampleSd, standardError, nanMean, nanSampleSd, wilsonInterval } from "./descriptive.js";
+export { NO_SPREAD_ULPS, noSpread, mean, sampleSd, standardError, nanMean, nanSampleSd, wilsonInterval } from "./descriptive.js";
 export type { Discordant, PairedComparison, BootstrapInterval, PairedProportionInterval } from "./paired.js";
 export { mcnemarExactP, pairedComparison, pairedBootstrapCI, tangoScoreInterval } from "./paired.js";
 export type { RelativeChange, RunsInterval } from "./resampling.js";

@@ -6,9 +6,9 @@
 
 import { checkInteger, checkPair, checkProbability, fail } from "./errors.js";
 import { pow2 } from "./elementary.js";
-import { studentAbsCdf, studentCritical, zCritical } from "./distributions.js";
+import { clampP, studentAbsCdf, studentCritical, zCritical } from "./distributions.js";
 import { Interval, percentileInterval, Rng } from "./rng.js";
-import { sumOf, sumSquaredDeviations } from "./descriptive.js";
+import { noSpread, sumOf, sumSquaredDeviations } from "./descriptive.js";
 
 /** Discordant pairs of a 0/1 paired comparison (McNemar's table with `a` as rows). */
 export interface Discordant {
@@ -42,8 +42,8 @@ export interface PairedComparison {
   discordant: Discordant | null;
   /** exact two-sided McNemar p (mcnemarExactP); null unless binary */
   mcnemarP: number | null;
-  /** two-sided paired t test p: 1 - P(|T_{n-1}| <= |meanDiff / seDiff|); with seDiff = 0 it is
-   *  1 when meanDiff = 0, else 0 */
+  /** two-sided paired t test p: 1 - P(|T_{n-1}| <= |meanDiff / seDiff|), clamped to [0, 1]; with
+   *  seDiff = 0 it is 1 when meanDiff = 0, else 0 */
   tTestP: number;
 }
 
@@ -112,8 +112,12 @@ export function pairedComparison(
   for (let i = 0; i < n; i++) d.push(b[i] - a[i]);
   const meanA = sumOf(a) / n;
   const meanB = sumOf(b) / n;
-  const meanDiff = sumOf(d) / n;
-  const sdDiff = Math.sqrt(sumSquaredDeviations(d, meanDiff) / (n - 1));
+  // no spread (noSpread, at the scale of the scores): sd 0; and a mean that is 0 up to rounding is 0
+  let scale = 0;
+  for (let i = 0; i < n; i++) scale = Math.max(scale, Math.abs(a[i]), Math.abs(b[i]));
+  const flat = noSpread(d, { scale });
+  const meanDiff = flat && noSpread([...d, 0], { scale }) ? 0 : sumOf(d) / n;
+  const sdDiff = flat ? 0 : Math.sqrt(sumSquaredDeviations(d, meanDiff) / (n - 1));
   const seDiff = sdDiff / Math.sqrt(n);
   const z = zCritical(1 - confidence);
   const t = studentCritical(confidence, n - 1);
@@ -155,7 +159,7 @@ export function pairedComparison(
     binary,
     discordant: binary ? { b: n10, c: n01 } : null,
     mcnemarP: binary ? mcnemarExactP(n10, n01) : null,
-    tTestP: seDiff > 0 ? 1 - studentAbsCdf(Math.abs(meanDiff / seDiff), n - 1) : meanDiff === 0 ? 1 : 0,
+    tTestP: seDiff > 0 ? clampP(1 - studentAbsCdf(Math.abs(meanDiff / seDiff), n - 1)) : meanDiff === 0 ? 1 : 0,
   };
 }
 

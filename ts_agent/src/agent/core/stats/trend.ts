@@ -6,7 +6,7 @@
 
 import { checkInteger, checkProbability, checkSample, fail } from "./errors.js";
 import { erfc, SQRT1_2 } from "./elementary.js";
-import { studentCritical, zCritical } from "./distributions.js";
+import { clampP, studentCritical, zCritical } from "./distributions.js";
 import { Interval, sortNumbers } from "./rng.js";
 import { averageRanks, sumOf } from "./descriptive.js";
 
@@ -163,7 +163,7 @@ export function trend(series: ReadonlyArray<number>): Trend {
   sortNumbers(slopes);
   const m = slopes.length;
   const senSlope = m % 2 === 1 ? slopes[(m - 1) / 2] : (slopes[m / 2 - 1] + slopes[m / 2]) / 2;
-  return { n, s, varS, z, p: erfc(Math.abs(z) * SQRT1_2), tau: s / ((n * (n - 1)) / 2), senSlope };
+  return { n, s, varS, z, p: clampP(erfc(Math.abs(z) * SQRT1_2)), tau: s / ((n * (n - 1)) / 2), senSlope };
 }
 
 /** Result of hamedRaoTrend: trend's fields with var(S), z and p corrected for autocorrelation. */
@@ -217,5 +217,5 @@ export function hamedRaoTrend(series: ReadonlyArray<number>, options: { alpha?: 
   let z = 0;
   if (varS > 0 && base.s > 0) z = (base.s - 1) / Math.sqrt(varS);
   else if (varS > 0 && base.s < 0) z = (base.s + 1) / Math.sqrt(varS);
-  return { ...base, varS, z, p: erfc(Math.abs(z) * SQRT1_2), varSUncorrected: base.varS, correction, significantLags, alpha };
+  return { ...base, varS, z, p: clampP(erfc(Math.abs(z) * SQRT1_2)), varSUncorrected: base.varS, correction, significantLags, alpha };
 }
