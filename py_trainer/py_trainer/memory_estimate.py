@@ -218,17 +218,20 @@ def check_fits(components: list[Component], device: str, free: int) -> None:
 def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.EstimateMemoryResponse:
     """EstimateMemory for an effective (validated) TrainRequest: the base model's config.json, this
     sidecar's device and its free memory, and the knob to lower when it does not fit."""
+    from py_trainer.base_models import gguf_config
     from py_trainer.models import model_files_folder, resolve_model_path
 
     if effective.mode != pb.TRAIN_MODE_GRPO:
         raise InvalidArgument("mode", "the memory estimate covers TRAIN_MODE_GRPO only")
-    path = resolve_model_path(effective.base_model, data_root)
-    folder = model_files_folder(path)
-    if folder is None:
-        raise InvalidArgument("base_model", f"{effective.base_model!r}: no local config.json to estimate from")
+    cfg = gguf_config(effective.base_model, data_root)  # a GGUF base: its header, never converted here
+    if cfg is None:
+        folder = model_files_folder(resolve_model_path(effective.base_model, data_root))
+        if folder is None:
+            raise InvalidArgument("base_model", f"{effective.base_model!r}: no local config.json to estimate from")
+        cfg = read_config(folder)
     device, free, total = device_memory(effective.runtime.device)
     precision = effective.runtime.precision or ("bf16" if device.startswith("cuda") else "fp32")
-    comps = estimate(effective, read_config(folder), precision=precision, device_total_bytes=total)
+    comps = estimate(effective, cfg, precision=precision, device_total_bytes=total)
     return pb.EstimateMemoryResponse(components=[pb.MemoryComponent(name=c.name, bytes=c.bytes, formula=c.formula)
                                                  for c in comps],
                                      total_bytes=sum(c.bytes for c in comps), device=device, device_free_bytes=free,

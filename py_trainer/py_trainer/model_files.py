@@ -135,8 +135,8 @@ def check_hub_model(repo_id: str, field: str) -> None:
 def model_folder(base_model: str, data_root: Path, default_folder: Path | None) -> Path | None:
     """The folder holding base_model's files without building or downloading anything: a folder
     under the data root, the embedded model's `default_folder` if built ("" or "embedded:<tasks>"),
-    a cached hub snapshot."""
-    if not base_model or base_model.startswith("embedded:"):
+    a cached hub snapshot. `default_folder` is given for a built or converted base (embedded, GGUF)."""
+    if not base_model or base_model.startswith("embedded:") or default_folder is not None:
         return default_folder if default_folder is not None and (default_folder / "config.json").is_file() else None
     local = Path(data_root) / base_model
     if local.is_dir():

@@ -56,10 +56,11 @@ def pick_dtype(precision: str, device):
 
 
 def resolve_model_path(base_model: str, data_root: Path) -> str:
-    """A folder under the data root, else an embedded model ("" or "embedded:<tasks>") or a hub id."""
-    from py_trainer.base_models import resolve_base_model
+    """A folder under the data root, else an embedded model ("" or "embedded:<tasks>"), a GGUF
+    base's converted folder (converted on first use: call it in a worker process) or a hub id."""
+    from py_trainer.base_models import is_gguf_base, resolve_base_model
 
-    if base_model and (Path(data_root) / base_model).exists():
+    if base_model and not is_gguf_base(base_model) and (Path(data_root) / base_model).exists():
         return str((Path(data_root) / base_model).resolve())
     return resolve_base_model(base_model, Path(data_root))
 
@@ -128,6 +129,8 @@ def library_versions() -> dict[str, str]:
 def model_fingerprint(path: str, tokenizer, prompt_format: str, device, dtype) -> pb.EvalFingerprint:
     """The run-time half of an eval's fingerprint: the model's weights and revision, the prompt
     format as resolved and its chat template's hash, device, dtype and library versions."""
+    from py_trainer.base_models import gguf_revision
+
     folder = model_files_folder(path)
     fmt = resolve_prompt_format(prompt_format, tokenizer)
     template = tokenizer.chat_template if fmt == "chat" else None
@@ -136,7 +139,7 @@ def model_fingerprint(path: str, tokenizer, prompt_format: str, device, dtype) -
     return pb.EvalFingerprint(
         model=path,
         weights_sha256=weights_sha256(folder) if folder is not None else "",
-        revision=folder.name if folder is not None and folder.parent.name == "snapshots" else "",
+        revision=(folder.name if folder.parent.name == "snapshots" else gguf_revision(folder)) if folder is not None else "",
         prompt_format=fmt,
         chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else "",
         device=device.type,
@@ -287,8 +290,12 @@ def check_chat_template(runtime, base_model: str, data_root: Path) -> None:
         return
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root))
-    if not getattr(tokenizer, "chat_template", None):
+    from py_trainer.base_models import chat_template_without_building
+
+    template = chat_template_without_building(base_model, data_root)  # a GGUF base is not converted here
+    if template is False:
+        template = getattr(AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root)), "chat_template", None)
+    if not template:
         raise FailedPrecondition("runtime.prompt_format",
                                  f"chat, but the tokenizer of {base_model or 'the embedded default model'!r} "
                                  "has no chat template (use raw or auto)")

@@ -24,9 +24,9 @@ import threading
 from pathlib import Path
 from typing import AsyncIterator, Callable, Iterator
 
-from py_trainer.base_models import model_dir_for
+from py_trainer.base_models import check_base_model, model_dir_for
 from py_trainer.atomic import write_jsonl_atomic
-from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMPLE, check_base_model, check_knobs,
+from py_trainer.config import (MAX_K, MAX_OVERGENERATE, MAX_SAMPLE_PROMPTS, SAMPLE, check_knobs,
                                check_runtime, fill_defaults, finite)
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb

@@ -65,6 +65,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -442,6 +443,19 @@ def ensure_embedded_model(tasks_path: Path, *, cache_dir: Path | None = None) ->
 
 
 def _ensure_built(final: Path, tasks_path: Path) -> Path:
+    return build_once(final, lambda tmp: build_tiny_model(tmp, seed=DEFAULT_SEED, tasks_path=tasks_path),
+                      f"the embedded tiny model of {tasks_path} (one time, under a minute)")
+
+
+def models_home() -> Path:
+    """$PY_TRAINER_HOME/models: where built and converted base models are cached."""
+    return _trainer_home() / "models"
+
+
+def build_once(final: Path, build: Callable[[Path], object], what: str) -> Path:
+    """`final`, built by `build(tmp folder)` first when it holds no build_info.json (which `build`
+    writes last): built in a temp folder renamed into place, under an fcntl lock on
+    "<final>.lock" so a second process waits for the first build instead of building again."""
     if _is_built(final):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -457,8 +471,8 @@ def _ensure_built(final: Path, tasks_path: Path) -> Path:
                 shutil.rmtree(final)
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
             try:
-                log.info("building the embedded tiny model of %s into %s (one time, under a minute)", tasks_path, final)
-                build_tiny_model(tmp, seed=DEFAULT_SEED, tasks_path=tasks_path)
+                log.info("building %s into %s", what, final)
+                build(tmp)
                 _fsync_tree(tmp)
                 os.rename(tmp, final)
             except BaseException:

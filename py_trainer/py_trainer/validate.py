@@ -14,10 +14,10 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from py_trainer.base_models import model_dir_for
+from py_trainer.base_models import check_base_model, model_dir_for
 from py_trainer.config import (DEFAULT_REWARDS, GRPO, GRPO_ONLY_FIELDS, HELD_OUT, MAX_HELD_OUT_GROUPS_DEFAULT,
                                PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, VLLM_ONLY_FIELDS,
-                               check_base_model, check_knobs, check_lora, check_runtime, check_schedule, fill_defaults,
+                               check_knobs, check_lora, check_runtime, check_schedule, fill_defaults,
                                set_default)
 from py_trainer.data import load_ranked_groups, task_rows
 from py_trainer.errors import FailedPrecondition, InvalidArgument
