@@ -15,16 +15,19 @@
  *              fewer than MIN_HELDOUT_PROMPTS scorable prompts          -> INCONCLUSIVE (too small for a CI)
  *              relative change undefined (start 0) or CI undefined (NaN) -> INCONCLUSIVE
  *              CI upper < +20%                                          -> FAIL
- *              CI lower >= +20%                                         -> CONFIRMED
+ *              CI lower >= +20% and the test rejects 0                  -> CONFIRMED
  *              relative change >= +20% and the paired test rejects 0    -> PASS (the test governs
  *                                                                          "excludes 0", not the seeded CI)
+ *              the CI excludes 0 but the test does not reject it        -> INCONCLUSIVE (names both)
+ *   both       a test that governs and its interval disagree about 0: the test decides, the reason
+ *              names both (governedExcludesZero, one rule for both criteria)
  *              otherwise                                                -> INCONCLUSIVE
  *              (a CI bound of +-Infinity is "unbounded" and judged as such, never dropped)
  *   downstream no paired comparison (no eval, or n < 2 pairs)          -> INCONCLUSIVE
  *              n < 200 tasks                                            -> INCONCLUSIVE
  *              CI undefined                                             -> INCONCLUSIVE
  *              CI upper < +5 pp                                         -> FAIL
- *              the governing test and the interval disagree about 0     -> INCONCLUSIVE (names both)
+ *              the interval excludes 0 but the test does not reject it  -> INCONCLUSIVE (names both)
  *              CI lower >= +5 pp                                        -> CONFIRMED
  *              delta >= +5 pp and the test rejects 0 (CI lower > 0)      -> PASS
  *              otherwise                                                -> INCONCLUSIVE
@@ -170,6 +173,27 @@ function signed3(x: number): string {
   return `${x >= 0 ? "+" : ""}${x.toFixed(3)}`;
 }
 
+/**
+ * The one rule when a criterion's governing test and its printed interval disagree about 0
+ * (docs/verdict.md), shared by the reward and the downstream criteria: the test governs "excludes
+ * 0" (it is deterministic; the reward's CI is a seeded bootstrap that moves with the seed, issue 21),
+ * the verdict follows it, and the reason names the disagreement. The interval excludes 0 when
+ * lower > 0 or upper < 0. With no test (rejects null/undefined) the interval decides alone.
+ * Returns whether 0 is excluded, and "" or the words naming the disagreement.
+ */
+export function governedExcludesZero(
+  ci: { lower: number; upper: number },
+  rejects: boolean | null | undefined,
+  names: { interval: string; test: string },
+): { excludes: boolean; disagreement: string } {
+  const ciExcludes = ci.lower > 0 || ci.upper < 0;
+  if (rejects === null || rejects === undefined || rejects === ciExcludes) return { excludes: rejects ?? ciExcludes, disagreement: "" };
+  return {
+    excludes: rejects,
+    disagreement: `the ${names.interval} ${ciExcludes ? "excludes" : "includes"} 0 but the ${names.test} (which governs) ${rejects ? "rejects" : "does not reject"} it`,
+  };
+}
+
 const POINT_GATE = "PASS is a point-estimate gate with an interval excluding 0";
 
 export function judgeReward(r: RewardEvidence | null): CriterionResult {
@@ -199,17 +223,19 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   if (Number.isNaN(r.relativeChangeCiLow) || Number.isNaN(r.relativeChangeCiHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
   if (r.relativeChangeCiHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.relativeChangeCiHigh)} < ${need}` };
-  if (r.relativeChangeCiLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}` };
+  // the deterministic test governs "excludes 0" when there is one; the seeded CI only describes
+  const zero = governedExcludesZero({ lower: r.relativeChangeCiLow, upper: r.relativeChangeCiHigh }, r.rejects, { interval: "CI", test: r.test ?? "test" });
+  const note = zero.disagreement ? `; ${zero.disagreement}` : "";
+  if (zero.excludes && r.relativeChangeCiLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}${note}` };
   const oc =
     r.pPassAtThreshold === undefined || r.pPassAtThreshold === null
       ? ""
       : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${prompts} prompts`;
-  // the deterministic test governs "excludes 0" when there is one; the seeded CI only describes
-  const excludes = r.rejects ?? r.relativeChangeCiLow > 0;
   const which = r.rejects === undefined || r.rejects === null ? "the CI" : `the ${r.test} (which governs)`;
-  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && excludes) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and ${which} excludes 0 (${POINT_GATE}${oc})` };
+  if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && zero.excludes) {
+    return { verdict: "PASS", reason: `${est}: >= ${need} and ${which} excludes 0 (${POINT_GATE}${oc})${note}` };
   }
+  if (zero.disagreement) return { verdict: "INCONCLUSIVE", reason: `${est}: ${zero.disagreement}${oc}` };
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "INCONCLUSIVE", reason: `${est}: >= ${need} but ${which} does not exclude 0` };
   return { verdict: "INCONCLUSIVE", reason: `${est}: below ${need} but the CI reaches ${pct(r.relativeChangeCiHigh)}` };
 }
@@ -232,17 +258,13 @@ export function downstreamCriterion(d: DownstreamEvidence | null): CriterionResu
   }
   if (Number.isNaN(d.lower) || Number.isNaN(d.upper)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   if (d.upper < DOWNSTREAM_MIN_DELTA) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pp(d.upper)} < ${need}` };
-  const ciExcludes = d.lower > 0;
-  const rejects = d.rejects ?? ciExcludes;
-  if (rejects !== ciExcludes) {
-    return {
-      verdict: "INCONCLUSIVE",
-      reason: `${est}: the ${d.method} ${ciExcludes ? "excludes" : "includes"} 0 but the ${test} (which governs) ${rejects ? "rejects" : "does not reject"} it${oc}`,
-    };
-  }
-  if (d.lower >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  const zero = governedExcludesZero(d, d.rejects, { interval: d.method, test });
+  const rejects = zero.excludes;
+  const note = zero.disagreement ? `; ${zero.disagreement}` : "";
+  if (!rejects && zero.disagreement) return { verdict: "INCONCLUSIVE", reason: `${est}: ${zero.disagreement}${oc}` };
+  if (rejects && d.lower >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
   if (d.meanDiff >= DOWNSTREAM_MIN_DELTA && rejects) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})` };
+    return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})${note}` };
   }
   if (!rejects) {
     const power = d.requiredN !== null && d.requiredN > d.n ? `n=${d.n} < required n=${d.requiredN} for the observed delta` : `the CI includes 0`;
