@@ -163,7 +163,7 @@ describe("task sets and model identity", () => {
 });
 
 describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", async () => {
-  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/core/eval-log.js")), ...(await import("../src/agent/eval/build-eval-log.js")), ...(await import("../src/agent/core/base-vs-adapter.js")), ...(await import("../src/agent/eval/grading.js")) };
+  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/core/eval-log.js")), ...(await import("../src/agent/eval/build-eval-log.js")), ...(await import("../src/agent/core/base-vs-adapter.js")), ...(await import("../src/agent/eval/grading.js")), ...(await import("../src/agent/verdict/verdict.js")) };
   const { defaultTasksPath } = await import("../src/agent/eval/tasks.js");
 
   test("the checked-in task set's test split has a held-out-template companion with new templates", () => {
@@ -186,7 +186,7 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
     const held = h.restrictResult(both, new Set(["h1", "h2"]));
     assert.deepEqual(held.variants.map((v) => v.tasks.map((t) => t.taskId)), [["h1", "h2"], ["h1", "h2"]]);
     const taskSet: TaskSet = { path: "x.jsonl", sha256: "0".repeat(64), split: "test_heldout_template", limit: 0, rows: r2, humanLabels: new Map() };
-    const sr = h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held);
+    const sr = { ...h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held), ...h.compareSplit(h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held), r2) };
     assert.equal(sr.comparison!.n, 2);
     assert.equal(sr.comparison!.paired!.meanDiff, -0.5);
     assert.equal(sr.regradedScores, 2 * 2 * GRADERS.length);

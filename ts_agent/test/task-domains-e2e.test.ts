@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { main } from "../src/cli.js";
+import { compareSplits } from "../src/agent/verdict/verdict.js";
 import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
@@ -118,7 +119,7 @@ test("agent demo --tasks arithmetic.jsonl: open answers, no templates; the repor
   const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
   assert.equal(ev.model.requested, "embedded:tasks/arithmetic.jsonl");
   assert.equal(ev.heldOutTemplate ?? null, null);
-  assert.deepEqual([ev.taskSet.labels, ev.taskSet.hasTemplates, ev.comparison?.clustered ?? null], [null, false, null]);
+  assert.deepEqual([ev.taskSet.labels, ev.taskSet.hasTemplates, compareSplits(ev)[0].comparison?.clustered ?? null], [null, false, null]);
   const md = readFileSync(join(dir, "report.md"), "utf8");
   assert.match(md, /Skipped for this task set/);
   assert.match(md, /- no held-out-template split and no template-clustered SE: the tasks carry no "template" field/);

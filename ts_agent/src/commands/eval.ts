@@ -64,7 +64,7 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
   }
   if (judged.baselineMatch.status === "mismatch") lines.push(`baseline.json GATES the verdict: ${judged.baselineMatch.reasons.join("; ")}`);
   else if (judged.baselineMatch.status === "match") lines.push("baseline.json matches this eval (fingerprint and per-task check)");
-  const h = log.heldOutTemplate?.comparison;
+  const h = judged.splits[1]?.comparison;
   if (h?.paired && h.decision) {
     lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${decisionInterval(h.decision)}, ${h.decision.method})`);
   }

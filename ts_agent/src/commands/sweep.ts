@@ -125,14 +125,11 @@ export const command: CommandHandler = async (argv, client) => {
     const out = await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log });
     progress.end();
     console.log(`[sweep] ${outcomeLine(out)}`);
-    let templ: DeltaLine | null = null;
-    if (out.state === RunState.SUCCEEDED) {
-      const { record } = await evalRun(client, out.runId, target);
-      templ = deltaLine(record.heldOutTemplate?.comparison);
-    } else {
-      allSucceeded = false;
-    }
+    if (out.state === RunState.SUCCEEDED) await evalRun(client, out.runId, target);
+    else allSucceeded = false;
     const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
+    // the held-out-template split's row, as report.md shows it (the verdict's splits)
+    const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
     const r = out.result;
     const h = analysis.reward;
     const d = analysis.downstream;

@@ -29,6 +29,7 @@ import { recordTestEval } from "../eval/test-evals.js";
 import { SELECTION_SVG, selectionSvg } from "../report/selection-curve.js";
 import { readLocalRun } from "../train/run.js";
 import { pp } from "../verdict/milestone.js";
+import { compareSplits } from "../verdict/verdict.js";
 import { RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../verdict/selection.js";
 import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../workspace.js";
 
@@ -157,6 +158,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   const log = buildEvalLog(runId, settings, testSet, tres);
   recordTestEval(evalsDir, { command: "select", runId, step: choice.chosenStep, tasks: testSet.rows.length, taskSet: testSet.path });
   const acc = (name: string) => log.variants.find((v) => v.name === name)?.accuracy ?? null;
+  const test = compareSplits(log)[0].comparison;
   const baseVal = summaries.find((v) => v.name === "base")?.accuracy ?? null;
   const rec: SelectionRecord = {
     schema: SELECTION_SCHEMA,
@@ -168,7 +170,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
     curve: choice.curve,
     chosenStep: choice.chosenStep,
     why: choice.why,
-    test: { taskSet: testSet.path, n: testSet.rows.length, base: acc("base"), chosen: acc(ADAPTER_VARIANT), meanDiff: log.comparison?.paired?.meanDiff ?? null, decision: log.comparison?.decision ?? null },
+    test: { taskSet: testSet.path, n: testSet.rows.length, base: acc("base"), chosen: acc(ADAPTER_VARIANT), meanDiff: test?.paired?.meanDiff ?? null, decision: test?.decision ?? null },
   };
   const path = join(runDir(evalsDir, runId), SELECTION_FILE);
   writeFileAtomic(join(runDir(evalsDir, runId), SELECTION_SVG), selectionSvg(rec));

@@ -8,9 +8,13 @@
  *     `result`, the sidecar's EvaluateResult as proto JSON: every variant's completion and
  *     per-grader score per task and sample, for both splits, with the sidecar's metadata (the
  *     resolved base model, seconds);
- *   - the results, each under one name, computed once here from those samples: per-variant
- *     summaries (grading.ts), the eval's own base vs adapter comparison and per-slice rows
- *     (base-vs-adapter.ts), human agreement, and the same for the held-out-template split.
+ *   - what is derived from those samples once, when the log is built, and never recomputed:
+ *     the per-variant summaries (grading.ts: per-task scores, accuracy, grader agreement, pass@k),
+ *     human agreement, and the same summaries for the held-out-template split.
+ * No comparison is stored: the eval's base vs adapter, per split and per slice, is computed from
+ * the per-task scores by verdict.ts (compareSplits), the one computation `agent eval`, report.md
+ * and the milestone show. A log an older agent wrote carries its eval-time copy (`comparison`,
+ * `bySlice`, and the same under `heldOutTemplate`); readEvalLog drops it.
  * This file is the schema, the reader and the writer; eval/build-eval-log.ts builds a log from an
  * Evaluate result.
  * The milestone (verdict.ts) re-judges a log against the current baseline.json from its per-task
@@ -32,7 +36,6 @@ import { join } from "node:path";
 import type { JsonValue } from "@bufbuild/protobuf";
 
 import { runDir, writeFileAtomic } from "../workspace.js";
-import type { Comparison, SliceComparison } from "./base-vs-adapter.js";
 import type { RewardSpec } from "./task-rewards.js";
 import type { Split } from "./task-format.js";
 
@@ -88,23 +91,20 @@ export interface EvalLog {
   regradedScores: number;
   // -- results
   variants: VariantSummary[];
-  /** the eval's own base vs the adapter (the milestone judges against baseline.json when it matches) */
-  comparison: Comparison | null;
   humanAgreement: Agreement[];
-  /** adapter vs base per slice on this split, Holm-adjusted across slices */
-  bySlice?: SliceComparison[];
   /** the held-out-template split, evaluated in the same request (absent for older logs) */
   heldOutTemplate?: SplitResult | null;
 }
 
-/** One more split of the same eval: its own base vs adapter (no baseline.json for it). */
+/** One more split of the same eval: its variants' summaries (no baseline.json for it). */
 export interface SplitResult {
   taskSet: TaskSetRef;
   regradedScores: number;
   variants: VariantSummary[];
-  comparison: Comparison | null;
-  bySlice: SliceComparison[];
 }
+
+/** The eval-time comparisons an older agent stored; read, they are dropped (see the module docs). */
+const STALE_FIELDS = ["comparison", "bySlice"] as const;
 
 /** Write runs/<run_id>/eval.json atomically; returns its path. */
 export function writeEvalLog(evalsDir: string, log: EvalLog): string {
@@ -121,6 +121,7 @@ export function readEvalLog(path: string): EvalLog {
   if (log.schema !== EVAL_LOG_SCHEMA && log.schema !== "agent-eval/v1") {
     throw new Error(`${path}: not an eval log (schema ${JSON.stringify(log.schema)}; this agent reads ${EVAL_LOG_SCHEMA} and agent-eval/v1)`);
   }
+  for (const part of [log, log.heldOutTemplate] as Array<Record<string, unknown> | null | undefined>) for (const f of STALE_FIELDS) if (part) delete part[f];
   return log;
 }
 
@@ -209,6 +210,13 @@ export interface Fingerprint {
     batchSize: number;
     /** torch, transformers, peft, trl */
     libraries: Record<string, string> | null;
+  };
+  /** the code that produced the scores (absent in files written before it was kept; null = not reported) */
+  code?: {
+    /** the sidecar's, from EvaluateResult.fingerprint.code_revision */
+    sidecar: CodeRevision | null;
+    /** the agent's own (it re-grades every score) */
+    agent: CodeRevision | null;
   };
 }
 

@@ -6,29 +6,20 @@ import { toJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema, type EvaluateProgress, type EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
-import { ADAPTER_VARIANT, compareScores, sliceBreakdown } from "../core/base-vs-adapter.js";
+import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { EVAL_LOG_SCHEMA, type EvalLog, type EvalSettings, type LoggedTask, type SplitResult } from "../core/eval-log.js";
 import { humanAgreement } from "./agreement.js";
 import { evaluateRunSplits } from "./evaluate.js";
 import { buildFingerprint } from "./fingerprint.js";
-import { regrade, scoresOf, summarizeVariant } from "./grading.js";
+import { regrade, summarizeVariant } from "./grading.js";
 import { heldOutTemplateSetFor, taskSetRef, type TaskSet } from "./task-set.js";
 
-/** Re-grade and summarise one split of an Evaluate result (pure): the summaries, the eval's own
- *  base vs adapter with the template-clustered SE, and the per-slice rows. */
+/** Re-grade and summarise one split of an Evaluate result (pure). Its base vs adapter is not
+ *  computed here: verdict.ts compareSplits does that from the summaries' per-task scores. */
 export function splitResult(settings: EvalSettings, taskSet: TaskSet, result: EvaluateResult): SplitResult {
   const regradedScores = regrade(result.variants, taskSet.rows, settings.graders);
   const variants = result.variants.map((v) => summarizeVariant(v, settings.graders));
-  const base = variants.find((v) => v.name === "base");
-  const cand = variants.find((v) => v.name === ADAPTER_VARIANT);
-  const templates = taskSet.rows.every((r) => r.template !== undefined) ? new Map(taskSet.rows.map((r) => [r.id, r.template!])) : undefined;
-  return {
-    taskSet: taskSetRef(taskSet),
-    regradedScores,
-    variants,
-    comparison: base && cand ? compareScores(scoresOf(base.perTask), scoresOf(cand.perTask), undefined, templates) : null,
-    bySlice: base && cand ? sliceBreakdown(scoresOf(base.perTask), scoresOf(cand.perTask), taskSet.rows) : [],
-  };
+  return { taskSet: taskSetRef(taskSet), regradedScores, variants };
 }
 
 /** Both splits' results as one EvaluateResult (each variant's tasks: the test split's, then the
@@ -69,9 +60,7 @@ export function buildEvalLog(
     result: toJson(EvaluateResultSchema, mergedResult(result, heldOut?.result ?? null)),
     regradedScores: main.regradedScores + (held?.regradedScores ?? 0),
     variants: main.variants,
-    comparison: main.comparison,
     humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
-    bySlice: main.bySlice,
     heldOutTemplate: held,
   };
 }

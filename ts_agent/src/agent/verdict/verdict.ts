@@ -22,8 +22,8 @@ import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { scoresOf } from "../eval/grading.js";
 import { operatingCharacteristic, requiredNForDelta, simulatedOperatingCharacteristic } from "../core/stats/index.js";
-import { CI_METHOD, compareScores, type Comparison, type Decision } from "../core/base-vs-adapter.js";
-import type { EvalLog } from "../core/eval-log.js";
+import { CI_METHOD, compareScores, sliceBreakdown, type Comparison, type Decision, type SliceComparison } from "../core/base-vs-adapter.js";
+import type { EvalLog, LoggedTask, TaskSetRef, VariantSummary } from "../core/eval-log.js";
 import {
   DOWNSTREAM_MIN_DELTA,
   MIN_HELDOUT_PROMPTS,
@@ -81,11 +81,49 @@ export function baseConsistency(baselinePerTask: Record<string, number | null>, 
   return { compared: ids.length, disagreeing, allowed, gates, text };
 }
 
+/** One split of an eval compared: its own base vs its adapter, overall and per slice. */
+export interface SplitComparison {
+  taskSet: TaskSetRef;
+  variants: VariantSummary[];
+  /** null without both variants */
+  comparison: Comparison | null;
+  /** adapter vs base per slice, Holm-adjusted across slices (none without slice values) */
+  bySlice: SliceComparison[];
+}
+
+/** The labels every eval split's comparison carries. */
+const EVAL_LABELS = { base: "base (this eval)", candidate: ADAPTER_VARIANT };
+
+/** A split's base vs adapter from its variants' per-task scores and its tasks (for the templates
+ *  of the clustered SE, only when every task has one, and the slices). The one computation of an
+ *  eval's comparison: eval.json stores none (core/eval-log.ts). */
+export function compareSplit(split: { taskSet: TaskSetRef; variants: VariantSummary[] }, tasks: ReadonlyArray<Pick<LoggedTask, "template" | "slice"> & { id: string }>): SplitComparison {
+  const base = split.variants.find((v) => v.name === "base");
+  const adapter = split.variants.find((v) => v.name === ADAPTER_VARIANT);
+  if (!base || !adapter) return { taskSet: split.taskSet, variants: split.variants, comparison: null, bySlice: [] };
+  // no clustered SE for a task set without templates (docs/tasks.md)
+  const templates = tasks.length > 0 && tasks.every((t) => t.template !== undefined) ? new Map(tasks.map((t) => [t.id, t.template!])) : undefined;
+  const [b, a] = [scoresOf(base.perTask), scoresOf(adapter.perTask)];
+  return { taskSet: split.taskSet, variants: split.variants, comparison: compareScores(b, a, EVAL_LABELS, templates), bySlice: sliceBreakdown(b, a, tasks) };
+}
+
+/** The log's splits compared: the evaluated split first, then the held-out-template one when the
+ *  eval has it. Each split's slices come from its own logged tasks. */
+export function compareSplits(log: EvalLog): SplitComparison[] {
+  const logged = Object.entries(log.tasks ?? {}).map(([id, t]) => ({ ...t, id }));
+  const held = log.heldOutTemplate;
+  return [log, ...(held ? [held] : [])].map((s) =>
+    compareSplit(s, logged.filter((t) => t.split === s.taskSet.split)),
+  );
+}
+
 /** The comparison the milestone judges (adapter vs the eval's own base) and baseline.json's guard. */
 export interface JudgedComparison {
   baselineMatch: BaselineMatch;
-  /** adapter vs the eval's own base variant; null without an eval with both variants */
+  /** adapter vs the eval's own base variant; null without an eval with both variants (splits[0]'s) */
   comparison: Comparison | null;
+  /** every split of the eval compared (compareSplits; none without an eval) */
+  splits: SplitComparison[];
   /** where those base scores came from */
   baseSource: string;
   /** tasks where baseline.json and the eval's own base variant disagree (when both exist) */
@@ -102,7 +140,7 @@ export interface JudgedComparison {
 export function judgeEvalComparison(log: EvalLog | null, baseline: Baseline | null, runBaseModel = ""): JudgedComparison {
   const adapter = log?.variants.find((v) => v.name === ADAPTER_VARIANT) ?? null;
   const evalBase = log?.variants.find((v) => v.name === "base") ?? null;
-  const out: JudgedComparison = { baselineMatch: { status: "missing" }, comparison: null, baseSource: "", baseDisagreements: null, consistency: null, fingerprint: null };
+  const out: JudgedComparison = { baselineMatch: { status: "missing" }, comparison: null, splits: [], baseSource: "", baseDisagreements: null, consistency: null, fingerprint: null };
   if (log && adapter && baseline) {
     out.fingerprint = compareWithBaseline(baseline, { model: log.model, taskSet: log.taskSet, settings: log.settings, taskIds: evalTaskIds(log), fingerprint: log.fingerprint });
     const reasons = fingerprintGates(out.fingerprint);
@@ -118,12 +156,11 @@ export function judgeEvalComparison(log: EvalLog | null, baseline: Baseline | nu
         ? { status: "match" }
         : { status: "mismatch", reasons: [`model.requested: ${JSON.stringify(baseline.model.requested)} vs ${JSON.stringify(runBaseModel)}`] };
   }
-  if (!log || !adapter || !evalBase) return out;
-  const logged = log.tasks ? Object.entries(log.tasks) : [];
-  // no clustered SE for a task set without templates (docs/tasks.md)
-  const templates = logged.length > 0 && logged.every(([, t]) => t.template !== undefined) ? new Map(logged.map(([id, t]) => [id, t.template!])) : undefined;
+  if (!log) return out;
+  out.splits = compareSplits(log);
+  if (!adapter || !evalBase) return out;
   out.baseSource = "the eval's own base variant";
-  out.comparison = compareScores(scoresOf(evalBase.perTask), scoresOf(adapter.perTask), { base: "base (this eval)", candidate: ADAPTER_VARIANT }, templates);
+  out.comparison = out.splits[0].comparison;
   return out;
 }
 

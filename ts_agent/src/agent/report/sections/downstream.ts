@@ -5,18 +5,15 @@
  * vs held-out templates, per slice (the task set's slice field), pass@k, and grader agreement. Every number comes from the
  * verdict (verdict/verdict.ts) or the eval log's results; nothing is recomputed here.
  */
-import { ADAPTER_VARIANT } from "../../core/base-vs-adapter.js";
-import type { Agreement } from "../../core/eval-log.js";
-import { CI_METHOD, NO_VARIANCE_TEST, UNDEFINED_TEST, type Comparison } from "../../core/base-vs-adapter.js";
-import { olderLogNote, type EvalLog } from "../../core/eval-log.js";
-import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
-import { decisionInterval } from "../../verdict/verdict.js";
-import type { ReportSection } from "../analysis.js";
-import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
-import { f3, pct1, table } from "../markdown.js";
+import { ADAPTER_VARIANT, CI_METHOD, NO_VARIANCE_TEST, UNDEFINED_TEST, type Comparison, type SliceComparison } from "../../core/base-vs-adapter.js";
+import { olderLogNote, type Agreement, type EvalLog, type TaskSetRef } from "../../core/eval-log.js";
 import { GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED } from "../../core/stats/index.js";
 import { skippedFeatures } from "../../core/task-format.js";
-import type { TaskSetRef } from "../../core/eval-log.js";
+import { fingerprintUnchecked, fingerprintWarnings } from "../../eval/fingerprint.js";
+import { DOWNSTREAM_MIN_DELTA_PP, pp } from "../../verdict/milestone.js";
+import { decisionInterval, type SplitComparison } from "../../verdict/verdict.js";
+import type { ReportSection } from "../analysis.js";
+import { f3, pct1, table } from "../markdown.js";
 
 /** What the task set cannot have, each with the field that would enable it (older logs: none). */
 export function taskSetSkips(ref: TaskSetRef): string[] {
@@ -43,10 +40,11 @@ function splitRow(label: string, n: number, c: Comparison | null | undefined, va
 }
 
 /** In-distribution vs held-out templates side by side, per slice with Holm-adjusted p, pass@k;
- *  what the task set cannot have (no templates, no slice field) is named with the field it lacks. */
-function splitsSection(ev: EvalLog): string[] {
+ *  what the task set cannot have (no templates, no slice field) is named with the field it lacks.
+ *  The comparisons are the verdict's (`splits`: the same computation as the comparison table's). */
+function splitsSection(ev: EvalLog, splits: ReadonlyArray<SplitComparison>): string[] {
   const out: string[] = [];
-  const h = ev.heldOutTemplate;
+  const [main, h] = [splits[0], splits[1] as SplitComparison | undefined];
   out.push("### In-distribution vs held-out templates");
   out.push("");
   const skipped = taskSetSkips(ev.taskSet);
@@ -61,7 +59,7 @@ function splitsSection(ev: EvalLog): string[] {
     );
     out.push("");
   }
-  const rows = [splitRow(`${ev.taskSet.split} (in-distribution)`, ev.taskSet.n, ev.comparison, ev.variants)];
+  const rows = [splitRow(`${ev.taskSet.split} (in-distribution)`, ev.taskSet.n, main?.comparison, ev.variants)];
   if (h) rows.push(splitRow("test_heldout_template", h.taskSet.n, h.comparison, h.variants));
   out.push(table(["split", "tasks", "base", "adapter", "adapter - base", "95% decision CI", "p (governing test)", "SE clustered by template"], rows));
   if (!h) {
@@ -69,7 +67,7 @@ function splitsSection(ev: EvalLog): string[] {
     out.push("_No held-out-template split in this eval (older record, or the task file has no `test_heldout_template` rows)._");
   }
   out.push("");
-  const sliceRows = (list: EvalLog["bySlice"], split: string) =>
+  const sliceRows = (list: SliceComparison[] | undefined, split: string) =>
     (list ?? []).map((t) => [
       split,
       t.slice,
@@ -82,7 +80,7 @@ function splitsSection(ev: EvalLog): string[] {
       t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
     ]);
   const field = ev.taskSet.sliceField ?? "slice";
-  const perSlice = [...sliceRows(ev.bySlice, ev.taskSet.split), ...sliceRows(h?.bySlice, "test_heldout_template")];
+  const perSlice = [...sliceRows(main?.bySlice, ev.taskSet.split), ...sliceRows(h?.bySlice, "test_heldout_template")];
   if (perSlice.length === 0) {
     out.push(`_No per-${field} table: the tasks carry no \`${field}\` field (docs/tasks.md)._`, "");
   } else {
@@ -185,7 +183,7 @@ export const downstream: ReportSection = (input, a) => {
   else out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
   out.push("");
   out.push(...fingerprintSection(a));
-  out.push(...splitsSection(ev));
+  out.push(...splitsSection(ev, a.splits));
   out.push("### Grader agreement (Cohen's kappa)");
   out.push("");
   const kappas = agreementRows([...ev.variants.map((v) => v.graderAgreement), ...ev.humanAgreement]);
