@@ -44,7 +44,7 @@ def test_every_function_has_vectors():
         "pairedComparison", "pairedBootstrapCI", "requiredNForDelta", "minimumDetectableEffect", "cohenKappa",
         "fleissKappa", "startVsEnd", "trend", "Rng", "nanMean", "nanSampleSd", "bootstrapMeanCI",
         "tangoScoreInterval", "operatingCharacteristic", "passAtK", "holmAdjust", "clusteredMeanSE", "hamedRaoTrend", "plannedPairedSd", "kendallW",
-        "relativeChangeCI", "kendallTauB", "intervalOverRuns", "pairedProportionGate", "simulatedOperatingCharacteristic",
+        "relativeChangeCI", "kendallTauB", "intervalOverRuns", "pairedProportionGate", "simulatedOperatingCharacteristic", "noSpread",
     }
     for path in FILES:
         data = json.loads(path.read_text())

@@ -44,6 +44,8 @@ from py_trainer.stats.rng import (  # noqa: F401
     Rng,
 )
 from py_trainer.stats.descriptive import (  # noqa: F401
+    RunsInterval,
+    interval_over_runs,
     NO_SPREAD_ULPS,
     no_spread,
     ProportionInterval,
@@ -65,11 +67,8 @@ from py_trainer.stats.paired import (  # noqa: F401
     tango_score_interval,
 )
 from py_trainer.stats.resampling import (  # noqa: F401
-    RUNS_BOOTSTRAP_MIN,
     RelativeChange,
-    RunsInterval,
     bootstrap_mean_ci,
-    interval_over_runs,
     relative_change_ci,
 )
 from py_trainer.stats.power import (  # noqa: F401

@@ -1,4 +1,5 @@
-"""The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average ranks.
+"""The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average
+ranks, the one "no spread" rule (no_spread) and the interval over runs (interval_over_runs).
 
 Port of ts_agent/src/agent/core/stats/descriptive.ts, name for name in snake_case and bit for bit; the
 conventions are in the package docstring (py_trainer/stats/__init__.py)."""
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from py_trainer.stats.errors import check_integer, check_number, check_probability, check_sample, fail, is_number, js_max, js_min
-from py_trainer.stats.distributions import z_critical
+from py_trainer.stats.distributions import student_t_quantile, z_critical
 
 EPSILON = 2.220446049250313e-16  # Number.EPSILON, 2^-52
 
@@ -146,3 +147,33 @@ def average_ranks(xs: Sequence[float]) -> list[float]:
             ranks[order[k]] = r
         i = j
     return ranks
+
+
+@dataclass(frozen=True)
+class RunsInterval:
+    """An effect across training runs (seeds): mean, between-run SD and an interval over runs."""
+
+    n: int
+    mean: float
+    sd: float
+    lower: float
+    upper: float
+    method: str
+
+
+def interval_over_runs(values: Sequence[float], *, confidence: float = 0.95) -> RunsInterval:
+    """Port of the TS code intervalOverRuns: the run is the unit; Student's t at every n; runs with
+    no spread (no_spread): sd 0 and no interval, saying why; one run: NaN bounds and SD."""
+    check_sample("values", values, 1)
+    confidence = check_probability("confidence", confidence)
+    n = len(values)
+    m = sum_of(values) / n
+    if n < 2:
+        return RunsInterval(n, m, math.nan, math.nan, math.nan, "one run: no interval")
+    if no_spread(values):
+        return RunsInterval(n, m, 0.0, math.nan, math.nan,
+                            f"no interval: the {n} runs have no spread (equal up to rounding), and a zero-width "
+                            "interval would read certainty")
+    sd = math.sqrt(sum_squared_deviations(values, m) / (n - 1))
+    half = student_t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
+    return RunsInterval(n, m, sd, m - half, m + half, f"t interval over {n} runs (df {n - 1})")

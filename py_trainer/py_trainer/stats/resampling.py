@@ -1,4 +1,4 @@
-"""The statistics, held-out resampling and the interval over runs: bootstrapMeanCI and relativeChangeCI (missing values skipped), intervalOverRuns.
+"""The statistics, held-out resampling: bootstrapMeanCI and relativeChangeCI (missing values skipped).
 
 Port of ts_agent/src/agent/core/stats/resampling.ts, name for name in snake_case and bit for bit; the
 conventions are in the package docstring (py_trainer/stats/__init__.py)."""
@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from py_trainer.stats.errors import check_integer, check_probability, check_sample, fail
-from py_trainer.stats.distributions import student_t_quantile
 from py_trainer.stats.rng import Interval, Rng, percentile_interval
-from py_trainer.stats.descriptive import finite_values, is_present, mean, sum_of, sum_squared_deviations
+from py_trainer.stats.descriptive import finite_values, is_present, mean, sum_of
 
 
 def bootstrap_mean_ci(
@@ -93,36 +92,3 @@ def relative_change_ci(
             relatives.append(math.inf if bm > 0 else -math.inf if bm < 0 else 0.0)
     ci = percentile_interval(relatives, confidence)
     return RelativeChange(estimate=estimate, lower=ci.lower, upper=ci.upper)
-
-
-@dataclass(frozen=True)
-class RunsInterval:
-    """An effect across training runs (seeds): mean, between-run SD and an interval over runs."""
-
-    n: int
-    mean: float
-    sd: float
-    lower: float
-    upper: float
-    method: str
-
-
-RUNS_BOOTSTRAP_MIN = 10
-
-
-def interval_over_runs(values: Sequence[float], *, confidence: float = 0.95, seed: int = 0,
-                       resamples: int = 10000) -> RunsInterval:
-    """Port of the TS code intervalOverRuns: the run is the unit; Student's t below RUNS_BOOTSTRAP_MIN
-    runs, the percentile bootstrap over runs (rliable) from it on; one run: NaN bounds and SD."""
-    check_sample("values", values, 1)
-    confidence = check_probability("confidence", confidence)
-    n = len(values)
-    m = sum_of(values) / n
-    if n < 2:
-        return RunsInterval(n, m, math.nan, math.nan, math.nan, "one run: no interval")
-    sd = math.sqrt(sum_squared_deviations(values, m) / (n - 1))
-    if n < RUNS_BOOTSTRAP_MIN:
-        half = student_t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
-        return RunsInterval(n, m, sd, m - half, m + half, f"t interval over {n} runs (df {n - 1})")
-    ci = bootstrap_mean_ci(values, seed=seed, resamples=resamples, confidence=confidence)
-    return RunsInterval(n, m, sd, ci.lower, ci.upper, f"percentile bootstrap over {n} runs ({resamples} resamples)")

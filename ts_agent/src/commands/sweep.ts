@@ -32,7 +32,7 @@ export const help: CommandHelp = {
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
-    ["--seeds N", "how many seeds (default 5; the interval over seeds is t below 10, bootstrap from 10)"],
+    ["--seeds N", "how many seeds (default 5; the interval over seeds is Student's t at every n)"],
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
     ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],

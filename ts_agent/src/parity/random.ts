@@ -258,9 +258,7 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
   intervalOverRuns: fc
     .record({
-      values: fc.oneof(fc.array(fc.oneof(score, value), { maxLength: 9 }), fc.array(value, { minLength: 10, maxLength: 20 })),
-      resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)),
-      seed,
+      values: fc.oneof(fc.array(fc.oneof(score, value), { maxLength: 9 }), fc.array(value, { minLength: 10, maxLength: 20 }), fc.constantFrom([0.2, 0.2, 0.2], [0.6 - 0.4, 0.8 - 0.6, 1 - 0.8])),
       confidence,
     })
     .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),

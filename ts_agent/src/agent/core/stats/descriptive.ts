@@ -1,11 +1,12 @@
 /**
- * The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average ranks.
+ * The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average
+ * ranks, the one "no spread" rule (noSpread) and the interval over runs (intervalOverRuns).
  * Ported to py_trainer/py_trainer/stats/descriptive.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 
 import { checkInteger, checkNumber, checkProbability, checkSample, fail } from "./errors.js";
-import { zCritical } from "./distributions.js";
+import { studentTQuantile, zCritical } from "./distributions.js";
 import { Interval } from "./rng.js";
 
 export function sumOf(xs: ReadonlyArray<number>): number {
@@ -146,4 +147,37 @@ export function averageRanks(xs: ReadonlyArray<number>): number[] {
     i = j;
   }
   return ranks;
+}
+
+/** An effect across training runs (seeds): mean, between-run SD and an interval over runs. */
+export interface RunsInterval extends Interval {
+  n: number;
+  mean: number;
+  /** sample SD over runs (n - 1); NaN for one run, 0 when the runs have no spread */
+  sd: number;
+  /** how the interval was made, or why there is none */
+  method: string;
+}
+
+/**
+ * The mean of one value per training run (e.g. each seed's downstream delta) with an interval over
+ * runs: the run is the unit. One method at every n: Student's t, mean +- t(n-1) * SD / sqrt(n)
+ * (simulated coverage with normal per-seed deltas 0.94-0.96 at 3, 5, 10 and 20 seeds: test
+ * interval-over-seeds.test.ts; the percentile bootstrap over runs used from 10 seeds covered about
+ * 0.90 there). Runs with no spread (noSpread): sd 0 and no interval (NaN bounds), the method saying
+ * why; a zero-width interval would read certainty. One run: NaN bounds and SD. Units are the
+ * caller's (fractions in, fractions out).
+ */
+export function intervalOverRuns(values: ReadonlyArray<number>, options: { confidence?: number } = {}): RunsInterval {
+  checkSample("values", values, 1);
+  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
+  const n = values.length;
+  const m = sumOf(values) / n;
+  if (n < 2) return { n, mean: m, sd: NaN, lower: NaN, upper: NaN, method: "one run: no interval" };
+  if (noSpread(values)) {
+    return { n, mean: m, sd: 0, lower: NaN, upper: NaN, method: `no interval: the ${n} runs have no spread (equal up to rounding), and a zero-width interval would read certainty` };
+  }
+  const sd = Math.sqrt(sumSquaredDeviations(values, m) / (n - 1));
+  const half = (studentTQuantile(1 - (1 - confidence) / 2, n - 1) * sd) / Math.sqrt(n);
+  return { n, mean: m, sd, lower: m - half, upper: m + half, method: `t interval over ${n} runs (df ${n - 1})` };
 }

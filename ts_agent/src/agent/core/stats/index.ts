@@ -2,9 +2,9 @@
  * Statistics for the eval harness and the report: the public face of core/stats. Source of truth;
  * the port is py_trainer/py_trainer/stats/ (file for file, same names in snake_case, same results
  * bit for bit). One file per family: errors (StatsInputError, input checks), elementary (exp, log,
- * atan, erfc), distributions (normal, Student t), rng (the PRNG, the percentile rule), descriptive,
- * paired (McNemar, pairedComparison, paired bootstrap, Tango), resampling (held-out bootstraps,
- * intervalOverRuns), power, multiplicity (passAtK, Holm, clustered SE), agreement (kappa, tau-b,
+ * atan, erfc), distributions (normal, Student t), rng (the PRNG, the percentile rule), descriptive
+ * (with noSpread and intervalOverRuns), paired (McNemar, pairedComparison, paired bootstrap, Tango),
+ * resampling (the held-out bootstraps), power, multiplicity (passAtK, Holm, clustered SE), agreement (kappa, tau-b,
  * Fleiss, Kendall's W), trend (startVsEnd, trend, Hamed-Rao). Importers use this file.
  *
  * Conventions
@@ -48,12 +48,12 @@ export { StatsInputError } from "./errors.js";
 export { normalCdf, normalQuantile, studentTQuantile } from "./distributions.js";
 export type { Interval } from "./rng.js";
 export { Rng } from "./rng.js";
-export type { ProportionInterval } from "./descriptive.js";
-export { NO_SPREAD_ULPS, noSpread, mean, sampleSd, standardError, nanMean, nanSampleSd, wilsonInterval } from "./descriptive.js";
+export type { ProportionInterval, RunsInterval } from "./descriptive.js";
+export { NO_SPREAD_ULPS, noSpread, mean, sampleSd, standardError, nanMean, nanSampleSd, wilsonInterval, intervalOverRuns } from "./descriptive.js";
 export type { Discordant, PairedComparison, BootstrapInterval, PairedProportionInterval } from "./paired.js";
 export { mcnemarExactP, pairedComparison, pairedBootstrapCI, tangoScoreInterval } from "./paired.js";
-export type { RelativeChange, RunsInterval } from "./resampling.js";
-export { bootstrapMeanCI, relativeChangeCI, RUNS_BOOTSTRAP_MIN, intervalOverRuns } from "./resampling.js";
+export type { RelativeChange } from "./resampling.js";
+export { bootstrapMeanCI, relativeChangeCI } from "./resampling.js";
 export type { OperatingCharacteristic, PairedProportionGate, SimulatedOperatingCharacteristic, PlannedPairedSd } from "./power.js";
 export { requiredNForDelta, minimumDetectableEffect, operatingCharacteristic, pairedProportionGate, GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED, simulatedOperatingCharacteristic, plannedPairedSd } from "./power.js";
 export type { ClusteredMean } from "./multiplicity.js";

@@ -1,13 +1,12 @@
 /**
- * The statistics, held-out resampling and the interval over runs: bootstrapMeanCI and relativeChangeCI (missing values skipped), intervalOverRuns.
+ * The statistics, held-out resampling: bootstrapMeanCI and relativeChangeCI (missing values skipped).
  * Ported to py_trainer/py_trainer/stats/resampling.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 
 import { checkInteger, checkProbability, checkSample, fail } from "./errors.js";
-import { studentTQuantile } from "./distributions.js";
 import { Interval, percentile, percentileInterval, Rng } from "./rng.js";
-import { finiteValues, isPresent, mean, sumOf, sumSquaredDeviations } from "./descriptive.js";
+import { finiteValues, isPresent, mean, sumOf } from "./descriptive.js";
 
 /**
  * Percentile bootstrap CI of the mean of the finite values (missing values skipped): resample n
@@ -92,43 +91,4 @@ export function relativeChangeCI(
   }
   const ci = percentileInterval(relatives, confidence);
   return { estimate, lower: ci.lower, upper: ci.upper };
-}
-
-/** An effect across training runs (seeds): mean, between-run SD and an interval over runs. */
-export interface RunsInterval extends Interval {
-  n: number;
-  mean: number;
-  /** sample SD over runs (n - 1); NaN for one run */
-  sd: number;
-  /** how the interval was made */
-  method: string;
-}
-
-/** Below this many runs the interval over runs is Student's t; from it on, a percentile bootstrap. */
-export const RUNS_BOOTSTRAP_MIN = 10;
-
-/**
- * The mean of one value per training run (e.g. each seed's downstream delta) with a 95% interval
- * over runs: the run is the unit. n < RUNS_BOOTSTRAP_MIN: Student's t interval, mean +- t(n-1) *
- * SD / sqrt(n) (a bootstrap over a handful of runs under-covers); n >= RUNS_BOOTSTRAP_MIN: the
- * percentile bootstrap over runs (rliable, Agarwal et al. 2021), `resamples` resamples from
- * `seed`. One run: NaN bounds and SD. Units are the caller's (fractions in, fractions out).
- */
-export function intervalOverRuns(
-  values: ReadonlyArray<number>,
-  options: { confidence?: number; seed?: number; resamples?: number } = {},
-): RunsInterval {
-  checkSample("values", values, 1);
-  const confidence = checkProbability("confidence", options.confidence ?? 0.95);
-  const n = values.length;
-  const m = sumOf(values) / n;
-  if (n < 2) return { n, mean: m, sd: NaN, lower: NaN, upper: NaN, method: "one run: no interval" };
-  const sd = Math.sqrt(sumSquaredDeviations(values, m) / (n - 1));
-  if (n < RUNS_BOOTSTRAP_MIN) {
-    const half = (studentTQuantile(1 - (1 - confidence) / 2, n - 1) * sd) / Math.sqrt(n);
-    return { n, mean: m, sd, lower: m - half, upper: m + half, method: `t interval over ${n} runs (df ${n - 1})` };
-  }
-  const resamples = options.resamples ?? 10000;
-  const ci = bootstrapMeanCI(values, { seed: options.seed ?? 0, resamples, confidence });
-  return { n, mean: m, sd, lower: ci.lower, upper: ci.upper, method: `percentile bootstrap over ${n} runs (${resamples} resamples)` };
 }
