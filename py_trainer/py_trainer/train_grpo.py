@@ -1,4 +1,4 @@
-"""GRPO on verifiable rewards: TRL's GRPOTrainer + PEFT LoRA, rewards from `grpo.py`.
+"""GRPO on verifiable rewards: TRL's GRPOTrainer + PEFT LoRA, rewards from `task_rewards.py`.
 
 TRL does the optimisation on the effective request (`validate.validate_grpo_request` filled every
 default); what this mode adds around it:
@@ -39,7 +39,7 @@ def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
     """One TRL reward function per spec, named after it (TRL logs ``rewards/<name>/mean``).
 
     TRL calls ``f(prompts=..., completions=..., completion_ids=..., answers=..., ...)`` with the
-    dataset's columns; each completion is scored by the `grpo.py` port.
+    dataset's columns; each completion is scored by the `task_rewards.py` port.
     """
     funcs = []
     for spec in specs:
