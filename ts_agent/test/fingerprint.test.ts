@@ -89,7 +89,31 @@ describe("the fingerprint", () => {
       "prompt.chat_template_sha256",
       "runtime.device",
       "runtime.dtype",
+      "code.sidecar.grader_sha256",
+      "code.sidecar.git_commit",
       "runtime.library_versions",
     ]);
+  });
+
+  test("the code revision (issue 26): a grader-code change gates, naming the field; another commit only warns", () => {
+    const otherGrader = fp({}, runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "c0".repeat(20), gitDirty: false, graderSha256: "44".repeat(32) } }));
+    assert.deepEqual(gates(fp(), otherGrader), [`code.sidecar.grader_sha256: ${"33".repeat(6)}… vs ${"44".repeat(6)}…`]);
+
+    const agentEdited = fp();
+    agentEdited.code!.agent = { ...agentEdited.code!.agent!, graderSha256: "55".repeat(32) };
+    assert.deepEqual(gates(fp(), agentEdited), [`code.agent.grader_sha256: ${fp().code!.agent!.graderSha256.slice(0, 12)}… vs ${"55".repeat(6)}…`]);
+
+    const laterCommit = fp({}, runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "d1".repeat(20), gitDirty: true, graderSha256: "33".repeat(32) } }));
+    const rows = compareFingerprints(fp(), laterCommit);
+    assert.deepEqual(fingerprintGates(rows), []);
+    assert.deepEqual(fingerprintWarnings(rows), [`code.sidecar.git_commit: ${"c0".repeat(6)} vs ${"d1".repeat(6)} (dirty)`]);
+  });
+
+  test("a file older than the code revision: the code rows are 'not recorded' and never gate", () => {
+    const older = fp();
+    delete older.code;
+    const rows = compareFingerprints(older, fp({}, runtime({ codeRevision: { packageVersion: "0.2.0", gitCommit: "", gitDirty: false, graderSha256: "66".repeat(32) } })));
+    assert.deepEqual(fingerprintGates(rows), []);
+    assert.deepEqual(fingerprintUnchecked(rows), ["code.sidecar.grader_sha256", "code.agent.grader_sha256", "code.sidecar.git_commit", "code.agent.git_commit"]);
   });
 });

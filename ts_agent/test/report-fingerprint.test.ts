@@ -150,7 +150,7 @@ describe("a stale baseline.json guards, it does not decide (issue 21)", () => {
   test("files older than the fingerprint still read: the report names the checks it could not make, and only the per-task check gates", () => {
     const agreeing = setup({ baselineRuntime: null, evalRuntime: null });
     assert.equal(agreeing.analysis.milestone.gated, false, agreeing.analysis.milestone.reason);
-    assert.match(agreeing.md, /Fingerprint incomplete: model\.weights_sha256, model\.revision, prompt\.format, prompt\.chat_template_sha256, runtime\.device, runtime\.dtype, runtime\.library_versions not recorded/);
+    assert.match(agreeing.md, /Fingerprint incomplete: model\.weights_sha256, model\.revision, prompt\.format, prompt\.chat_template_sha256, runtime\.device, runtime\.dtype, code\.sidecar\.grader_sha256, code\.sidecar\.git_commit, runtime\.library_versions not recorded/);
     const stale = setup({ baselineRight: 30, baselineRuntime: null, evalRuntime: null });
     assert.equal(stale.analysis.milestone.gated, true);
     assert.match(stale.analysis.milestone.reason, /disagree on 30 of 264/);

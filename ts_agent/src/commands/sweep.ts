@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 
 import { clone, create } from "@bufbuild/protobuf";
 
+import { codeRevision } from "../agent/code-revision.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
@@ -149,7 +150,7 @@ export const command: CommandHandler = async (argv, client) => {
     });
     console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
     const summary = summarizeSweep(sweepId, source, seeds);
-    writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify(summary, null, 2) + "\n");
+    writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify({ ...summary, codeRevision: codeRevision() }, null, 2) + "\n");
     writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
   }
   // every run's report names the sweep and carries its replicate section (the final summary)

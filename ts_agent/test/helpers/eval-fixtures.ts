@@ -19,6 +19,7 @@ export function runtimeFingerprint(over: Record<string, unknown> = {}) {
     batchSize: 64,
     topP: 1,
     libraryVersions: { torch: "2.5.1", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" },
+    codeRevision: { packageVersion: "0.1.0", gitCommit: "c0".repeat(20), gitDirty: false, graderSha256: "33".repeat(32) },
     ...over,
   });
 }

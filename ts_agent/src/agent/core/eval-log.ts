@@ -35,6 +35,7 @@ import { join } from "node:path";
 
 import type { JsonValue } from "@bufbuild/protobuf";
 
+import type { CodeRevision } from "../code-revision.js";
 import { runDir, writeFileAtomic } from "../workspace.js";
 import type { RewardSpec } from "./task-rewards.js";
 import type { Split } from "./task-format.js";

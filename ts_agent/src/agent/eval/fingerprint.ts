@@ -13,6 +13,7 @@
  */
 import { createHash } from "node:crypto";
 
+import { codeRevision, type CodeRevision } from "../code-revision.js";
 import type { Fingerprint } from "../core/eval-log.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildReward, type ParamValue } from "../core/task-rewards.js";
@@ -69,7 +70,22 @@ export function buildFingerprint(a: {
       batchSize: r && r.batchSize ? r.batchSize : s.batchSize,
       libraries: r ? { ...r.libraryVersions } : null,
     },
+    code: { sidecar: r ? sidecarRevision(r) : null, agent: codeRevision() },
   };
+}
+
+/** The sidecar's CodeRevision as the wire carries it; null when an older sidecar did not report one. */
+function sidecarRevision(r: EvalFingerprint): CodeRevision | null {
+  const c = r.codeRevision;
+  if (!c || (!c.graderSha256 && !c.packageVersion)) return null;
+  return { packageVersion: c.packageVersion, gitCommit: c.gitCommit, gitDirty: c.gitCommit ? c.gitDirty : null, graderSha256: c.graderSha256 };
+}
+
+/** "1a2b3c4d5e6f (dirty)": a commit as a fingerprint row shows it. */
+function commitText(c: CodeRevision | null | undefined): string | null {
+  if (!c) return null;
+  if (!c.gitCommit) return "(not a git checkout)";
+  return `${c.gitCommit.slice(0, 12)}${c.gitDirty ? " (dirty)" : ""}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +173,11 @@ export function compareFingerprints(b: Fingerprint, e: Fingerprint, ids?: { base
   add("runtime.device", b.runtime.device, e.runtime.device, "gates");
   add("runtime.dtype", b.runtime.dtype, e.runtime.dtype, "gates");
   add("runtime.batch_size", b.runtime.batchSize, e.runtime.batchSize, "warns");
+  // A grader-code change can change every score: it gates. The commits only say which code ran.
+  add("code.sidecar.grader_sha256", b.code?.sidecar?.graderSha256, e.code?.sidecar?.graderSha256, "gates");
+  add("code.agent.grader_sha256", b.code?.agent?.graderSha256, e.code?.agent?.graderSha256, "gates");
+  add("code.sidecar.git_commit", commitText(b.code?.sidecar), commitText(e.code?.sidecar), "warns");
+  add("code.agent.git_commit", commitText(b.code?.agent), commitText(e.code?.agent), "warns");
   if (b.runtime.libraries === null || e.runtime.libraries === null) {
     add("runtime.library_versions", b.runtime.libraries && "recorded", e.runtime.libraries && "recorded", "warns");
   } else {

@@ -9,6 +9,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
+import { codeLine } from "../code-revision.js";
 import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
@@ -52,6 +53,7 @@ function header(input: ReportInput, a: ReportAnalysis, ev: EvalLog): string[] {
     `Generated ${input.now.toISOString()} by \`agent report\` from ${EVAL_FILE} (${ev.date}). ` +
       `The adapter (sha256 ${adapter?.sha256 ? adapter.sha256.slice(0, 12) : "-"}) was given by path to \`agent eval --adapter\`: it is not a run of this sidecar, ` +
       "so there is no training curve, no held-out reward and no milestone verdict, only its downstream comparison with the base.",
+    codeLine(ev.fingerprint?.code?.sidecar),
     `Test split: ${ev.taskSet.n} tasks of ${ev.taskSet.path}; held-out-template split: ${held ? `${held.n} tasks` : "none (the task file has no held-out templates, or the eval predates them)"}.`,
     "",
     `**Downstream: ${a.milestone.downstream.verdict}${a.baselineMatch.status === "match" ? "" : " (GATED on baseline.json)"}**: ${a.milestone.downstream.reason}`,

@@ -20,6 +20,7 @@ import { join } from "node:path";
 
 import type { EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
+import { codeRevision } from "../code-revision.js";
 import { ADAPTER_VARIANT, DECISION_ALPHA, compareScores, type Comparison } from "../core/base-vs-adapter.js";
 import { EVAL_FILE, readEvalLog, type EvalLog, type EvalSettings } from "../core/eval-log.js";
 import { holmAdjust } from "../core/stats/index.js";
@@ -215,6 +216,7 @@ export function writeCompare(evalsDir: string, id: string, res: CompareResult, d
     schema: "agent-compare/v1",
     id,
     date: date.toISOString(),
+    codeRevision: codeRevision(),
     runs: res.runs.map((r) => ({ runId: r.runId, adapter: r.log.adapter ?? null, fingerprint: r.log.fingerprint })),
     pairs: res.pairs.map((r) => ({ a: r.a, b: r.b, n: r.comparison.n, meanDiff: r.comparison.paired?.meanDiff ?? null, decision: r.comparison.decision, p: r.p, holm: r.holm, differs: r.differs })),
     warnings: res.warnings,

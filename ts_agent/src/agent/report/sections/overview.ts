@@ -5,6 +5,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 
 import { RunState, type Run } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { passLine } from "../../replicate/sweep.js";
+import { codeLine } from "../../code-revision.js";
 import type { ReportSection } from "../analysis.js";
 import type { ReportInput } from "../input.js";
 import { f3 } from "../markdown.js";
@@ -67,6 +68,7 @@ export const overview: ReportSection = (input, a) => {
   out.push(`# Run \`${input.runId}\`: report`);
   out.push("");
   out.push(`Generated ${input.now.toISOString()} by \`agent report\`. Run state: ${run ? RunState[run.state] : "unknown"}, ended ${dateOf(run)}.`);
+  out.push(codeLine(input.evalLog?.fingerprint?.code?.sidecar));
   out.push("Scores and rewards are fractions; differences in accuracy are in percentage points (pp); relative changes in %.");
   out.push("");
   out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
