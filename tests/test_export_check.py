@@ -31,11 +31,17 @@ def random_adapter(model_dir, out):
     return out
 
 
-def test_merged_model_passes_and_a_corrupted_weight_fails_naming_the_prompt(tmp_path, tiny_model_dir, tiny_model_home):
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory, tiny_model_dir):
+    """One random adapter for the module (both tests only read it)."""
+    return random_adapter(tiny_model_dir, tmp_path_factory.mktemp("export-check") / "adapter")
+
+
+def test_merged_model_passes_and_a_corrupted_weight_fails_naming_the_prompt(tmp_path, adapter, tiny_model_dir,
+                                                                            tiny_model_home):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    adapter = random_adapter(tiny_model_dir, tmp_path / "adapter")
     proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(adapter), "--out",
                            str(tmp_path / "merged"), "--merge", "--base-model", "", "--check-prompts", "8"],
                           capture_output=True, text=True, cwd=REPO, timeout=300,
@@ -66,8 +72,7 @@ def test_merged_model_passes_and_a_corrupted_weight_fails_naming_the_prompt(tmp_
     assert str(ei.value).startswith("--merge: the merged model differs from base + adapter")
 
 
-def test_a_check_task_file_that_is_not_there_is_one_line_exit_2(tmp_path, tiny_model_dir, tiny_model_home):
-    adapter = random_adapter(tiny_model_dir, tmp_path / "adapter")
+def test_a_check_task_file_that_is_not_there_is_one_line_exit_2(tmp_path, adapter, tiny_model_home):
     proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(adapter), "--out",
                            str(tmp_path / "merged"), "--merge", "--base-model", "", "--check-tasks", "nope.jsonl"],
                           capture_output=True, text=True, cwd=REPO, timeout=300,

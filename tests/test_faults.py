@@ -1,6 +1,6 @@
 """Faults the sidecar survives: a full disk, damaged run folders, two sidecars on one runs root,
-crowds of Evaluate / SampleGroups calls, a cancelled Evaluate, big downloads, half checkpoints,
-and SIGTERM mid-run.
+big downloads, half checkpoints, and SIGTERM mid-run (crowds of Evaluate / SampleGroups calls
+and a cancelled Evaluate: test_inference_worker.py).
 
 Most tests build their run folders by hand (no training) and start a real sidecar on them; the
 full-disk and SIGTERM tests train the embedded default model for a few steps. The full-disk test
@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from _builders import TASKS, event_line, make_run, small_request
+from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, cpu_seconds, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
@@ -35,21 +34,6 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """cpu_seconds of a process and every live descendant (the sidecar's inference worker, its
-    training workers): wherever generation runs, it is counted."""
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            total += cpu_seconds(p)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # it exited meanwhile
-    return total
 
 
 def rss_mb(pid: int, key: str = "VmRSS") -> float:
@@ -303,85 +287,6 @@ def test_download_tail_of_a_large_file_is_cheap(tmp_path):
         assert listed_cpu < 0.4, "a listed file is checked against its sha256 once per (inode, size, mtime)"
         assert again_cpu < 0.4, "an unlisted file is hashed once, not on every call"
         assert grew < 64, "a download never holds a whole file in memory"
-        ch.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# Evaluate and SampleGroups under concurrency; a cancelled Evaluate
-
-
-def eval_request(**kw) -> pb.EvaluateRequest:
-    body = {"tasks": {"jsonl_path": "tasks.jsonl", "split": "test", "limit": 6}, "samples_per_task": 2,
-            "temperature": 1.0, "seed": 5, "max_new_tokens": 16, "batch_size": 4}
-    body.update(kw)
-    return json_format.ParseDict(body, pb.EvaluateRequest())
-
-
-def sample_request() -> pb.SampleGroupsRequest:
-    prompts = [json.loads(l)["prompt"] for l in TASKS.read_text().splitlines()[:3]]
-    return pb.SampleGroupsRequest(prompts=prompts, k=2, max_new_tokens=12, seed=1)
-
-
-def completions(result: pb.EvaluateResult) -> list[str]:
-    return [s.completion for v in result.variants for t in v.tasks for s in t.samples]
-
-
-@pytest.mark.slow
-def test_concurrent_evaluate_and_sample_groups_match_a_solo_run(tmp_path, env):
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "tasks.jsonl").write_bytes(TASKS.read_bytes())
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        solo_eval = completions(list(stub.Evaluate(eval_request(), timeout=300))[-1].result)
-        solo_groups = [[r.text for r in x.group.responses] for x in stub.SampleGroups(sample_request(), timeout=300)]
-        for round_ in range(2):
-            outcomes: list = [None] * 6
-
-            def call(i):
-                try:
-                    if i < 4:
-                        outcomes[i] = completions(list(stub.Evaluate(eval_request(), timeout=300))[-1].result)
-                    else:
-                        outcomes[i] = [[r.text for r in x.group.responses]
-                                       for x in stub.SampleGroups(sample_request(), timeout=300)]
-                except grpc.RpcError as err:
-                    outcomes[i] = f"{err.code().name}: {err.details()}"
-
-            threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            for i, got in enumerate(outcomes):
-                assert got == (solo_eval if i < 4 else solo_groups), f"round {round_} call {i}: {str(got)[:300]}"
-        ch.close()
-
-
-@pytest.mark.slow
-def test_cancelled_evaluate_stops_generating(tmp_path, env):
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "tasks.jsonl").write_bytes(TASKS.read_bytes())
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        call = stub.Evaluate(eval_request(tasks={"jsonl_path": "tasks.jsonl"}, batch_size=1, samples_per_task=4,
-                                          max_new_tokens=48), timeout=600)
-        first = next(call)
-        assert first.HasField("progress")
-        busy0 = tree_cpu_seconds(sc.proc.pid)
-        time.sleep(1)
-        busy = tree_cpu_seconds(sc.proc.pid) - busy0
-        assert busy > 0.3, f"the measure does not see the generation ({busy:.2f} CPU-s in 1 s)"  # so it can fail
-        call.cancel()
-        time.sleep(1.5)  # the batch in flight may finish
-        # the whole process tree: Evaluate generates in the sidecar's inference worker process
-        cpu0 = tree_cpu_seconds(sc.proc.pid)
-        time.sleep(4)
-        spent = tree_cpu_seconds(sc.proc.pid) - cpu0
-        print(f"CPU spent 1.5-5.5 s after the cancel: {spent:.2f} s")
-        assert spent < 0.5, f"still generating for nobody ({spent:.2f} CPU-s in 4 s)"
-        # The inference thread is free again: the next call is served.
-        out = list(stub.Evaluate(eval_request(), timeout=300))
-        assert out[-1].HasField("result")
         ch.close()
 
 

@@ -7,9 +7,10 @@
  * - writeFileAtomic is the only writer of files other code reads back (eval.json, baseline.json,
  *   report.md, run.json, events.jsonl, the task set): temp file in the same directory, fsync,
  *   rename, fsync of the directory, so a reader sees the old file or the new one, never a part, and
- *   the rename survives a crash.
+ *   the rename survives a crash. appendLine is the only writer of records several agents append
+ *   to at once (test-evals.jsonl, baseline-history.jsonl): O_APPEND, one write, never rewritten.
  */
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -82,6 +83,27 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
     throw err;
   }
   fsyncDirectory(dirname(path));
+}
+
+/**
+ * Append one line to a record several agents append to at once (test-evals.jsonl, the baseline
+ * history): opened O_APPEND, the whole line in one write, fsync. Never read-modify-write: two
+ * writers both land, in some order. A torn last line (a writer killed mid-write) is ended first,
+ * so the new line never glues onto it (readers skip the torn one).
+ */
+export function appendLine(path: string, line: string): void {
+  const fd = openSync(path, "a+");
+  try {
+    const size = fstatSync(fd).size;
+    const last = Buffer.alloc(1);
+    const torn = size > 0 && readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a;
+    const data = Buffer.from((torn ? "\n" : "") + line.replace(/\n+$/, "") + "\n", "utf8");
+    let done = 0;
+    while (done < data.length) done += writeSync(fd, data, done, data.length - done);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

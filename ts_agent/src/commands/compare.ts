@@ -12,6 +12,7 @@ import { recordTestEval } from "../agent/eval/test-evals.js";
 import { COMPARE_FILE, comparePairs, evaluateTogether, pairLine, readComparedRuns, writeCompare, type ComparedRun } from "../agent/run-comparison/run-comparison.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { checkRunTaskFile } from "./run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Several runs' adapters and the base on the same test tasks: pairwise deltas, Holm across them -> compare.md.",
@@ -51,6 +52,7 @@ export const command: CommandHandler = async (argv, client) => {
   if (values["from-evals"]) {
     runs = readComparedRuns(target.evalsDir, positionals);
   } else {
+    for (const runId of positionals) await checkRunTaskFile(client, "compare", target.evalsDir, runId, target.tasksPath);
     const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
     console.log(`evaluating base and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
     runs = await evaluateTogether(client, positionals, target.settings, taskSet);

@@ -10,6 +10,7 @@ import { selectCheckpoint } from "../agent/checkpoint-selection/checkpoint-selec
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { RULES, SELECTION_FILE, readSelection, type SelectionRule } from "../agent/verdict/selection.js";
 import { UserError, displayPath, runDir } from "../agent/workspace.js";
+import { checkRunTaskFile } from "./run-task-file.js";
 import { settingsForRun } from "./eval.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -47,6 +48,7 @@ export const command: CommandHandler = async (argv, client) => {
     throw new UserError(`agent select: ${displayPath(join(runDir(target.evalsDir, runId), SELECTION_FILE))} already holds a selection (step ${previous.chosenStep}, ${previous.date.slice(0, 10)}); selecting again looks at test again: add --force to replace it`);
   }
   const settings = await settingsForRun(client, runId, target);
+  await checkRunTaskFile(client, "select", target.evalsDir, runId, target.tasksPath);
   await selectCheckpoint(client, target.evalsDir, runId, { rule, valLimit, settings, tasksPath: target.tasksPath });
   return 0;
 };

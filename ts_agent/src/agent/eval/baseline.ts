@@ -18,13 +18,13 @@
  *   older than the fingerprint still reads: its fingerprint is rebuilt from what it recorded, and
  *   the rest is "not recorded".
  */
-import { appendFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 import type { EvaluateProgress } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { fsyncDirectory, writeFileAtomic } from "../workspace.js";
+import { appendLine, fsyncDirectory, writeFileAtomic } from "../workspace.js";
 import { checkSettings, evaluateRequest, runEvaluate } from "./evaluate.js";
 import { type EvalSettings, type ModelRef } from "../core/eval-log.js";
 import { buildFingerprint, compareFingerprints, fingerprintGates, primaryGraderRef, type FingerprintRow, type GraderRef } from "./fingerprint.js";
@@ -216,7 +216,7 @@ export function runsJudgedOn(evalsDir: string, baseline: Baseline): string[] {
 /** Append the baseline being replaced to the history file (one JSON object per line). */
 export function appendBaselineHistory(evalsDir: string, entry: { replacedAt: string; reason: string; runsJudged: string[]; baseline: Baseline }): string {
   const path = join(evalsDir, BASELINE_HISTORY_FILE);
-  appendFileSync(path, JSON.stringify(entry) + "\n");
+  appendLine(path, JSON.stringify(entry)); // one O_APPEND write: agents replacing at once lose no entry
   return path;
 }
 

@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { runDir, writeFileAtomic } from "../workspace.js";
+import { appendLine, runDir } from "../workspace.js";
 
 export const TEST_EVALS_FILE = "test-evals.jsonl";
 
@@ -26,14 +26,12 @@ export interface TestEvalRecord {
   taskSet: string;
 }
 
-/** Append one record to runs/<run_id>/test-evals.jsonl (atomically, old lines kept). */
+/** Append one record to runs/<run_id>/test-evals.jsonl (one O_APPEND write: concurrent agents lose nothing). */
 export function recordTestEval(evalsDir: string, rec: Omit<TestEvalRecord, "date"> & { date?: string }): void {
   const dir = runDir(evalsDir, rec.runId);
   mkdirSync(dir, { recursive: true });
   const path = join(dir, TEST_EVALS_FILE);
-  const old = existsSync(path) ? readFileSync(path, "utf8") : "";
-  const line = JSON.stringify({ date: rec.date ?? new Date().toISOString(), command: rec.command, runId: rec.runId, step: rec.step, tasks: rec.tasks, taskSet: rec.taskSet });
-  writeFileAtomic(path, (old === "" || old.endsWith("\n") ? old : old + "\n") + line + "\n");
+  appendLine(path, JSON.stringify({ date: rec.date ?? new Date().toISOString(), command: rec.command, runId: rec.runId, step: rec.step, tasks: rec.tasks, taskSet: rec.taskSet }));
 }
 
 /** The records of a run, oldest first ([] without the file; a damaged line is skipped). */
