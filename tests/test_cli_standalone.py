@@ -131,10 +131,10 @@ def test_check_annotators_bad_file_is_one_line_exit_2(tmp_path):
 
 
 def test_check_annotators_flags_a_ranking_its_own_scores_contradict(tmp_path):
-    line = {"prompt": "case 1", "preferences": [0, 1],
+    line = {"prompt": "case 1", "ranks": [0, 1],
             "responses": [{"id": "a", "text": "x", "scores": {"correctness": 1, "helpfulness": 2}},
                           {"id": "b", "text": "y", "scores": {"correctness": 5, "helpfulness": 4}}]}
-    (tmp_path / "gold.jsonl").write_text(json.dumps(dict(line, prompt="gold", preferences=[1, 0])) + "\n")
+    (tmp_path / "gold.jsonl").write_text(json.dumps(dict(line, prompt="gold", ranks=[1, 0])) + "\n")
     (tmp_path / "ann.jsonl").write_text(json.dumps(line) + "\n")
     proc = cli("data", "check-annotators", "--gold", "gold.jsonl", "ann.jsonl", cwd=tmp_path)
     assert "ann: group 0: ranks a above b, but b scores higher on correctness (5 vs 1) and helpfulness (4 vs 2)" \

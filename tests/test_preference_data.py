@@ -30,7 +30,7 @@ MESSY = REPO / "tests" / "data" / "messy_groups.jsonl"
 EXPECTED_REPORT = [
     "line 2: dropped: duplicate prompt (first kept on line 1)",
     "line 3: dropped response r1: refusal (matches /\\bI(?:'m|\\u2019m| am) (?:sorry|unable|not able)\\b/)",
-    "line 4: dropped: preferences: [0, 0, 1] is not a permutation of 0..2 (one rank per response, 0 = best, no ties)",
+    "line 4: dropped: ranks: [0, 0, 1] is not a permutation of 0..2 (one rank per response, 0 = best, no ties)",
     "line 5: dropped: not valid JSON (Unterminated string starting at: line 1 column 12 (char 11))",
     "line 6: dropped: blank line",
     "line 8: dropped: fewer than 2 responses left after dropping t1: template (matches /\\{\\{[^}]*\\}\\}/)",
@@ -76,17 +76,17 @@ def test_clean_messy_file_reports_every_drop(tmp_path):
     # line 1: interior runs of spaces collapsed, everything else as written
     assert kept[0]["prompt"] == "Case: cash deposits of $9,500 at three branches.\nName the typology."
     assert kept[0]["responses"][1]["text"] == "<answer>structuring</answer> because each deposit is under $10,000."
-    assert kept[0]["preferences"] == [1, 0, 2] and kept[0]["metadata"] == {"annotator": "ann-1"}
+    assert kept[0]["ranks"] == [1, 0, 2] and kept[0]["metadata"] == {"annotator": "ann-1"}
     # line 3: the refusal is gone and the rest keep their order, re-ranked 0..2
     assert [r["id"] for r in kept[1]["responses"]] == ["r0", "r2", "r3"]
-    assert kept[1]["preferences"] == [0, 1, 2]
+    assert kept[1]["ranks"] == [0, 1, 2]
     # line 7: CRLF -> LF, spaces inside the fenced block and the inline code span kept
     assert kept[2]["prompt"] == ("Explain the rule.\nShow the check:\n```python\nif  amount  >=  10_000:\n"
                                  "    flag()\n```\nThen answer.")
     assert kept[2]["responses"][0]["text"] == "Use `amount  >=  10_000` as the threshold."
     assert kept[2]["responses"][1]["text"] == "Flag it."
-    # line 10: no preferences key = not annotated yet; kept as is
-    assert "preferences" not in kept[3]
+    # line 10: no ranks key = not annotated yet; kept as is
+    assert "ranks" not in kept[3]
     for obj in kept:
         check_group(obj, need_ranks=False)
 
@@ -126,7 +126,7 @@ def test_normalise_text_leaves_code_indentation_and_trailing_spaces():
 def test_cleaner_handles_cr_only_files_and_bad_utf8():
     raw = (b'{"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}\r'
            b'\xff\xfe\r'
-           b'{"prompt": "q", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": ""}], "preferences": [0, 1]}\r')
+           b'{"prompt": "q", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": ""}], "ranks": [0, 1]}\r')
     kept, report = clean_groups(raw)
     assert len(kept) == 1
     assert report.lines() == ["line 2: dropped: not valid UTF-8 (byte 0)",
@@ -141,10 +141,10 @@ def test_cleaner_handles_cr_only_files_and_bad_utf8():
     ({"prompt": "", "responses": []}, "prompt"),
     ({"prompt": "p", "responses": [{"id": "a", "text": "x"}]}, "responses"),
     ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "responses[1].id"),
-    ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "preferences": [1, 2]},
-     "preferences"),
-    ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "preferences": [True, 0]},
-     "preferences"),
+    ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "ranks": [1, 2]},
+     "ranks"),
+    ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "ranks": [True, 0]},
+     "ranks"),
     ({"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "metadata": []},
      "metadata"),
 ])
@@ -168,9 +168,9 @@ def test_load_ranked_groups_errors_name_field_and_line(tmp_path):
         load_ranked_groups(ds, tmp_path, "dataset")
     assert ei.value.field == "dataset.inline.groups[1].ranks"
 
-    lines = [json.dumps({"prompt": "p", "responses": good["responses"], "preferences": [1, 0], "split": "train"}),
-             json.dumps({"prompt": "q", "responses": good["responses"], "preferences": [1, 0], "split": "test"}),
-             json.dumps({"prompt": "r", "responses": good["responses"], "preferences": [2, 0], "split": "train"})]
+    lines = [json.dumps({"prompt": "p", "responses": good["responses"], "ranks": [1, 0], "split": "train"}),
+             json.dumps({"prompt": "q", "responses": good["responses"], "ranks": [1, 0], "split": "test"}),
+             json.dumps({"prompt": "r", "responses": good["responses"], "ranks": [2, 0], "split": "train"})]
     (tmp_path / "groups.jsonl").write_text("\n".join(lines) + "\n")
     ds = pb.Dataset(jsonl_path="groups.jsonl", split="test")
     groups = load_ranked_groups(ds, tmp_path, "dataset")
@@ -178,7 +178,7 @@ def test_load_ranked_groups_errors_name_field_and_line(tmp_path):
     with pytest.raises(InvalidArgument) as ei:
         load_ranked_groups(pb.Dataset(jsonl_path="groups.jsonl"), tmp_path, "dataset")
     assert ei.value.field == "dataset.jsonl_path"
-    assert ei.value.message.startswith("groups.jsonl line 3: preferences: [2, 0] is not a permutation")
+    assert ei.value.message.startswith("groups.jsonl line 3: ranks: [2, 0] is not a permutation")
 
 
 def test_ranking_pairs_are_every_ordered_pair():
@@ -329,7 +329,7 @@ def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(l) for l in out.read_text().splitlines()]
-    assert len(rows) == 2 and all(len(r["responses"]) == 4 and r["preferences"] == [] for r in rows)
+    assert len(rows) == 2 and all(len(r["responses"]) == 4 and r["ranks"] == [] for r in rows)
     bad = tmp_path / "bad.yaml"
     bad.write_text("prompts: ['p']\nk: 1\n")
     proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(bad), str(tmp_path / "x"),
@@ -344,7 +344,7 @@ def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
 
 def _scored_group(scores, prefs):
     return {"prompt": "p", "responses": [{"id": f"r{i}", "text": f"t{i}", "scores": s} for i, s in enumerate(scores)],
-            "preferences": prefs}
+            "ranks": prefs}
 
 
 @pytest.mark.parametrize("scores,key", [

@@ -69,13 +69,13 @@ def test_validation_names_the_field(tmp_path, overrides, field):
 def test_validation_reads_a_jsonl_file_with_line_numbers(tmp_path):
     lines = []
     for g in aml_groups("train", 6):
-        lines.append(json.dumps({"prompt": g["prompt"], "responses": g["responses"], "preferences": g["ranks"]}))
-    lines[4] = lines[4].replace('"preferences": [', '"preferences": [9, ')
+        lines.append(json.dumps({"prompt": g["prompt"], "responses": g["responses"], "ranks": g["ranks"]}))
+    lines[4] = lines[4].replace('"ranks": [', '"ranks": [9, ')
     (tmp_path / "groups.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(InvalidArgument) as ei:
         validate_train_request(preference_request(dataset={"jsonl_path": "groups.jsonl"}), tmp_path)
     assert ei.value.field == "dataset.jsonl_path"
-    assert ei.value.message.startswith("groups.jsonl line 5: preferences:")
+    assert ei.value.message.startswith("groups.jsonl line 5: ranks:")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_sample_groups_three_strategies(tmp_path, tiny_model_home, monkeypatch):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     for row, prompt in zip(rows, prompts):
         check_group(row, need_ranks=False)
-        assert row["prompt"] == prompt and row["preferences"] == []
+        assert row["prompt"] == prompt and row["ranks"] == []
         assert [r["id"] for r in row["responses"]] == ["r0", "r1", "r2", "r3"]
         meta = row["metadata"]
         assert meta["strategy"] == "top_p_ladder" and [m["top_p"] for m in meta["responses"]] == [0.95, 0.85, 0.75, 0.65]
@@ -288,7 +288,7 @@ def test_pref_train_pairs_are_exactly_what_trl_keeps(tmp_path, tiny_model_dir):
     from py_trainer.preference_data import group_from_json
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    groups = [group_from_json(dict(g, preferences=g["ranks"])) for g in aml_groups("train", 12)]
+    groups = [group_from_json(g) for g in aml_groups("train", 12)]
     pairs = expand_pairs(groups)
     lengths = sorted(len(tok(g.prompt)["input_ids"]) for g in groups)
     max_length = lengths[len(lengths) // 2]  # about half the prompts fill it

@@ -101,6 +101,20 @@ class GoldCheckReport:
         return out
 
 
+def _tied_as_gold(got: dict[str, int], want: dict[str, int], texts: dict[str, str]) -> dict[str, int]:
+    """The annotator's ranks with each set of identical responses (same text, ends stripped) put in
+    the expert's order: swapping two identical responses is no deviation from gold."""
+    by_text: dict[str, list[str]] = {}
+    for rid, text in texts.items():
+        by_text.setdefault(text.strip(), []).append(rid)
+    out = dict(got)
+    for ids in by_text.values():
+        if len(ids) > 1:
+            for rid, rank in zip(sorted(ids, key=lambda r: want[r]), sorted(got[r] for r in ids)):
+                out[rid] = rank
+    return out
+
+
 def check_annotator_batch(batch_groups: Sequence[pb.RankedGroup], gold_groups: Sequence[pb.RankedGroup], *,
                           max_deviation: int = MAX_GOLD_DEVIATION) -> GoldCheckReport:
     """Compare an annotated batch with the expert ranks of the gold groups it contains.
@@ -109,7 +123,8 @@ def check_annotator_batch(batch_groups: Sequence[pb.RankedGroup], gold_groups: S
     an ordinary group of the batch. The batch is rejected when it holds
     no gold group, when a gold group is unannotated or not a permutation or its responses differ
     from gold, or when any response of any gold group is ranked more than `max_deviation`
-    positions away from the expert's rank.
+    positions away from the expert's rank. Identical responses are interchangeable: their order
+    among themselves is never a deviation (`_tied_as_gold`).
     """
     gold_by_key = {_key(g): (i, g) for i, g in enumerate(gold_groups)}
     comps: list[GoldComparison] = []
@@ -133,7 +148,7 @@ def check_annotator_batch(batch_groups: Sequence[pb.RankedGroup], gold_groups: S
             comps.append(GoldComparison(b, gi, None, {}, math.nan, problem))
             reasons.append(f"{where}: {problem}")
             continue
-        got = _ranks_by_id(g)
+        got = _tied_as_gold(_ranks_by_id(g), want, {r.id: r.text for r in gold.responses})
         ids = sorted(want)
         dev = {rid: got[rid] - want[rid] for rid in ids}
         worst = max(abs(v) for v in dev.values())

@@ -232,7 +232,7 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
                     f"elapsed {clock(time.monotonic() - t0)}", force=len(groups) == len(req.prompts))
     line.end()
     write_jsonl_atomic(args.output, groups)
-    print(f"wrote {len(groups)} groups (empty preferences, ready to rank) to {args.output}")
+    print(f"wrote {len(groups)} groups (empty ranks, ready to rank) to {args.output}")
     return 0
 
 

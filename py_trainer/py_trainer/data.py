@@ -15,7 +15,7 @@ from py_trainer.config import MAX_ROWS
 from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.paths import resolve_under
-from py_trainer.preference_data import PROTO_RANKS_KEY, GroupFormatError, check_group, group_from_json, proto_group_json
+from py_trainer.preference_data import GroupFormatError, check_group, group_from_json, proto_group_json
 # Deeper JSON than MAX_JSON_DEPTH is refused by line: protobuf's own limit is 100 message levels,
 # and a row's metadata becomes a Struct (3 levels per JSON level).
 from py_trainer.task_file import (MAX_JSON_DEPTH, Task, TaskFileError, check_rows, json_depth, json_error, meta_path_for,
@@ -121,7 +121,7 @@ def load_ranked_groups(ds: pb.Dataset, data_root: Path, field: str, *, need_rank
     """The ranked groups a Dataset names, validated; errors name the field (and file line).
 
     Inline groups: ``dataset.inline.groups[3].ranks: ...``; a JSONL file:
-    ``dataset.jsonl_path: groups.jsonl line 4: preferences: [0, 0, 1] is not a permutation ...``.
+    ``dataset.jsonl_path: groups.jsonl line 4: ranks: [0, 0, 1] is not a permutation ...``.
     `split` keeps lines whose "split" equals it; `limit` keeps the first N after that.
     """
     src = ds.WhichOneof("source")
@@ -137,8 +137,7 @@ def load_ranked_groups(ds: pb.Dataset, data_root: Path, field: str, *, need_rank
             try:
                 check_group(proto_group_json(g), need_ranks=need_ranks)
             except GroupFormatError as err:
-                key = PROTO_RANKS_KEY.sub("ranks", err.key)
-                raise InvalidArgument(f"{field}.inline.groups[{i}]" + (f".{key}" if key else ""), err.message) from None
+                raise InvalidArgument(f"{field}.inline.groups[{i}]" + (f".{err.key}" if err.key else ""), err.message) from None
             groups.append(g)
     else:
         jfield = f"{field}.jsonl_path"

@@ -3,24 +3,27 @@
 The format is one group per line::
 
     {"prompt": "...", "responses": [{"id": "r0", "text": "..."}, ...],
-     "preferences": [1, 0, 2], "metadata": {...}}
+     "ranks": [1, 0, 2], "metadata": {...}}
 
 A response may also carry the annotation SOP's two 1-5 scores, ``"scores": {"correctness": 4,
 "helpfulness": 3}`` (integers 1..5, 5 = best; both or neither). They travel through the proto in
 the group's metadata under ``response_scores`` (response id -> scores), so the RankedGroup message
 is unchanged, and annotation.py flags a ranking that contradicts both.
 
-``preferences[i]`` is the rank of ``responses[i]`` (0 = best) and must be a permutation of
-0..K-1 (no ties); ``[]`` (or a missing key) means "not annotated yet", which is what the
-SampleGroups RPC and `preference.sample_groups_to_jsonl` write for annotators. ``metadata`` is free-form
-and any other key (e.g. ``split``, which `Dataset.split` filters on) is kept as is. The proto's
-`RankedGroup` calls the field `ranks`; `group_from_json` / `group_to_json` map between them.
+``ranks[i]`` is the rank of ``responses[i]`` (0 = best) and must be a permutation of 0..K-1
+(no ties); ``[]`` (or a missing key) means "not annotated yet", which is what the SampleGroups RPC
+and `py-trainer data sample` write for annotators. ``metadata`` is free-form and any other key
+(e.g. ``split``, which `Dataset.split` filters on) is kept as is. One name everywhere: the proto's
+`RankedGroup.ranks`, the files' ``ranks``, the messages' ``ranks`` (docs/tasks.md, "Ranked groups");
+the earlier file key ``preferences`` is refused with a message naming ``ranks``.
 
 What the cleaner (`py-trainer data clean IN OUT`) does, line by line, and never to IN itself:
 - drops a line that is not JSON, not a valid group, or whose ranking is not a permutation;
 - drops single responses that match a refusal/template pattern (`DEFAULT_REFUSAL_PATTERNS`,
-  `DEFAULT_TEMPLATE_PATTERNS`; case-insensitive; ``--refusal-pattern`` replaces both lists) or are
-  empty, and re-ranks the rest in their annotated order; a group left with < 2 responses is dropped;
+  `DEFAULT_TEMPLATE_PATTERNS`; case-insensitive; ``--refusal-pattern`` replaces both lists), are
+  empty, or are identical (after normalisation, ends stripped) to an earlier response of the group
+  (a pair of identical responses teaches nothing), and re-ranks the rest in their annotated order;
+  a group left with < 2 responses is dropped;
 - drops a later line whose prompt duplicates an earlier kept one (compared after normalisation);
 - normalises CRLF/CR to LF and interior runs of spaces to one space in prompts and responses,
   never inside fenced (``` / ~~~) code blocks or inline `code` spans, and never touching leading
@@ -66,7 +69,7 @@ DEFAULT_TEMPLATE_PATTERNS = (
 
 
 class GroupFormatError(ValueError):
-    """One problem with a group; `key` is the JSON key it concerns ("preferences", "responses[2].id")."""
+    """One problem with a group; `key` is the JSON key it concerns ("ranks", "responses[2].id")."""
 
     def __init__(self, key: str, message: str):
         super().__init__(f"{key}: {message}" if key else message)
@@ -107,15 +110,18 @@ def check_group(obj: Any, *, need_ranks: bool) -> None:
             raise GroupFormatError(f"responses[{i}].text", "must be a string")
         if "scores" in r:
             check_scores(r["scores"], f"responses[{i}].scores")
-    prefs = obj.get("preferences", [])
+    if "preferences" in obj:
+        raise GroupFormatError("preferences", 'is not a key of a ranked group: the rank list is "ranks" '
+                                              "(ranks[i] = the rank of responses[i], 0 = best)")
+    prefs = obj.get("ranks", [])
     if not isinstance(prefs, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in prefs):
-        raise GroupFormatError("preferences", "must be a list of integer ranks")
+        raise GroupFormatError("ranks", "must be a list of integer ranks")
     if prefs or need_ranks:
         if not prefs:
-            raise GroupFormatError("preferences", "is empty: the group is not annotated")
+            raise GroupFormatError("ranks", "is empty: the group is not annotated")
         if not is_permutation(prefs, len(responses)):
-            raise GroupFormatError("preferences", f"{prefs} is not a permutation of 0..{len(responses) - 1} "
-                                                  f"(one rank per response, 0 = best, no ties)")
+            raise GroupFormatError("ranks", f"{prefs} is not a permutation of 0..{len(responses) - 1} "
+                                            f"(one rank per response, 0 = best, no ties)")
     meta = obj.get("metadata", {})
     if meta is not None and not isinstance(meta, dict):
         raise GroupFormatError("metadata", "must be a JSON object")
@@ -141,9 +147,9 @@ def check_scores(scores: Any, key: str) -> None:
 
 
 def group_from_json(obj: dict) -> pb.RankedGroup:
-    """A checked JSON group as the proto's RankedGroup (`preferences` -> `ranks`; per-response
-    scores into metadata[SCORES_METADATA_KEY])."""
-    g = pb.RankedGroup(prompt=obj["prompt"], ranks=obj.get("preferences") or [])
+    """A checked JSON group as the proto's RankedGroup (per-response scores into
+    metadata[SCORES_METADATA_KEY])."""
+    g = pb.RankedGroup(prompt=obj["prompt"], ranks=obj.get("ranks") or [])
     scores = {}
     for r in obj["responses"]:
         g.responses.add(id=r["id"], text=r["text"])
@@ -166,7 +172,7 @@ def response_scores(g: pb.RankedGroup) -> dict[str, dict[str, int]]:
 
 
 def group_to_json(g: pb.RankedGroup) -> dict:
-    """A RankedGroup as one JSONL object (`ranks` -> `preferences`; scores back on their responses)."""
+    """A RankedGroup as one JSONL object (scores back on their responses)."""
     meta = _ints_back(json_format.MessageToDict(g.metadata)) if g.HasField("metadata") else {}
     scores = meta.pop(SCORES_METADATA_KEY, None) or {}
     responses = []
@@ -175,7 +181,7 @@ def group_to_json(g: pb.RankedGroup) -> dict:
         if r.id in scores:
             item["scores"] = scores[r.id]
         responses.append(item)
-    return {"prompt": g.prompt, "responses": responses, "preferences": list(g.ranks), "metadata": meta}
+    return {"prompt": g.prompt, "responses": responses, "ranks": list(g.ranks), "metadata": meta}
 
 
 def _ints_back(x):
@@ -192,10 +198,7 @@ def _ints_back(x):
 def proto_group_json(g: pb.RankedGroup) -> dict:
     # for validating inline groups with the same rules as file lines
     return {"prompt": g.prompt, "responses": [{"id": r.id, "text": r.text} for r in g.responses],
-            "preferences": list(g.ranks)}
-
-
-PROTO_RANKS_KEY = re.compile(r"^preferences")
+            "ranks": list(g.ranks)}
 
 
 def ranking_pairs(ranks: Sequence[int]) -> list[tuple[int, int]]:
@@ -317,10 +320,15 @@ def clean_groups(raw: bytes, *, drop_patterns: Sequence[str] | None = None,
         prompt = normalise_text(obj["prompt"])
         responses = [dict(r, text=normalise_text(r["text"])) for r in obj["responses"]]
         normalised = prompt != obj["prompt"] or any(a["text"] != b["text"] for a, b in zip(responses, obj["responses"]))
-        ranks = list(obj.get("preferences") or [])
+        ranks = list(obj.get("ranks") or [])
         keep_idx, drops = [], []
+        first_with_text: dict[str, str] = {}
         for i, r in enumerate(responses):
             why = _response_drop_reason(r["text"], patterns)
+            if not why and r["text"].strip() in first_with_text:
+                why = f"identical to response {first_with_text[r['text'].strip()]}"
+            if not why:
+                first_with_text[r["text"].strip()] = r["id"]
             if why:
                 drops.append((n, r["id"], why))
             else:
@@ -343,7 +351,7 @@ def clean_groups(raw: bytes, *, drop_patterns: Sequence[str] | None = None,
             new = [0] * len(kept_ranks)
             for pos, j in enumerate(order):
                 new[j] = pos
-            obj["preferences"] = new
+            obj["ranks"] = new
         report.dropped_responses.extend(drops)
         if normalised:
             report.normalised_lines.append(n)
@@ -384,8 +392,9 @@ def clean_file(input_path: Path, output_path: Path, *, drop_patterns: Sequence[s
 def clean_cli(args) -> int:
     """`py-trainer data clean IN OUT [--refusal-pattern RE ...] [--report FILE]`.
 
-    Prints one line per drop to stdout and a summary to stderr; 0 on success, 2 when IN cannot
-    be read (or OUT is IN, or a pattern is not a valid regex).
+    Prints one line per drop to stdout and a summary to stderr; 0 when a group is kept, 1 when
+    none is (OUT is written, empty), 2 when IN cannot be read (or OUT is IN, or a pattern is not a
+    valid regex).
     """
 
     try:
@@ -406,4 +415,8 @@ def clean_cli(args) -> int:
           f"-> {args.output}", file=sys.stderr)
     if getattr(args, "report", None):
         write_json_atomic(Path(args.report), report.to_json())
+    if report.groups_kept == 0:  # nothing to train on: a failure, whatever the reasons above
+        print(f"py-trainer data clean: no group left in {args.output}: every line of {args.input} was dropped",
+              file=sys.stderr)
+        return 1
     return 0

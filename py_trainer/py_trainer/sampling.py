@@ -199,7 +199,7 @@ def sample_groups(req: pb.SampleGroupsRequest, data_root: Path, adapter: Adapter
 def sample_groups_to_jsonl(request: pb.SampleGroupsRequest, out_path: Path, data_root: Path, *,
                            registry=None) -> int:
     """Validate `request`, sample every group and write them as ranked-group JSONL (empty
-    preferences) to `out_path`, atomically. Returns the number of groups written."""
+    ranks) to `out_path`, atomically. Returns the number of groups written."""
     req, adapter = validate_sample_request(request, data_root, registry)
     groups = [group_to_json(grp) for grp in sample_groups(req, data_root, adapter)]
     write_jsonl_atomic(Path(out_path), groups)
