@@ -5,7 +5,7 @@
  * sidecar no longer keeps) is scored in ONE Evaluate (with the base) on validation rows: the task
  * file's train-split rows whose prompt the run did not train on (verdict/selection.ts
  * trainedPrompts: the request's dataset and limit, less the held-out tail), never test. A rule
- * picks one (default: the last unless an earlier one is better beyond its decision interval;
+ * picks one (default: the last unless an earlier one is better by its Holm-adjusted test;
  * `--rule best`: the highest mean); then one Evaluate scores base + the chosen checkpoint on test,
  * counted in test-evals.jsonl. runs/<run_id>/selection.json holds the curve, the rule, the choice
  * and the test result; `agent report` shows it.

@@ -117,6 +117,9 @@ export function compareScores(
   labels: { base: string; candidate: string } = { base: "base", candidate: ADAPTER_VARIANT },
   /** task id -> narrative template, for the template-clustered SE */
   templates?: ReadonlyMap<string, string>,
+  /** bootstrap: false leaves out the percentile bootstrap (a sensitivity row that never decides;
+   *  selection compares many checkpoints and needs only the decision) */
+  options: { bootstrap?: boolean } = {},
 ): Comparison {
   const a: number[] = [];
   const b: number[] = [];
@@ -152,7 +155,7 @@ export function compareScores(
     return out;
   }
   out.paired = pairedComparison(a, b);
-  out.bootstrap = pairedBootstrapCI(a, b, { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED });
+  out.bootstrap = options.bootstrap === false ? null : pairedBootstrapCI(a, b, { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED });
   out.decision = decisionFor(out.paired);
   if (templates) {
     const clusters = taskIds.map((id) => templates.get(id) ?? `(no template) ${id}`);

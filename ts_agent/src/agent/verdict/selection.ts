@@ -5,8 +5,11 @@
  *
  * Rules (stated in the output and the report):
  * - "last-unless-better" (default): the last checkpoint, unless an earlier one beats it on the
- *   same validation tasks beyond its decision interval (compareScores: earlier - last, the
- *   interval excludes 0 and the difference is positive); among several such, the highest mean.
+ *   same validation tasks (compareScores: earlier - last, the difference positive and the
+ *   governing test's p, Holm-adjusted over the k - 1 comparisons with the last, below .05: the
+ *   family-wise error of switching to an earlier checkpoint that is not better stays at 5%; without
+ *   the correction 10 equal checkpoints switched 15% of the time); among several such, the highest
+ *   mean.
  * - "best": the highest validation mean (a tie goes to the later step).
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -16,7 +19,8 @@ import type { TrainRequest } from "../../gen/grpo/trainer/v1/trainer_service_pb.
 import type { Accuracy } from "../core/eval-log.js";
 import type { TaskRow } from "../core/task-format.js";
 import { runDir } from "../workspace.js";
-import { compareScores, type Decision } from "../core/base-vs-adapter.js";
+import { DECISION_ALPHA, compareScores, type Decision } from "../core/base-vs-adapter.js";
+import { holmAdjust } from "../core/stats/index.js";
 
 export const SELECTION_FILE = "selection.json";
 export const SELECTION_SCHEMA = "agent-select/v1";
@@ -24,7 +28,7 @@ export const RULES = ["last-unless-better", "best"] as const;
 export type SelectionRule = (typeof RULES)[number];
 
 export const RULE_TEXT: Record<SelectionRule, string> = {
-  "last-unless-better": "the last checkpoint, unless an earlier one is better on validation beyond its 95% decision interval (paired, same tasks; among several, the highest mean)",
+  "last-unless-better": "the last checkpoint, unless an earlier one is better on validation by its governing test with Holm's adjustment over the k - 1 comparisons with the last (family-wise 5%; paired, same tasks; among several, the highest mean)",
   best: "the checkpoint with the highest validation mean (a tie goes to the later step)",
 };
 
@@ -34,8 +38,15 @@ export interface CurvePoint {
   /** primary grader's accuracy with its 95% CI */
   accuracy: Accuracy | null;
   /** this checkpoint - the last one, paired on the validation tasks (null for the last itself) */
-  vsLast: { n: number; meanDiff: number | null; decision: Decision | null } | null;
-  /** better than the last beyond the decision interval */
+  vsLast: {
+    n: number;
+    meanDiff: number | null;
+    decision: Decision | null;
+    /** the decision's p, Holm-adjusted over the k - 1 comparisons with the last (an undefined p
+     *  counts as 1); null when there is no decision */
+    pHolm: number | null;
+  } | null;
+  /** better than the last: a positive difference with pHolm < .05 */
   betterThanLast: boolean;
 }
 
@@ -64,12 +75,15 @@ export function chooseCheckpoint(rule: SelectionRule, points: ReadonlyArray<{ st
   if (points.length === 0) throw new Error("chooseCheckpoint: no checkpoints");
   const sorted = [...points].sort((a, b) => a.step - b.step);
   const last = sorted[sorted.length - 1];
-  const curve: CurvePoint[] = sorted.map((p) => {
-    if (p === last) return { step: p.step, accuracy: p.accuracy, vsLast: null, betterThanLast: false };
-    const c = compareScores(last.scores, p.scores, { base: `step ${last.step}`, candidate: `step ${p.step}` });
-    const better = !!(c.decision?.rejects && c.paired && c.paired.meanDiff > 0);
-    return { step: p.step, accuracy: p.accuracy, vsLast: { n: c.n, meanDiff: c.paired?.meanDiff ?? null, decision: c.decision }, betterThanLast: better };
+  const earlier = sorted.slice(0, -1).map((p) => ({ p, c: compareScores(last.scores, p.scores, { base: `step ${last.step}`, candidate: `step ${p.step}` }, undefined, { bootstrap: false }) }));
+  // one family: the k - 1 comparisons with the last, Holm-adjusted (an undefined p is 1)
+  const adjusted = earlier.length ? holmAdjust(earlier.map(({ c }) => c.decision?.p ?? 1)) : [];
+  const curve: CurvePoint[] = earlier.map(({ p, c }, i) => {
+    const pHolm = c.decision ? adjusted[i] : null;
+    const better = !!(c.paired && c.paired.meanDiff > 0 && pHolm !== null && pHolm < DECISION_ALPHA);
+    return { step: p.step, accuracy: p.accuracy, vsLast: { n: c.n, meanDiff: c.paired?.meanDiff ?? null, decision: c.decision, pHolm }, betterThanLast: better };
   });
+  curve.push({ step: last.step, accuracy: last.accuracy, vsLast: null, betterThanLast: false });
   const mean = (p: CurvePoint) => p.accuracy?.estimate ?? -Infinity;
   const highest = (ps: CurvePoint[]) => ps.reduce((b, p) => (mean(p) >= mean(b) ? p : b));
   if (rule === "best") {
@@ -77,9 +91,10 @@ export function chooseCheckpoint(rule: SelectionRule, points: ReadonlyArray<{ st
     return { curve, chosenStep: b.step, why: `step ${b.step} has the highest validation mean` };
   }
   const better = curve.filter((p) => p.betterThanLast);
-  if (better.length === 0) return { curve, chosenStep: last.step, why: `no earlier checkpoint is better than the last (step ${last.step}) beyond its decision interval` };
+  const family = `Holm-adjusted over ${earlier.length} comparison${earlier.length === 1 ? "" : "s"} with the last`;
+  if (better.length === 0) return { curve, chosenStep: last.step, why: `no earlier checkpoint is better than the last (step ${last.step}) by its governing test, ${family}` };
   const b = highest(better);
-  return { curve, chosenStep: b.step, why: `step ${b.step} beats the last (step ${last.step}) on validation beyond its decision interval` };
+  return { curve, chosenStep: b.step, why: `step ${b.step} beats the last (step ${last.step}) on validation by its governing test (p ${b.vsLast!.pHolm!.toPrecision(2)}, ${family})` };
 }
 
 /**

@@ -10,6 +10,12 @@ import { SELECTION_SVG } from "../selection-curve.js";
 const pct = (a: { estimate: number; lower: number; upper: number } | null) =>
   a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-";
 
+/** "; Holm p 0.012" (the comparison's p adjusted over the k - 1 comparisons with the last); "" for a
+ *  selection.json written before the correction. */
+function holm(p: number | null | undefined): string {
+  return p === null || p === undefined ? "" : `; Holm p ${p.toPrecision(2)}`;
+}
+
 export const selectionSection: ReportSection = (input) => {
   const sel = input.selection;
   const warning = testLooksWarning(input.testEvals ?? []);
@@ -30,7 +36,7 @@ export const selectionSection: ReportSection = (input) => {
       String(p.step),
       pct(p.accuracy),
       p.vsLast?.meanDiff === null || p.vsLast?.meanDiff === undefined ? "-" : pp(p.vsLast.meanDiff),
-      p.vsLast?.decision ? `${pp(p.vsLast.decision.lower)} to ${pp(p.vsLast.decision.upper)} (${p.vsLast.decision.test})` : "-",
+      p.vsLast?.decision ? `${pp(p.vsLast.decision.lower)} to ${pp(p.vsLast.decision.upper)} (${p.vsLast.decision.test}${holm(p.vsLast.pHolm)})` : "-",
       p.vsLast ? (p.betterThanLast ? "yes" : "no") : "-",
       p.step === sel.chosenStep ? "**chosen**" : "",
     ]),
