@@ -1,4 +1,4 @@
-"""`py-trainer`: serve | train | evaluate | defaults | init-model | data.
+"""`py-trainer`: serve | train | evaluate | defaults | init-model | plot | data | export
 
     py-trainer serve --host 127.0.0.1 --port 50151      # the gRPC sidecar
     py-trainer train --config run.yaml                   # one run, no server, same run folder

@@ -56,10 +56,23 @@ def _fmt(x) -> str:
 
 def write_plot(path: Path, steps: list[dict], *, start_reward: float | None, end_reward: float | None,
                title: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = reward_figure(steps, start_reward=start_reward, end_reward=end_reward, title=title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
+
+def reward_figure(steps: list[dict], *, start_reward: float | None, end_reward: float | None, title: str):
+    """The reward-vs-step figure: whole optimizer steps on x; the end's "+N% vs step 0" in the
+    right margin on the side away from the end point, with an arrow to it (never on the curve)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     xs = [s["step"] for s in steps]
     rewards = [s.get("reward", math.nan) for s in steps]
@@ -68,14 +81,19 @@ def write_plot(path: Path, steps: list[dict], *, start_reward: float | None, end
     ax.plot(xs, smooth(rewards), color="tab:blue", lw=2, label=f"reward, {SMOOTH_WINDOW}-step mean")
     if start_reward is not None and math.isfinite(start_reward):
         ax.axhline(start_reward, color="tab:gray", ls="--", lw=1.2, label=f"step-0 held-out reward {start_reward:.3f}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if end_reward is not None and math.isfinite(end_reward) and xs:
         label = f"end held-out reward {end_reward:.3f}"
         if start_reward:
             label += f" ({(end_reward - start_reward) / abs(start_reward) * 100:+.1f}% vs step 0)"
         ax.scatter([xs[-1]], [end_reward], color="tab:green", zorder=5, s=40, label=label)
+        lo, hi = ax.get_ylim()
+        upper = (end_reward - lo) / ((hi - lo) or 1) > 0.5
         ax.annotate(label.split(" (")[-1].rstrip(")") if start_reward else f"{end_reward:.3f}",
-                    (xs[-1], end_reward), textcoords="offset points", xytext=(-10, 8), ha="right",
-                    color="tab:green")
+                    (xs[-1], end_reward), xycoords="data", xytext=(1.0, 0.03 if upper else 0.97),
+                    textcoords="axes fraction", ha="right", va="bottom" if upper else "top", color="tab:green",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:green", "alpha": 0.9},
+                    arrowprops={"arrowstyle": "->", "color": "tab:green", "lw": 1})
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
@@ -90,10 +108,7 @@ def write_plot(path: Path, steps: list[dict], *, start_reward: float | None, end
     ax.legend(handles, labels, loc="upper left", fontsize=8, framealpha=0.85)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------
