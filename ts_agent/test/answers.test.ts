@@ -5,6 +5,7 @@ import {
   CONSTANT_ANSWER_SHARE,
   NO_ANSWER,
   OTHER_ANSWER,
+  TIE_ANSWER,
   answerDistribution,
   answerLabel,
   confusionMatrices,
@@ -32,9 +33,9 @@ test("open-answer task sets have no label set", () => {
   assert.equal(labelSetOf([{ label: "a", answers: ["a"] }, { label: "a", answers: ["a"] }]), null);
 });
 
-test("with K samples a task's answer is its most frequent label, ties to the earlier label", () => {
+test("with K samples a task's answer is its most frequent label; a tie is a tie (issue 29: no longer the earlier label)", () => {
   assert.equal(taskAnswer([ans("layering"), ans("smurfing"), ans("layering")], set), "layering");
-  assert.equal(taskAnswer([ans("layering"), ans("smurfing")], set), "smurfing"); // smurfing is listed before layering
+  assert.equal(taskAnswer([ans("layering"), ans("smurfing")], set), TIE_ANSWER);
   assert.equal(taskAnswer([], set), NO_ANSWER);
 });
 
@@ -62,7 +63,7 @@ test("the constant-answer share is a threshold at 90% of tasks", () => {
   assert.equal(answerDistribution("x", mk(at - 1), set).constant, false);
 });
 
-test("confusion matrix: gold rows, answer columns (labels, other, none), counts per variant", () => {
+test("confusion matrix: gold rows, answer columns (labels, other, none, tie), counts per variant", () => {
   const t: LabelledTask[] = [
     { taskId: "a", gold: "structuring", completions: [ans("structuring")] },
     { taskId: "b", gold: "structuring", completions: [ans("smurfing")] },
@@ -71,7 +72,7 @@ test("confusion matrix: gold rows, answer columns (labels, other, none), counts 
   ];
   const cm = confusionMatrices([{ name: "base", tasks: t }], set);
   assert.deepEqual(cm.gold, TYPOLOGIES.map((x) => x.label));
-  assert.deepEqual(cm.answers, [...TYPOLOGIES.map((x) => x.label), OTHER_ANSWER, NO_ANSWER]);
+  assert.deepEqual(cm.answers, [...TYPOLOGIES.map((x) => x.label), OTHER_ANSWER, NO_ANSWER, TIE_ANSWER]);
   const m = cm.variants[0].matrix;
   assert.equal(m.length, 8);
   assert.deepEqual(m[0].slice(0, 2), [1, 1]);

@@ -63,6 +63,8 @@ describe("the attribution table, row by row", () => {
         "completions truncated",
         "constant answer (base): the base learned the label prior, not the mapping from input to label",
         "constant answer (adapter): training moved the one label the model says, not a mapping from input to label",
+        "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)",
+        "format failure (adapter): training lost the answer format, so the grader reads no label",
       ],
     );
   });

@@ -7,7 +7,10 @@
  * 264 tasks and an adapter answering shell_company on all 264 are both constant.
  *
  * The task is the unit: with K samples per task, a task's answer is its most frequent label over
- * its samples (ties to the label listed first). A completion's label: the last <answer>...</answer>
+ * its samples; a tie between the most frequent ones is TIE_ANSWER (never the label listed first,
+ * which made a mixed predictor constant: two samples per task, one each of two labels, read as one
+ * label on 100% of tasks). A variant whose tasks mostly have no <answer> tag is a format failure
+ * (formatFailure), not a constant label: `constant` counts the labels only. A completion's label: the last <answer>...</answer>
  * (task-rewards.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
  * answers as the task rows list them; no tag is NO_ANSWER, a tag naming no label OTHER_ANSWER.
  */
@@ -17,8 +20,12 @@ import { extractAnswer, normalizeAnswer } from "../core/task-rewards.js";
 export const NO_ANSWER = "(none)";
 /** A task whose answer names no label of the set. */
 export const OTHER_ANSWER = "(other)";
+/** A task whose most frequent answers tie (e.g. one sample each of two labels). */
+export const TIE_ANSWER = "(tie)";
 /** One label on at least this share of tasks (fraction) is a constant answer. */
 export const CONSTANT_ANSWER_SHARE = 0.9;
+/** More than this share of tasks (fraction) with no <answer> tag is a format failure. */
+export const FORMAT_FAILURE_SHARE = 0.5;
 
 /** The closed label set of a task set: each gold label and the answers that count as it. */
 export interface LabelSet {
@@ -61,12 +68,13 @@ export function answerLabel(completion: string, set: LabelSet): string {
   return set.byAnswer.get(normalizeAnswer(raw)) ?? OTHER_ANSWER;
 }
 
-/** The answer columns in order: the labels, then OTHER_ANSWER and NO_ANSWER. */
+/** The answer columns in order: the labels, then OTHER_ANSWER, NO_ANSWER and TIE_ANSWER. */
 export function answerColumns(set: LabelSet): string[] {
-  return [...set.labels, OTHER_ANSWER, NO_ANSWER];
+  return [...set.labels, OTHER_ANSWER, NO_ANSWER, TIE_ANSWER];
 }
 
-/** A task's answer over its samples: the most frequent label, ties to the earlier column. */
+/** A task's answer over its samples: the most frequent label; TIE_ANSWER when several share the
+ *  highest count; NO_ANSWER without samples. */
 export function taskAnswer(completions: ReadonlyArray<string>, set: LabelSet): string {
   const columns = answerColumns(set);
   const counts = new Map<string, number>();
@@ -76,11 +84,13 @@ export function taskAnswer(completions: ReadonlyArray<string>, set: LabelSet): s
   }
   let best = NO_ANSWER;
   let bestCount = 0;
+  let tied = false;
   for (const col of columns) {
     const n = counts.get(col) ?? 0;
-    if (n > bestCount) [best, bestCount] = [col, n];
+    if (n > bestCount) [best, bestCount, tied] = [col, n, false];
+    else if (n > 0 && n === bestCount) tied = true;
   }
-  return best;
+  return tied ? TIE_ANSWER : best;
 }
 
 export interface AnswerShare {
@@ -96,12 +106,18 @@ export interface AnswerDistribution {
   tasks: number;
   /** every answer column with at least one task, most frequent first (ties in column order) */
   shares: AnswerShare[];
-  /** the most frequent answer */
+  /** the most frequent answer column (a label, OTHER_ANSWER, NO_ANSWER or TIE_ANSWER) */
   top: AnswerShare;
+  /** the most frequent label (labels only); null when no task's answer is a label */
+  topLabel: AnswerShare | null;
   /** distinct answers given */
   distinct: number;
-  /** top.share >= CONSTANT_ANSWER_SHARE */
+  /** topLabel.share >= CONSTANT_ANSWER_SHARE: one label whatever the input */
   constant: boolean;
+  /** share of tasks whose answer is NO_ANSWER (fraction) */
+  noAnswerShare: number;
+  /** noAnswerShare > FORMAT_FAILURE_SHARE: the answers mostly lack the answer format */
+  formatFailure: boolean;
 }
 
 export function answerDistribution(variant: string, tasks: ReadonlyArray<LabelledTask>, set: LabelSet): AnswerDistribution {
@@ -117,7 +133,19 @@ export function answerDistribution(variant: string, tasks: ReadonlyArray<Labelle
     .filter((s) => s.count > 0)
     .sort((a, b) => b.count - a.count || columns.indexOf(a.label) - columns.indexOf(b.label));
   const top = shares[0] ?? { label: NO_ANSWER, count: 0, share: 0 };
-  return { variant, tasks: n, shares, top, distinct: shares.length, constant: n > 0 && top.share >= CONSTANT_ANSWER_SHARE };
+  const topLabel = shares.find((s) => set.labels.includes(s.label)) ?? null;
+  const noAnswerShare = n ? (counts.get(NO_ANSWER) ?? 0) / n : 0;
+  return {
+    variant,
+    tasks: n,
+    shares,
+    top,
+    topLabel,
+    distinct: shares.length,
+    constant: n > 0 && topLabel !== null && topLabel.share >= CONSTANT_ANSWER_SHARE,
+    noAnswerShare,
+    formatFailure: n > 0 && noAnswerShare > FORMAT_FAILURE_SHARE,
+  };
 }
 
 /** Gold label x answer counts for several variants on the same tasks. */

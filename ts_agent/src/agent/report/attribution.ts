@@ -14,7 +14,7 @@
  */
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, KL_SPIKE_WINDOW, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
 import type { DownstreamSignal } from "../verdict/verdict.js";
-import { CONSTANT_ANSWER_SHARE, type AnswerDistribution } from "../eval/answers.js";
+import { CONSTANT_ANSWER_SHARE, FORMAT_FAILURE_SHARE, NO_ANSWER, type AnswerDistribution } from "../eval/answers.js";
 import { NO_ANSWER_SIGNAL, type AnswerSignal } from "./answer-analysis.js";
 import { CURVE_THRESHOLDS } from "./thresholds.js";
 
@@ -247,6 +247,22 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     nextChange: "more signal per step (raise G or prompts per step), a base with input-dependent answers",
     check: (_f, _d, a) => all(constantCondition(a.adapter, "adapter")),
   },
+  {
+    curve: "any; most of the base's answers lack the answer format",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)",
+    nextChange: "teach the format first: the format instruction in the prompt, a format reward or partial credit, max_completion_length if answers are cut off",
+    check: (_f, _d, a) => all(formatCondition(a.base, "base")),
+  },
+  {
+    curve: "any; most of the adapter's answers lack the answer format",
+    kl: "any",
+    fracZeroStd: "any",
+    likelyCause: "format failure (adapter): training lost the answer format, so the grader reads no label",
+    nextChange: "a format reward beside the task reward, a higher beta, fewer steps; check max_completion_length",
+    check: (_f, _d, a) => all(formatCondition(a.adapter, "adapter")),
+  },
 ];
 
 export interface RowResult extends Check {
@@ -270,8 +286,14 @@ export function nearMisses(results: readonly RowResult[]): RowResult[] {
 
 /** "answers money_mule on 264/264 tasks (100%)" */
 function answerText(d: AnswerDistribution): string {
-  return `answers ${d.top.label} on ${d.top.count}/${d.tasks} tasks (${(d.top.share * 100).toFixed(0)}%)`;
+  const t = d.topLabel ?? d.top;
+  return `answers ${t.label} on ${t.count}/${d.tasks} tasks (${(t.share * 100).toFixed(0)}%)`;
 }
+
+const formatCondition = (d: AnswerDistribution | null, who: string): Condition =>
+  d
+    ? [d.formatFailure, `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`]
+    : [false, `no ${who} answers (open-answer task set or no eval)`];
 
 const constantCondition = (d: AnswerDistribution | null, who: string): Condition =>
   d ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`] : [false, `no ${who} answers (open-answer task set or no eval)`];
