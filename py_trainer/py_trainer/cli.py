@@ -414,7 +414,18 @@ def unknown_flags_error(parser: argparse.ArgumentParser, argv: list[str], extras
     return f"{chosen.prog}: unknown {kind} {word}{hint} (see {chosen.prog} --help)"
 
 
+CPU_THREAD_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""Set (unless the user set them) before torch loads, in this process and so in every worker it
+starts: torch's OpenMP threads otherwise spin while they wait for each other, and on CPU cores
+shared with other processes a spinning thread whose partner was descheduled burns the slice. The
+real model's forward + backward (8 x 70 tokens, 2 threads, the 2 cores busy with other jobs) took
+52-64 s wall and 24-30 s CPU spinning, 17 s and 8.9 s passive, 13 s and 7.4 s on 1 thread
+(docs/real-model.md)."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    for key, value in CPU_THREAD_ENV.items():
+        os.environ.setdefault(key, value)
     from py_trainer.errors import RequestError
 
     argv = sys.argv[1:] if argv is None else argv
