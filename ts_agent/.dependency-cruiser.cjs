@@ -53,15 +53,8 @@ module.exports = {
       name: "eval-and-train-apart",
       severity: "error",
       comment: "agent/eval/ and agent/train/ share a floor but not each other: what both need lives in agent/core/.",
-      from: { path: "^src/agent/eval/" },
-      to: { path: "^src/agent/train/" },
-    },
-    {
-      name: "train-and-eval-apart",
-      severity: "error",
-      comment: "agent/eval/ and agent/train/ share a floor but not each other: what both need lives in agent/core/.",
-      from: { path: "^src/agent/train/" },
-      to: { path: "^src/agent/eval/" },
+      from: { path: "^src/agent/(eval|train)/" },
+      to: { path: "^src/agent/(eval|train)/", pathNot: "^src/agent/$1/" },
     },
     {
       name: "no-circular",
