@@ -4,26 +4,21 @@
  * None of them needs a sidecar. Also: per-command help lists every flag and an example.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { REPO } from "./helpers/sidecar.js";
+import { agentProcess } from "./helpers/agent-process.js";
 
-const AGENT = join(REPO, "ts_agent", "bin", "agent");
 const dir = mkdtempSync(join(tmpdir(), "agent-errors-"));
 const file = (name: string, text: string) => {
   writeFileSync(join(dir, name), text);
   return join(dir, name);
 };
 
-function agent(args: string[]) {
-  // an address nothing listens on: a case that reached the sidecar would fail with exit 1, not 2
-  const r = spawnSync(AGENT, args, { encoding: "utf8", env: { ...process.env, AGENT_SIDECAR: "127.0.0.1:9" }, timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+// an address nothing listens on: a case that reached the sidecar would fail with exit 1, not 2
+const agent = (args: string[]) => agentProcess(args, { AGENT_SIDECAR: "127.0.0.1:9" });
 
 const dirOf = (path: string) => path.slice(0, path.lastIndexOf("/"));
 const MINIMAL_BASELINE = {
@@ -162,5 +157,21 @@ test("a task file that does not load is one line and exit 2 in every command tha
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr.trim(), message);
     assert.doesNotMatch(r.stderr, /^\s+at /m);
+  }
+});
+
+test("a malformed task file in a process of its own: one line on stderr, exit 2, no stack trace (baseline set, demo)", () => {
+  const sub = mkdtempSync(join(tmpdir(), "task-format-process-"));
+  const path = join(sub, "tickets.jsonl");
+  // task-format.test.ts's valid ticket row, then one whose answers are not a list
+  const rows = [
+    { id: "t1", split: "test", label: "billing", product: "web_portal", prompt: "ticket 1", answers: ["billing", "bills"], template: "billing/1" },
+    { id: "t2", split: "train", label: "billing", product: "web_portal", prompt: "ticket 2", answers: "billing", template: "billing/1" },
+  ];
+  writeFileSync(path, rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
+  for (const args of [["baseline", "set"], ["demo"]]) {
+    const r = agent([...args, "--tasks", path, "--evals-dir", sub]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr.trim(), `agent ${args[0]}: ${path}:2: field "answers" must be a non-empty array of non-empty strings`);
   }
 });

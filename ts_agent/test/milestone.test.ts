@@ -1,18 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { judgeMilestone, type DownstreamEvidence, type RewardEvidence } from "../src/agent/verdict/milestone.js";
-
-const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
-  startMean: 0.3,
-  endMean: 0.45,
-  relativeChange: 0.5,
-  relativeChangeCiLow: 0.3,
-  relativeChangeCiHigh: 0.7,
-  numPrompts: 32,
-  samplesPerPrompt: 4,
-  ...over,
-});
+import { judgeMilestone, type DownstreamEvidence } from "../src/agent/verdict/milestone.js";
+import { reward } from "./helpers/verdict-fixtures.js";
 
 const downstream = (over: Partial<DownstreamEvidence> = {}): DownstreamEvidence => ({
   n: 264,

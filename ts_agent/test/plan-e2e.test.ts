@@ -1,7 +1,8 @@
 /**
- * `agent plan --config run.json` (issue 23): the sidecar's EstimateMemory for the request, printed
- * component by component with the device's free memory; a request Train would refuse is refused
- * the same way, naming the field.
+ * `agent plan` in a process of its own (bin/agent). With --config run.json (issue 23): the
+ * sidecar's EstimateMemory for the request, printed component by component with the device's free
+ * memory; a request Train would refuse is refused the same way, naming the field. With --tasks:
+ * a baseline.json made on another task file is refused.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -10,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
+import { AGENT, agentProcess } from "./helpers/agent-process.js";
 import { REPO, amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
-const AGENT = join(REPO, "ts_agent", "bin", "agent");
 let sc: RunningSidecar;
 
 before(async () => {
@@ -41,4 +42,19 @@ test("agent plan --config prints the estimate per component against the free mem
   const bad = plan({ ...request, grpo: { ...request.grpo, numGenerations: 1 } });
   assert.equal(bad.code, 1, bad.stdout + bad.stderr);
   assert.match(bad.stderr, /^agent plan: invalid_argument: grpo\.num_generations: must be in \[2, 256\]/);
+});
+
+test("agent plan refuses a baseline.json made on another task file (it used the AML baseline's accuracy for any --tasks)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "evals-plan-"));
+  writeFileSync(join(dir, "baseline.json"), JSON.stringify({
+    schema: "agent-baseline/v1", date: "2026-11-01T00:00:00Z", model: { requested: "", resolved: "m" },
+    taskSet: { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "ab", split: "test", n: 264 },
+    grader: { name: "exact_match", params: {} }, samplesPerTask: 1, temperature: 0, maxNewTokens: 32, seed: 0,
+    perTask: {}, accuracy: { estimate: 0.545, lower: 0.485, upper: 0.604, n: 264, method: "wilson" }, meanScores: {}, settings: {},
+  }));
+  const tasks = join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl");
+  const r = agentProcess(["plan", "--tasks", tasks, "--evals-dir", dir]);
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /^agent plan: .*baseline\.json was made on agent-evals\/tasks\/aml_typology\.jsonl, not agent-evals\/tasks\/ticket_routing\.jsonl: .*--base-accuracy P\n$/);
+  assert.equal(r.stdout, "");
 });

@@ -35,23 +35,3 @@ test("agent plan: a split below the milestone's 200 tasks is never called able t
   assert.ok(p.scenarios.every((s) => !s.bySplit[0].detectable));
   assert.match(planLines(p).join("\n"), /too small for the milestone/);
 });
-
-test("agent plan refuses a baseline.json made on another task file (it used the AML baseline's accuracy for any --tasks)", async () => {
-  const { spawnSync } = await import("node:child_process");
-  const { mkdtempSync, writeFileSync } = await import("node:fs");
-  const { tmpdir } = await import("node:os");
-  const { join } = await import("node:path");
-  const { REPO } = await import("./helpers/sidecar.js");
-  const dir = mkdtempSync(join(tmpdir(), "evals-plan-"));
-  writeFileSync(join(dir, "baseline.json"), JSON.stringify({
-    schema: "agent-baseline/v1", date: "2026-11-01T00:00:00Z", model: { requested: "", resolved: "m" },
-    taskSet: { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "ab", split: "test", n: 264 },
-    grader: { name: "exact_match", params: {} }, samplesPerTask: 1, temperature: 0, maxNewTokens: 32, seed: 0,
-    perTask: {}, accuracy: { estimate: 0.545, lower: 0.485, upper: 0.604, n: 264, method: "wilson" }, meanScores: {}, settings: {},
-  }));
-  const tasks = join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl");
-  const r = spawnSync(join(REPO, "ts_agent", "bin", "agent"), ["plan", "--tasks", tasks, "--evals-dir", dir], { encoding: "utf8", timeout: 60_000 });
-  assert.equal(r.status, 1, r.stdout + r.stderr);
-  assert.match(r.stderr, /^agent plan: .*baseline\.json was made on agent-evals\/tasks\/aml_typology\.jsonl, not agent-evals\/tasks\/ticket_routing\.jsonl: .*--base-accuracy P\n$/);
-  assert.equal(r.stdout, "");
-});

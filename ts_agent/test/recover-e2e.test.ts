@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
+import { writeTrainConfig } from "./helpers/requests.js";
 import { PYTHON, REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 const AGENT = join(REPO, "ts_agent", "bin", "agent");
@@ -43,18 +44,12 @@ function config(runId: string, maxSteps: number): string {
     .slice(0, 24)
     .map((l) => JSON.parse(l) as { id: string; prompt: string; answers: string[] })
     .map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers }));
-  const path = join(evalsDir, `${runId}.json`);
-  writeFileSync(
-    path,
-    JSON.stringify({
-      runId,
-      dataset: { inline: { rows } },
-      rewards: [{ name: "exact_match", weight: 1 }],
-      grpo: { maxSteps, numGenerations: 4, perDeviceTrainBatchSize: 8, maxCompletionLength: 12, saveSteps: 4, seed: 3 },
-      heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
-    }),
-  );
-  return path;
+  return writeTrainConfig(evalsDir, runId, {
+    runId,
+    rows,
+    grpo: { maxSteps, numGenerations: 4, perDeviceTrainBatchSize: 8, maxCompletionLength: 12, saveSteps: 4, seed: 3 },
+    heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
+  });
 }
 
 function agent(args: string[]) {

@@ -12,12 +12,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { create } from "@bufbuild/protobuf";
-
 import { main } from "../src/cli.js";
-import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
+import { captureConsole } from "./helpers/console.js";
+import { trainRequest } from "./helpers/requests.js";
 import { amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
@@ -33,27 +32,16 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
   const client = new SidecarClient({ address: sc.address });
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const rows = amlTrainRows(64);
-  const request = create(TrainRequestSchema, {
-    runId: "report-e2e",
-    dataset: { source: { case: "inline", value: { rows } } },
-    rewards: [{ name: "exact_match", weight: 1 }],
-    grpo: { maxSteps: 10, seed: 1n },
-    heldOut: { numPrompts: 8, samplesPerPrompt: 2 },
-  });
+  const request = trainRequest({ runId: "report-e2e", rows, grpo: { maxSteps: 10, seed: 1 }, heldOut: { numPrompts: 8, samplesPerPrompt: 2 } });
   const out = await trainViaSidecar(client, request, { evalsDir, log: () => undefined });
   assert.equal(out.state, RunState.SUCCEEDED, out.reason);
 
-  const log = console.log;
-  const lines: string[] = [];
-  console.log = (...a: unknown[]) => lines.push(a.join(" "));
-  try {
+  const { out: lines } = await captureConsole(async () => {
     const flags = ["--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"];
     assert.equal(await main(["baseline", "set", ...flags]), 0);
     assert.equal(await main(["eval", "report-e2e", ...flags]), 0);
     assert.equal(await main(["report", "report-e2e", "--evals-dir", evalsDir]), 0);
-  } finally {
-    console.log = log;
-  }
+  });
   assert.ok(lines.some((l) => /^held-out templates \(8 tasks\): adapter - base [+-]\d+\.\d pp/.test(l)), lines.join("\n"));
   const dir = join(evalsDir, "runs", "report-e2e");
   const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
@@ -66,6 +54,11 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
   assert.match(md, /Per typology \(p from the governing test; Holm-adjusted/);
   assert.match(md, /curve too short|undetermined/);
   if (existsSync(join(dir, "power-curve.csv"))) assert.match(md, /power-curve\.svg/);
+  // the confusion matrix is matplotlib's, drawn through the real `py-trainer plot confusion`
+  const png = readFileSync(join(dir, "confusion-matrix.png"));
+  assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+  assert.ok(png.length > 5000, `a drawn figure, not a stub (${png.length} bytes)`);
+  assert.match(md, /!\[confusion matrices, gold label x answer, test split\]\(confusion-matrix\.png\)/);
   // issue 21: the fingerprint from a real sidecar, the same on both sides; the adapter as evaluated
   assert.match(ev.fingerprint.model.weightsSha256, /^[0-9a-f]{64}$/);
   assert.deepEqual([ev.fingerprint.runtime.device, ev.fingerprint.runtime.dtype], ["cpu", "fp32"]);

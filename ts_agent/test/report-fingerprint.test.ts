@@ -22,10 +22,12 @@ import { writeEvalLog } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { RESOLVED_MODEL, gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
+import { stubConfusionPlot } from "./helpers/plot-stub.js";
 
-// Reports here are not about the confusion-matrix figure: a stand-in draws it in milliseconds
-// (the real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and report.test.ts).
+// Reports here are not about the confusion-matrix figure: an in-process stand-in draws it (the
+// real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and report-e2e.test.ts).
 process.env.PY_TRAINER_BIN = new URL("./helpers/fake-py-trainer.sh", import.meta.url).pathname;
+stubConfusionPlot();
 
 const LABELS = ["structuring", "smurfing", "layering", "money_mule"];
 const N = 264;

@@ -17,11 +17,12 @@ import { mulberry32 } from "../src/agent/eval/narratives.js";
 import type { TaskRow } from "../src/agent/eval/typologies.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
+import { stubConfusionPlot } from "./helpers/plot-stub.js";
 
-// Reports here are not about the confusion-matrix figure: a stand-in draws it in milliseconds
-// (the real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and below).
-const REAL_PY_TRAINER_BIN = process.env.PY_TRAINER_BIN;
+// Reports here are not about the confusion-matrix figure: an in-process stand-in draws it (the
+// real `py-trainer plot confusion` is tested in tests/test_plot_confusion.py and report-e2e.test.ts).
 process.env.PY_TRAINER_BIN = new URL("./helpers/fake-py-trainer.sh", import.meta.url).pathname;
+stubConfusionPlot();
 
 const LABELS = ["structuring", "smurfing", "layering", "money_mule"];
 const settings = { ...DEFAULT_EVAL_SETTINGS };
@@ -269,16 +270,7 @@ describe("answers: distribution, confusion matrix, constant predictors (issue 18
   }
 
   test("report.md shows each variant's answer distribution and confusion matrix, and names the constant base", () => {
-    const fake = process.env.PY_TRAINER_BIN;
-    if (REAL_PY_TRAINER_BIN === undefined) delete process.env.PY_TRAINER_BIN; // the repo's .venv/bin/py-trainer
-    else process.env.PY_TRAINER_BIN = REAL_PY_TRAINER_BIN;
-    let built: ReturnType<typeof constantBase>;
-    try {
-      built = constantBase();
-    } finally {
-      process.env.PY_TRAINER_BIN = fake;
-    }
-    const { md, analysis, evalsDir } = built;
+    const { md, analysis, evalsDir } = constantBase();
     assert.match(md, /## Answers: what each variant says/);
     assert.match(md, /### test \(240 tasks\)/);
     assert.match(md, /\| answer \| base \| adapter \|/);
@@ -288,10 +280,9 @@ describe("answers: distribution, confusion matrix, constant predictors (issue 18
     assert.match(md, /Confusion matrix, base \(rows: gold label; columns: answer\):\n\n\| gold \\ answer \| structuring \| smurfing \| layering \| money_mule \| \(other\) \| \(none\) \|/);
     assert.match(md, /\| structuring \| 0 \| 0 \| 0 \| 60 \| 0 \| 0 \|/);
     assert.match(md, /Confusion matrix, adapter/);
-    // the PNG is matplotlib's, drawn through the real `py-trainer plot confusion`
+    // the PNG beside it (matplotlib's, through the real `py-trainer plot confusion`: report-e2e.test.ts)
     const png = readFileSync(join(evalsDir, "runs", "r1", "confusion-matrix.png"));
     assert.deepEqual([...png.subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
-    assert.ok(png.length > 5000, `a drawn figure, not a stub (${png.length} bytes)`);
     assert.match(md, /!\[confusion matrices, gold label x answer, test split\]\(confusion-matrix\.png\)/);
     // the attribution row fires for the base only
     const fired = analysis.attribution.filter((r) => r.fired).map((r) => r.row.likelyCause.split(":")[0]);

@@ -3,21 +3,27 @@
  * its kept checkpoints scored on validation rows (AML train rows it did not train on), one chosen
  * by the default rule, test evaluated once (one record in test-evals.jsonl), selection.json and
  * report.md's selection section; a later `agent eval` is a second look at test and the report
- * warns. Tiny budgets: 24 train rows, 8 validation and 8 test tasks.
+ * warns. Tiny budgets: 24 train rows, 8 validation and 8 test tasks. Then bin/agent select's
+ * refusals (one line, exit 2), which need no sidecar.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { create } from "@bufbuild/protobuf";
+import { create, toJsonString } from "@bufbuild/protobuf";
 
 import { main } from "../src/cli.js";
-import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunSchema, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { readTestEvals } from "../src/agent/eval/test-evals.js";
+import { SELECTION_FILE, SELECTION_SCHEMA } from "../src/agent/verdict/selection.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
+import { agentProcess } from "./helpers/agent-process.js";
+import { captureConsole } from "./helpers/console.js";
+import { trainRequest } from "./helpers/requests.js";
+import { runFolder } from "./helpers/run-folders.js";
 import { amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
@@ -33,11 +39,10 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
   const client = new SidecarClient({ address: sc.address });
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-select-"));
   const rows = amlTrainRows(24);
-  const request = create(TrainRequestSchema, {
+  const request = trainRequest({
     runId: "select-e2e",
-    dataset: { source: { case: "inline", value: { rows } } },
-    rewards: [{ name: "exact_match", weight: 1 }],
-    grpo: { maxSteps: 3, saveSteps: 1, saveTotalLimit: 0, numGenerations: 4, perDeviceTrainBatchSize: 8, maxCompletionLength: 12, seed: 1n },
+    rows,
+    grpo: { maxSteps: 3, saveSteps: 1, saveTotalLimit: 0, numGenerations: 4, perDeviceTrainBatchSize: 8, maxCompletionLength: 12, seed: 1 },
     heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
   });
   const out = await trainViaSidecar(client, request, { evalsDir, log: () => undefined });
@@ -51,10 +56,7 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
   assert.deepEqual(readdirSync(ckpts).filter((f) => f.startsWith("checkpoint-")).sort(), ["checkpoint-1", "checkpoint-2", "checkpoint-3"]);
   rmSync(join(ckpts, "checkpoint-1"), { recursive: true });
 
-  const log = console.log;
-  const lines: string[] = [];
-  console.log = (...a: unknown[]) => lines.push(a.join(" "));
-  try {
+  await captureConsole(async (lines) => {
     const flags = ["--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"];
     assert.equal(await main(["select", "select-e2e", ...flags, "--val-limit", "8"]), 0);
     const sel = JSON.parse(readFileSync(join(dir, "selection.json"), "utf8"));
@@ -97,7 +99,39 @@ test("agent select: checkpoints on validation, the rule's choice, test once, the
     assert.equal(await main(["report", "select-e2e", "--evals-dir", evalsDir]), 0);
     md = readFileSync(join(dir, "report.md"), "utf8");
     assert.match(md, /the test split was looked at 2 times for this run: a number chosen after looking is optimistic/);
-  } finally {
-    console.log = log;
+  });
+});
+
+// bin/agent's refusals, before any sidecar call (the address is never dialled)
+
+test("agent select refuses in one line (exit 2) when the run trained on every train-split row", () => {
+  const { dir, run } = runFolder();
+  const request = create(TrainRequestSchema, {
+    dataset: { source: { case: "inline", value: { rows: amlTrainRows(100_000) } } },
+    heldOut: { dataset: { source: { case: "inline", value: { rows: amlTrainRows(4) } } } },
+  });
+  writeFileSync(join(run, "run.json"), toJsonString(RunSchema, create(RunSchema, { runId: "r1", state: RunState.SUCCEEDED, request })));
+  // the address is never dialled: the refusal comes before any call
+  const r = agentProcess(["select", "r1", "--evals-dir", dir, "--address", "127.0.0.1:9"]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.match(r.stderr, /^agent select: no validation rows left: run r1 trained on all 616 train-split rows of agent-evals\/tasks\/aml_typology\.jsonl; .*dataset\.limit/);
+  assert.equal(r.stdout, "");
+});
+
+test("agent select: a user mistake is one line and exit 2 (no run id, an unknown --rule, an earlier selection without --force)", () => {
+  const { dir, run } = runFolder();
+  writeFileSync(join(run, SELECTION_FILE), JSON.stringify({ schema: SELECTION_SCHEMA, runId: "r1", date: "2026-12-01T10:00:00.000Z", chosenStep: 2 }));
+  const agent = (...args: string[]) => agentProcess([...args, "--evals-dir", dir, "--address", "127.0.0.1:9"]);
+  for (const [args, want] of [
+    [["select"], /which run\? give its id/],
+    [["select", "r1", "--rule", "newest"], /--rule newest: one of last-unless-better, best/],
+    [["select", "r1"], /selection\.json already holds a selection \(step 2, 2026-12-01\); selecting again looks at test again: add --force to replace it/],
+  ] as Array<[string[], RegExp]>) {
+    const r = agent(...args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, want);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
   }
+  assert.equal(JSON.parse(readFileSync(join(run, SELECTION_FILE), "utf8")).chosenStep, 2);
 });

@@ -2,14 +2,11 @@
  *  validation rows a run did not train on, and the report: the selection section from
  *  selection.json, and the warning once the test split was looked at twice for a run. */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { spawnSync } from "node:child_process";
-
-import { create, toJsonString } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 
 import { accuracy } from "../src/agent/eval/grading.js";
 import { readTestEvals, recordTestEval } from "../src/agent/eval/test-evals.js";
@@ -17,8 +14,8 @@ import { writeReport } from "../src/agent/report/report.js";
 import { candidateSteps } from "../src/agent/checkpoint-selection/checkpoint-selection.js";
 import { SELECTION_SVG, selectionSvg } from "../src/agent/report/selection-curve.js";
 import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/selection.js";
-import { RunResultSchema, RunSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { REPO, amlTrainRows } from "./helpers/sidecar.js";
+import { RunResultSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { runFolder } from "./helpers/run-folders.js";
 
 /** n tasks, the first `ones` scored 1. */
 function scores(n: number, ones: number): Map<string, number> {
@@ -61,13 +58,6 @@ test("validation rows: train-split rows the run did not train on (the dataset's 
     [{ prompt: "q", split: "test" }, ...rows]);
   assert.deepEqual([...d.trained].sort(), ["p0", "p1"]);
 });
-
-function runFolder(): { dir: string; run: string } {
-  const dir = mkdtempSync(join(tmpdir(), "evals-select-"));
-  mkdirSync(join(dir, "runs", "r1"), { recursive: true });
-  writeFileSync(join(dir, "runs", "r1", "run.json"), JSON.stringify({ runId: "r1", state: "RUN_STATE_SUCCEEDED" }));
-  return { dir, run: join(dir, "runs", "r1") };
-}
 
 test("report: two evaluations of the same run on test produce the warning; one does not", () => {
   const { dir, run } = runFolder();
@@ -114,41 +104,9 @@ test("report: the selection section shows the validation curve, the rule, the ch
   assert.doesNotMatch(sec, /looked at/);
 });
 
-test("agent select refuses in one line (exit 2) when the run trained on every train-split row", () => {
-  const { dir, run } = runFolder();
-  const request = create(TrainRequestSchema, {
-    dataset: { source: { case: "inline", value: { rows: amlTrainRows(100_000) } } },
-    heldOut: { dataset: { source: { case: "inline", value: { rows: amlTrainRows(4) } } } },
-  });
-  writeFileSync(join(run, "run.json"), toJsonString(RunSchema, create(RunSchema, { runId: "r1", state: RunState.SUCCEEDED, request })));
-  // the address is never dialled: the refusal comes before any call
-  const r = spawnSync(join(REPO, "ts_agent", "bin", "agent"), ["select", "r1", "--evals-dir", dir, "--address", "127.0.0.1:9"], { encoding: "utf8", timeout: 60_000 });
-  assert.equal(r.status, 2, r.stderr);
-  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
-  assert.match(r.stderr, /^agent select: no validation rows left: run r1 trained on all 616 train-split rows of agent-evals\/tasks\/aml_typology\.jsonl; .*dataset\.limit/);
-  assert.equal(r.stdout, "");
-});
-
 test("the candidates: the checkpoints, plus a SUCCEEDED run's final adapter when it came after the last checkpoint", () => {
   const done = (state: RunState, steps: number) => ({ state, result: create(RunResultSchema, { stepsCompleted: BigInt(steps) }) });
   assert.deepEqual(candidateSteps([2, 3], done(RunState.SUCCEEDED, 3)), { steps: [2, 3], finalStep: null });
   assert.deepEqual(candidateSteps([2, 4], done(RunState.SUCCEEDED, 5)), { steps: [2, 4, 5], finalStep: 5 });
   assert.deepEqual(candidateSteps([2, 4], done(RunState.CANCELLED, 5)), { steps: [2, 4], finalStep: null });
-});
-
-test("agent select: a user mistake is one line and exit 2 (no run id, an unknown --rule, an earlier selection without --force)", () => {
-  const { dir, run } = runFolder();
-  writeFileSync(join(run, SELECTION_FILE), JSON.stringify({ schema: SELECTION_SCHEMA, runId: "r1", date: "2026-12-01T10:00:00.000Z", chosenStep: 2 }));
-  const agent = (...args: string[]) => spawnSync(join(REPO, "ts_agent", "bin", "agent"), [...args, "--evals-dir", dir, "--address", "127.0.0.1:9"], { encoding: "utf8", timeout: 60_000 });
-  for (const [args, want] of [
-    [["select"], /which run\? give its id/],
-    [["select", "r1", "--rule", "newest"], /--rule newest: one of last-unless-better, best/],
-    [["select", "r1"], /selection\.json already holds a selection \(step 2, 2026-12-01\); selecting again looks at test again: add --force to replace it/],
-  ] as Array<[string[], RegExp]>) {
-    const r = agent(...args);
-    assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
-    assert.match(r.stderr, want);
-    assert.doesNotMatch(r.stderr, /\n\s+at /);
-  }
-  assert.equal(JSON.parse(readFileSync(join(run, SELECTION_FILE), "utf8")).chosenStep, 2);
 });

@@ -5,12 +5,14 @@
  * in detail) and each run's report says its verdict is one draw and links the sweep.
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { main } from "../src/cli.js";
+import { captureConsole } from "./helpers/console.js";
+import { writeTrainConfig } from "./helpers/requests.js";
 import { amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
@@ -25,26 +27,11 @@ after(async () => {
 test("sweep: 2 seeds of a 4-step request, each evaluated and reported, and the replicate section", { timeout: 600_000 }, async () => {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const rows = amlTrainRows(48);
-  const config = join(evalsDir, "request.json");
-  writeFileSync(
-    config,
-    JSON.stringify({
-      dataset: { inline: { rows } },
-      rewards: [{ name: "exact_match", weight: 1 }],
-      grpo: { maxSteps: 4, seed: "3" },
-      heldOut: { numPrompts: 8, samplesPerPrompt: 2 },
-    }),
-  );
+  const config = writeTrainConfig(evalsDir, "request", { rows, grpo: { maxSteps: 4, seed: "3" }, heldOut: { numPrompts: 8, samplesPerPrompt: 2 } });
 
-  const log = console.log;
-  const lines: string[] = [];
-  console.log = (...a: unknown[]) => lines.push(a.join(" "));
-  let rc: number;
-  try {
-    rc = await main(["sweep", "--config", config, "--seeds", "2", "--sweep-id", "e2e", "--limit", "8", "--address", sc.address, "--evals-dir", evalsDir]);
-  } finally {
-    console.log = log;
-  }
+  const { value: rc, out: lines } = await captureConsole(() =>
+    main(["sweep", "--config", config, "--seeds", "2", "--sweep-id", "e2e", "--limit", "8", "--address", sc.address, "--evals-dir", evalsDir]),
+  );
   assert.equal(rc, 0, lines.join("\n"));
   for (const seed of [3, 4]) {
     const dir = join(evalsDir, "runs", `e2e-s${seed}`);

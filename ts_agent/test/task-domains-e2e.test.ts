@@ -7,13 +7,15 @@
  * through the same loop and its report names what it skips. Tiny budgets: 2 GRPO steps.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { main } from "../src/cli.js";
 import { compareSplits } from "../src/agent/verdict/verdict.js";
+import { captureConsole } from "./helpers/console.js";
+import { writeTrainConfig } from "./helpers/requests.js";
 import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 let sc: RunningSidecar;
@@ -39,30 +41,16 @@ function underDataRoot(name: string): string {
 
 /** A tiny request: no dataset and no base (demo --tasks fills both), 2 steps. */
 function tinyConfig(dir: string, runId: string): string {
-  const path = join(dir, `${runId}.json`);
-  writeFileSync(
-    path,
-    JSON.stringify({
-      runId,
-      rewards: [{ name: "exact_match", weight: 1 }],
-      grpo: { maxSteps: 2, perDeviceTrainBatchSize: 8, numGenerations: 4, maxCompletionLength: 16, seed: "1" },
-      heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
-    }),
-  );
-  return path;
+  return writeTrainConfig(dir, runId, {
+    runId,
+    grpo: { maxSteps: 2, perDeviceTrainBatchSize: 8, numGenerations: 4, maxCompletionLength: 16, seed: "1" },
+    heldOut: { numPrompts: 4, samplesPerPrompt: 2 },
+  });
 }
 
 async function quietly(f: () => Promise<number>): Promise<{ code: number; out: string[]; err: string[] }> {
-  const [log, error] = [console.log, console.error];
-  const out: string[] = [];
-  const err: string[] = [];
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    return { code: await f(), out, err };
-  } finally {
-    [console.log, console.error] = [log, error];
-  }
+  const { value: code, out, err } = await captureConsole(f);
+  return { code, out, err };
 }
 
 test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, per-product tables; agent eval uses the run's base and refuses it when gone", { timeout: 900_000 }, async () => {

@@ -1,14 +1,14 @@
 /**
  * Issue 20: any task file in the documented format (docs/tasks.md) goes through the commands.
  * - A table of malformed task files (and metadata files): each is one line on stderr naming
- *   file:line (or the metadata file) and the field, exit 2, no stack trace. Every case starts
+ *   file:line (or the metadata file) and the field, exit 2, no stack trace (in a process of its
+ *   own: cli-errors-e2e.test.ts). Every case starts
  *   from a valid non-AML file, so under the AML-only loader each failed on line 1's "typology".
  * - A task file without label and template: the commands name the features they skip.
  * - The shipped generated task sets are fresh and load with their metadata.
  * - agent eval of a run uses the run's own base and refuses another --base-model in one line.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,31 +18,14 @@ import { main as agentMain } from "../src/cli.js";
 import { generateDomains, main as domainsMain } from "../src/agent/eval/demo-domains.js";
 import { skippedFeatures } from "../src/agent/core/task-format.js";
 import { loadTaskFile } from "../src/agent/eval/tasks.js";
+import { captureConsole, captureConsoleSync } from "./helpers/console.js";
 import { REPO } from "./helpers/sidecar.js";
 
-const AGENT = join(REPO, "ts_agent", "node_modules", ".bin", "tsx");
-const CLI = join(REPO, "ts_agent", "src", "cli.ts");
-
-/** The CLI in a process of its own (what a user sees, stack traces included). */
-function agentProcess(args: string[]) {
-  // an address nothing listens on: a case that reached the sidecar would exit 1, not 2
-  const r = spawnSync(AGENT, [CLI, ...args], { encoding: "utf8", env: { ...process.env, AGENT_SIDECAR: "127.0.0.1:9" }, timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** The CLI in this process (an error that is not a user mistake would throw out of it). */
+/** The CLI in this process (an error that is not a user mistake would throw out of it; the same
+ *  mistake in a process of its own: cli-errors-e2e.test.ts). */
 async function agent(args: string[]) {
-  const [log, error] = [console.log, console.error];
-  const out: string[] = [];
-  const err: string[] = [];
-  console.log = (...a: unknown[]) => out.push(a.join(" "));
-  console.error = (...a: unknown[]) => err.push(a.join(" "));
-  try {
-    const code = await agentMain([...args, "--address", "127.0.0.1:9", "--timeout", "2000"]);
-    return { code, stdout: out.join("\n"), stderr: err.join("\n") };
-  } finally {
-    [console.log, console.error] = [log, error];
-  }
+  const { value: code, out, err } = await captureConsole(() => agentMain([...args, "--address", "127.0.0.1:9", "--timeout", "2000"]));
+  return { code, stdout: out.join("\n"), stderr: err.join("\n") };
 }
 
 const row = (i: number, over: Record<string, unknown> = {}) => ({
@@ -99,17 +82,6 @@ describe("malformed task files: one line, exit 2, the field named", () => {
       assert.doesNotMatch(r.stderr, /^\s+at /m);
     });
   }
-  test("in a process of its own: one line on stderr, exit 2, no stack trace (baseline set, demo)", () => {
-    const sub = join(dir, "process");
-    mkdirSync(sub);
-    const path = join(sub, "tickets.jsonl");
-    writeFileSync(path, lines(row(1), row(2, { answers: "billing" })).join("\n") + "\n");
-    for (const args of [["baseline", "set"], ["demo"]]) {
-      const r = agentProcess([...args, "--tasks", path, "--evals-dir", sub]);
-      assert.equal(r.code, 2, r.stderr);
-      assert.equal(r.stderr.trim(), `agent ${args[0]}: ${path}:2: field "answers" must be a non-empty array of non-empty strings`);
-    }
-  });
 });
 
 describe("a task file without label and template", () => {
@@ -133,13 +105,8 @@ describe("a task file without label and template", () => {
 
 describe("the shipped generated task sets", () => {
   test("are what demo-domains.ts generates (byte for byte) and load with their metadata", () => {
-    const log = console.log;
-    console.log = () => {};
-    try {
-      assert.equal(domainsMain(["--check"]), 0, "agent-evals/tasks is stale: run `tsx src/agent/eval/demo-domains.ts --write`");
-    } finally {
-      console.log = log;
-    }
+    const { value: checked } = captureConsoleSync(() => domainsMain(["--check"]));
+    assert.equal(checked, 0, "agent-evals/tasks is stale: run `tsx src/agent/eval/demo-domains.ts --write`");
     const [tickets, arith] = generateDomains();
     const t = loadTaskFile(join(REPO, tickets.path));
     const count = (split: string) => t.rows.filter((r) => r.split === split).length;

@@ -16,6 +16,7 @@ import {
 } from "../src/agent/eval/aml-tasks.js";
 import { defaultTasksPath, loadTaskFile, loadTasks, metaPathFor, splitTasks } from "../src/agent/eval/tasks.js";
 import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/agent/eval/typologies.js";
+import { captureConsoleSync } from "./helpers/console.js";
 
 const all = generateAmlTasks();
 /** train + test: the rows the 5 shared templates per typology produce */
@@ -180,14 +181,10 @@ describe("checked-in file", () => {
 
   test("main --write writes the file atomically and --check accepts it", () => {
     const out = join(tmp, "written.jsonl");
-    const log = console.log;
-    console.log = () => {};
-    try {
+    captureConsoleSync(() => {
       assert.equal(main(["--write", "--out", out]), 0);
       assert.equal(main(["--check", "--out", out]), 0);
-    } finally {
-      console.log = log;
-    }
+    });
     assert.equal(readFileSync(out, "utf8"), toJsonl(all));
   });
 });

@@ -18,11 +18,9 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 
-import { create } from "@bufbuild/protobuf";
-
-import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
+import { trainRequest } from "./helpers/requests.js";
 import { PYTHON, REPO, amlTrainRows, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
 
 const run = promisify(execFile);
@@ -39,13 +37,7 @@ test("GRPO through the sidecar raises the held-out reward; the adapter loads wit
   const client = new SidecarClient({ address: sc.address });
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const rows = amlTrainRows(200).map((r) => ({ ...r, answers: ["structuring"] }));
-  const request = create(TrainRequestSchema, {
-    runId: "ts-e2e",
-    dataset: { source: { case: "inline", value: { rows } } },
-    rewards: [{ name: "exact_match", weight: 1 }],
-    grpo: { maxSteps: 30, seed: 1n },
-    heldOut: { numPrompts: 32, samplesPerPrompt: 4 },
-  });
+  const request = trainRequest({ runId: "ts-e2e", rows, grpo: { maxSteps: 30, seed: 1 }, heldOut: { numPrompts: 32, samplesPerPrompt: 4 } });
   const lines: string[] = [];
   const out = await trainViaSidecar(client, request, { evalsDir, log: (l) => lines.push(l) });
   assert.equal(out.state, RunState.SUCCEEDED, out.reason);

@@ -8,20 +8,10 @@ import { test } from "node:test";
 import { compareScores } from "../src/agent/core/base-vs-adapter.js";
 import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
-import { judgeMilestone, judgeReward, type RewardEvidence } from "../src/agent/verdict/milestone.js";
+import { judgeMilestone, judgeReward } from "../src/agent/verdict/milestone.js";
 import { downstreamEvidence, downstreamSignal, type DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
-
-const reward = (over: Partial<RewardEvidence> = {}): RewardEvidence => ({
-  startMean: 0.3,
-  endMean: 0.45,
-  relativeChange: 0.5,
-  relativeChangeCiLow: 0.3,
-  relativeChangeCiHigh: 0.7,
-  numPrompts: 32,
-  samplesPerPrompt: 4,
-  ...over,
-});
+import { reward } from "./helpers/verdict-fixtures.js";
 
 function steps(n: number, f: (i: number, e: number) => Record<string, number>, seed = 7): StepMetrics[] {
   const rand = mulberry32(seed);

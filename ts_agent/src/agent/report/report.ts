@@ -50,6 +50,14 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
   return SECTIONS.flatMap((section) => section(input, a)).join("\n");
 }
 
+/** How the figure is drawn: `py-trainer plot confusion SPEC PNG` in a process of its own. The
+ *  unit tests that are not about the figure put an in-process stand-in here (they start no
+ *  process); nothing else changes it. */
+export const confusionPlotter = {
+  run: (bin: string, args: string[]): { status: number | null; stderr: string; error?: Error } =>
+    spawnSync(bin, args, { encoding: "utf8", timeout: 120_000 }),
+};
+
 /** confusion-matrix.png of the first split's answers, through `py-trainer plot confusion`;
  *  returns why it was not drawn ("" when it was). */
 function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
@@ -62,7 +70,7 @@ function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
   writeFileAtomic(specPath, spec);
   const bin = pyTrainerBin();
   if (!existsSync(bin)) return `py-trainer not found at ${bin} (set PY_TRAINER_BIN)`;
-  const r = spawnSync(bin, ["plot", "confusion", join(dir, CONFUSION_SPEC), join(dir, CONFUSION_PNG)], { encoding: "utf8", timeout: 120_000 });
+  const r = confusionPlotter.run(bin, ["plot", "confusion", join(dir, CONFUSION_SPEC), join(dir, CONFUSION_PNG)]);
   if (r.status === 0) return "";
   return `py-trainer plot confusion failed (${r.error?.message ?? `exit ${r.status}`}: ${(r.stderr ?? "").trim().split("\n").pop() ?? ""})`;
 }
