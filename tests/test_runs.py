@@ -224,3 +224,9 @@ def test_standalone_train_writes_the_same_run_folder(tmp_path, tiny_model_home):
     assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
     assert len((folder / "grpo_train.jsonl").read_text().splitlines()) == 20  # 24 rows - 4 held out
     assert "step 2/2 reward" in proc.stdout
+    # zero std judged per group by the sidecar during real TRL training (issue 29, item 2)
+    import csv
+
+    rows = list(csv.DictReader((folder / "reward-vs-step.csv").open()))
+    shares = [float(r["frac_reward_zero_std_group"]) for r in rows if r.get("frac_reward_zero_std_group")]
+    assert len(shares) == 2 and all(0 <= x <= 1 for x in shares), rows

@@ -17,7 +17,7 @@ from pathlib import Path
 from py_trainer.atomic import write_atomic
 
 GRPO_CSV_COLUMNS = ("step", "reward", "reward_smoothed", "reward_std", "kl", "frac_reward_zero_std",
-                    "completions/clipped_ratio", "completions/mean_length", "loss", "grad_norm",
+                    "frac_reward_zero_std_group", "completions/clipped_ratio", "completions/mean_length", "loss", "grad_norm",
                     "learning_rate", "entropy")
 PREFERENCE_CSV_COLUMNS = ("step", "loss", "rewards/accuracies", "rewards/margins", "rewards/chosen",
                           "rewards/rejected", "logps/chosen", "logps/rejected", "heldout/pairwise_accuracy",

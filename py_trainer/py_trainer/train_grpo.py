@@ -35,17 +35,18 @@ log = logging.getLogger(__name__)
 # Rewards as TRL reward functions
 
 
-def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
+def trl_reward_funcs(specs: list[dict], tracker: GroupZeroStd | None = None) -> list[Callable]:
     """One TRL reward function per spec, named after it (TRL logs ``rewards/<name>/mean``).
 
     TRL calls ``f(prompts=..., completions=..., completion_ids=..., answers=..., ...)`` with the
-    dataset's columns; each completion is scored by the `task_rewards.py` port.
+    dataset's columns; each completion is scored by the `task_rewards.py` port. With a `tracker`,
+    every function hands it its scores, so the sidecar judges zero std per group itself.
     """
     funcs = []
-    for spec in specs:
+    for index, spec in enumerate(specs):
         scorer = guarded_scorer(spec["name"], build_scorer(spec))
 
-        def reward(prompts, completions, answers, _scorer=scorer, **_):
+        def reward(prompts, completions, answers, _scorer=scorer, _index=index, **_):
             out = []
             for i, (c, a) in enumerate(zip(completions, answers)):
                 if isinstance(c, list):  # conversational rows: TRL hands the assistant message(s)
@@ -54,11 +55,67 @@ def trl_reward_funcs(specs: list[dict]) -> list[Callable]:
                     out.append(_scorer(c, list(a)))
                 except RewardFunctionError as err:
                     raise RewardFunctionError(f"{err} (training batch sample {i})") from err
+            if tracker is not None:
+                tracker.record(_index, prompts, out)
             return out
 
         reward.__name__ = spec["name"]
         funcs.append(reward)
     return funcs
+
+
+GROUP_ZERO_STD_ULPS = 64
+"""A group has no within-group variance when its reward sd <= this many float32 epsilons (2^-23:
+TRL computes advantages in float32) x the batch's largest |reward| (docs/attribution.md)."""
+FLOAT32_EPS = 2.0 ** -23
+
+
+def group_zero_std_share(rewards: list[float], prompts: list, group_size: int) -> tuple[int, int]:
+    """(groups with no within-group variance, groups) in one batch: a group is a run of consecutive
+    samples of one prompt, at most `group_size` long (TRL's grouping); its sd is the sample sd of
+    its rewards, zero when <= GROUP_ZERO_STD_ULPS x FLOAT32_EPS x the batch's largest |reward|.
+    Groups of one sample have no sd and are not counted."""
+    scale = max((abs(r) for r in rewards), default=0.0)
+    tol = GROUP_ZERO_STD_ULPS * FLOAT32_EPS * scale
+    zero = groups = 0
+    start = 0
+    for i in range(1, len(rewards) + 1):
+        if i == len(rewards) or i - start >= group_size or repr(prompts[i]) != repr(prompts[start]):
+            if i - start >= 2:
+                groups += 1
+                zero += stats.sample_sd(rewards[start:i]) <= tol
+            start = i
+    return zero, groups
+
+
+class GroupZeroStd:
+    """Collects each reward function's scores for a batch, composes them as TRL does (the weighted
+    nansum) once every function has reported, and counts groups without within-group variance
+    until `pop` (one logged step)."""
+
+    def __init__(self, weights: list[float], *, group_size: int):
+        self.weights, self.group_size = weights, group_size
+        self.batch: dict[int, list] = {}
+        self.zero = self.groups = 0
+
+    def record(self, index: int, prompts: list, scores: list) -> None:
+        self.batch[index] = scores
+        if len(self.batch) < len(self.weights):
+            return
+        composed = []
+        for j in range(len(prompts)):
+            parts = [w * s[j] for w, s in ((self.weights[k], self.batch[k]) for k in range(len(self.weights)))
+                     if s[j] is not None and not math.isnan(s[j])]
+            composed.append(sum(parts) if parts else 0.0)
+        self.batch = {}
+        zero, groups = group_zero_std_share(composed, list(prompts), self.group_size)
+        self.zero, self.groups = self.zero + zero, self.groups + groups
+
+    def pop(self) -> float | None:
+        """The share of groups with no within-group variance since the last pop; None without groups."""
+        share = self.zero / self.groups if self.groups else None
+        self.zero = self.groups = 0
+        return share
 
 
 def held_out_scores(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int, g: pb.GrpoConfig,
@@ -86,9 +143,14 @@ def held_out_scores(model, tokenizer, rows: list[pb.TaskRow], scorer, *, k: int,
 
 
 def effective_zero_std(m: dict[str, float]) -> float | None:
-    """Port of thresholds.ts effectiveZeroStd: 1.0 when the step's batch-wide reward_std is zero up
-    to float noise relative to the reward's scale (TRL's isclose at atol 1e-8 logs a constant 0.2
-    reward with float32 noise as frac_reward_zero_std 0.0), else TRL's frac_reward_zero_std."""
+    """Port of thresholds.ts effectiveZeroStd: the sidecar's per-group share
+    (frac_reward_zero_std_group, GroupZeroStd) when logged; else, for steps logged without it, 1.0
+    when the step's batch-wide reward_std is zero up to float noise relative to the reward's scale
+    (TRL's isclose at atol 1e-8 logs a constant 0.2 reward with float32 noise as
+    frac_reward_zero_std 0.0), else TRL's frac_reward_zero_std."""
+    group = m.get("frac_reward_zero_std_group")
+    if group is not None and math.isfinite(group):
+        return group
     std = m.get("reward_std")
     if std is not None and math.isfinite(std) and std <= ZERO_STD_REL_TOL * max(abs(m.get("reward", 0.0)), 1.0):
         return 1.0
@@ -138,7 +200,7 @@ class CurveWatch:
         self.zero_std_run = self.zero_std_run + 1 if zs is not None and zs >= ZERO_STD_WARN else 0
         if self.zero_std_run >= ZERO_STD_WARN_STEPS:
             self._warn("zero_std_plateau", step,
-                       f"frac_reward_zero_std >= {ZERO_STD_WARN} (or reward_std ~0 relative to the reward) for "
+                       f"the share of groups with no within-group reward variance >= {ZERO_STD_WARN} for "
                        f"{self.zero_std_run} steps: most groups get identical rewards, so advantages are 0 and nothing "
                        "is learned (raise num_generations, add partial credit, or use easier prompts)")
         kl = m.get("kl")
@@ -183,6 +245,7 @@ class GrpoMode:
         self.scorer = composed_guarded_scorer(self.specs)
         self.eval_seed = run.req.grpo.seed + EVAL_SEED_OFFSET
         self.watch = CurveWatch(run.emit)
+        self.zero_std = GroupZeroStd([s["weight"] for s in self.specs], group_size=run.req.grpo.num_generations)
 
     def _measure(self, run: RunContext, model, step: int) -> tuple[int, list[float]]:
         return step, held_out_scores(model, run.tokenizer, self.held_rows, self.scorer,
@@ -211,6 +274,9 @@ class GrpoMode:
         if "train_runtime" in logs:
             return
         metrics = numeric_metrics(logs, keep_nan=("kl",))
+        share = self.zero_std.pop()  # per group, from the rewards this process computed (not TRL's batch std)
+        if share is not None:
+            metrics["frac_reward_zero_std_group"] = share
         run.emit_step(state.global_step, state.max_steps, metrics)
         self.watch.observe(state.global_step, metrics)
 
@@ -221,7 +287,7 @@ class GrpoMode:
 
         trainer = GRPOTrainer(
             model=run.model,
-            reward_funcs=trl_reward_funcs(self.specs),
+            reward_funcs=trl_reward_funcs(self.specs, self.zero_std),
             args=grpo_config(run.req, args, [s["weight"] for s in self.specs]),
             # chat: TRL's conversational format, rendered by the same template as format_prompts
             train_dataset=Dataset.from_list([

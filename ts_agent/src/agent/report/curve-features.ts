@@ -305,7 +305,7 @@ export function describeFeatures(f: CurveFeatures): string[] {
   const z = f.fracZeroStd;
   lines.push(
     z
-      ? `frac_reward_zero_std (a step whose reward_std is ~0 relative to its reward counts as 1): run mean ${z.mean.toFixed(2)}, ${z.startMean.toFixed(2)} -> ${z.endMean.toFixed(2)}, ${z.direction}${z.trendP === null ? "" : ` (Mann-Kendall p=${z.trendP.toPrecision(2)})`}`
+      ? `frac_reward_zero_std (the sidecar's per-group share where logged; else a step whose reward_std is ~0 relative to its reward counts as 1): run mean ${z.mean.toFixed(2)}, ${z.startMean.toFixed(2)} -> ${z.endMean.toFixed(2)}, ${z.direction}${z.trendP === null ? "" : ` (Mann-Kendall p=${z.trendP.toPrecision(2)})`}`
       : "frac_reward_zero_std: not logged",
   );
   lines.push(

@@ -67,12 +67,20 @@ export const CURVE_THRESHOLDS: Readonly<CurveThresholds> = Object.freeze({
 });
 
 /**
- * frac_reward_zero_std as it should have been logged: 1 when the step's batch-wide reward_std is
- * zero up to float noise relative to the reward's scale (`zero_std_rel_tol`), else TRL's value.
- * Null when neither metric was logged. The live warning (py_trainer train_grpo.effective_zero_std)
- * and the attribution use this, never TRL's raw value alone.
+ * The share of groups with no within-group reward variance: the sidecar's per-group count
+ * (`frac_reward_zero_std_group`, py_trainer train_grpo.GroupZeroStd: each group's reward sd from
+ * the rewards it computed, zero when <= 64 float32 epsilons x the batch's largest |reward|) when
+ * the step logged it. For steps logged without it: 1 when the batch-wide reward_std is zero up to
+ * float noise relative to the reward's scale (`zero_std_rel_tol`), else TRL's value. Null when no
+ * metric was logged. The live warning (train_grpo.effective_zero_std) and the attribution use
+ * this, never TRL's raw value alone.
  */
-export function effectiveZeroStd(m: { frac_reward_zero_std?: number; reward_std?: number; reward?: number }, t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): number | null {
+export function effectiveZeroStd(
+  m: { frac_reward_zero_std?: number; frac_reward_zero_std_group?: number; reward_std?: number; reward?: number },
+  t: Readonly<CurveThresholds> = CURVE_THRESHOLDS,
+): number | null {
+  const group = m.frac_reward_zero_std_group;
+  if (group !== undefined && Number.isFinite(group)) return group;
   const std = m.reward_std;
   if (std !== undefined && Number.isFinite(std)) {
     const scale = Math.max(Math.abs(m.reward ?? 0), 1);
