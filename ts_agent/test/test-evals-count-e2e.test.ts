@@ -2,7 +2,7 @@
  *  one look at test for each run, appended to each run's counter; against an in-process fake
  *  sidecar whose Evaluate answers every completion empty (scored 0 by every grader, as TS re-grades). */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -29,6 +29,11 @@ test("agent compare appends one test look to each compared run's test-evals.json
   });
   try {
     const dir = mkdtempSync(join(tmpdir(), "evals-count-"));
+    for (const id of ["a", "b"]) {
+      // the runs' own records (AML rows on the default base): compare takes task file and base from them
+      mkdirSync(join(dir, "runs", id), { recursive: true });
+      writeFileSync(join(dir, "runs", id, "run.json"), JSON.stringify({ runId: id, state: "RUN_STATE_SUCCEEDED", request: { runId: id } }));
+    }
     recordTestEval(dir, { command: "eval", runId: "a", step: 2, tasks: 4, taskSet: "t.jsonl" });
     const r = await agentAsync(["compare", "a", "b", "--limit", "4", "--id", "c1", "--evals-dir", dir, "--address", fake.address]);
     assert.equal(r.code, 0, r.stderr + r.stdout);

@@ -12,7 +12,7 @@ import { recordTestEval } from "../agent/eval/test-evals.js";
 import { COMPARE_FILE, comparePairs, evaluateTogether, pairLine, readComparedRuns, writeCompare, type ComparedRun } from "../agent/run-comparison/run-comparison.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { checkRunTaskFile } from "./run-task-file.js";
+import { targetForRuns } from "./run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Several runs' adapters and the base on the same test tasks: pairwise deltas, Holm across them -> compare.md.",
@@ -20,9 +20,9 @@ export const help: CommandHelp = {
   flags: [
     ["--from-evals", "use each run's eval.json (agent eval) instead of one new Evaluate; fingerprints must agree"],
     ["--id ID", "the comparison's folder, compare/<ID>/ (default compare-<date>-<time>)"],
-    ["--tasks PATH", "task file (default agent-evals/tasks/aml_typology.jsonl)"],
+    ["--tasks PATH", "task file (default: the runs' own, else agent-evals/tasks/aml_typology.jsonl)"],
     ["--limit N", "only the first N test tasks (default all)"],
-    ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
+    ["--base-model M", "must be the runs' own base (default: it)"],
     ["--evals-dir DIR", "where runs/ and compare/ live (default agent-evals/)"],
   ],
   notes: "A pair differs only when its Holm-adjusted p < 0.05 (Holm across every comparison in the table).",
@@ -52,10 +52,10 @@ export const command: CommandHandler = async (argv, client) => {
   if (values["from-evals"]) {
     runs = readComparedRuns(target.evalsDir, positionals);
   } else {
-    for (const runId of positionals) await checkRunTaskFile(client, "compare", target.evalsDir, runId, target.tasksPath);
-    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-    console.log(`evaluating base and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
-    runs = await evaluateTogether(client, positionals, target.settings, taskSet);
+    const own = await targetForRuns(client, "compare", positionals, target);
+    const taskSet = loadTaskSet(own.tasksPath, own.settings.split, own.settings.limit);
+    console.log(`evaluating base (${own.settings.baseModel || "the embedded default model"}) and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
+    runs = await evaluateTogether(client, positionals, own.settings, taskSet);
     if (taskSet.split === "test") for (const r of runs) recordTestEval(target.evalsDir, { command: "compare", runId: r.runId, step: r.log.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
   }
   const res = comparePairs(runs);

@@ -24,8 +24,7 @@ import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
 import { UserError } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
-import { readLocalRun } from "../agent/train/run.js";
-import type { EvalSettings } from "../agent/core/eval-log.js";
+import { targetForRun } from "./run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 export const help: CommandHelp = {
@@ -34,7 +33,7 @@ export const help: CommandHelp = {
   flags: [
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
     ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name)"],
-    ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
+    ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
@@ -79,29 +78,13 @@ function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record
   return { path, record: log };
 }
 
-/** The base model a run was trained on: its request in runs/<id>/run.json, else the sidecar's record. */
-export async function runBaseModel(client: SidecarClient, runId: string, evalsDir: string): Promise<string> {
-  const local = readLocalRun(evalsDir, runId);
-  const run = local?.request ? local : await client.getRun(runId);
-  return run.request?.baseModel ?? "";
-}
-
 const baseName = (base: string) => (base === "" ? "the embedded default model" : base);
 
-/** The eval settings for a run: its own base model; a --base-model naming another one is refused. */
-export async function settingsForRun(client: SidecarClient, runId: string, target: EvalTarget): Promise<EvalSettings> {
-  const base = await runBaseModel(client, runId, target.evalsDir);
-  const asked = target.settings.baseModel;
-  if (asked !== "" && asked !== base) {
-    throw new UserError(`agent eval: ${runId} was trained on ${baseName(base)}; --base-model ${asked} would score its adapter on another base (leave --base-model out)`);
-  }
-  return { ...target.settings, baseModel: base };
-}
-
 /** Evaluate a run's adapter against the run's base, write eval.json, print the summary (also `agent demo`'s step 4). */
-export async function evalRun(client: SidecarClient, runId: string, target: EvalTarget): Promise<{ path: string; record: EvalLog }> {
+export async function evalRun(client: SidecarClient, runId: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
+  const target = await targetForRun(client, "eval", runId, given);
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-  const settings = await settingsForRun(client, runId, target);
+  const settings = target.settings;
   console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   try {
     const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));

@@ -143,6 +143,8 @@ export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md;
 export interface EvalTarget {
   settings: EvalSettings;
   tasksPath: string;
+  /** whether tasksPath was given (--tasks) or derived (a run's own file): else it is the AML default */
+  tasksGiven: boolean;
   evalsDir: string;
 }
 
@@ -152,6 +154,7 @@ export function evalTargetFromFlags(values: { tasks?: string; limit?: string; "b
   return {
     settings: { ...DEFAULT_EVAL_SETTINGS, graders: [...DEFAULT_EVAL_SETTINGS.graders], baseModel: values["base-model"] ?? "", limit },
     tasksPath: values.tasks ? resolve(values.tasks) : defaultTasksPath(),
+    tasksGiven: values.tasks !== undefined,
     evalsDir: evalsDirOrDefault(values["evals-dir"]),
   };
 }

@@ -5,16 +5,25 @@
  * $PY_TRAINER_DATA_ROOT, as agent select reads it), or, for rows sent inline, the file they came
  * from: a --tasks file that holds none of them is another one (its eval.json names the file its
  * eval used, when there is one). Where the run's file cannot be read here, nothing is judged.
+ *
+ * Issue 32, item 1 ("the run decides"): without --tasks / --base-model, a command given a run id
+ * takes both from the run's own request (`targetForRun`): the AML file and model are defaults only
+ * when neither the run nor a flag says otherwise.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 import { EVAL_FILE } from "../agent/core/eval-log.js";
-import { loadTaskFile } from "../agent/eval/tasks.js";
+import { defaultTasksPath, loadTaskFile } from "../agent/eval/tasks.js";
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, runDir } from "../agent/workspace.js";
+import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
+import type { EvalTarget } from "./flags.js";
+
+const EMBEDDED_PREFIX = "embedded:";
+const dataRoot = () => process.env.PY_TRAINER_DATA_ROOT ?? REPO_ROOT;
 
 const sha256 = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
 
@@ -28,15 +37,67 @@ function evalTaskFile(evalsDir: string, runId: string): string {
   }
 }
 
+/** A run with its request: runs/<id>/run.json when it holds one, else the sidecar's record. */
+export async function runWithRequest(client: SidecarClient, evalsDir: string, runId: string): Promise<Run> {
+  const local = readLocalRun(evalsDir, runId);
+  return local?.request ? local : await client.getRun(runId);
+}
+
+/** The task file a run trained on, from its own request: its dataset's jsonl_path, else the file
+ *  of its `embedded:<file>` base (what `agent demo --tasks FILE` trains on), else the file its
+ *  eval.json names; null when nothing says (the AML default). */
+export function runTaskFile(run: Run, evalsDir: string): string | null {
+  const req = run.request;
+  const source = req?.dataset?.source;
+  if (source?.case === "jsonlPath") return resolve(dataRoot(), source.value);
+  if (req?.baseModel.startsWith(EMBEDDED_PREFIX)) return resolve(dataRoot(), req.baseModel.slice(EMBEDDED_PREFIX.length));
+  const fromEval = evalTaskFile(evalsDir, run.runId);
+  return fromEval ? resolve(fromEval) : null;
+}
+
+const baseName = (base: string) => (base === "" ? "the embedded default model" : base);
+
+/**
+ * The eval target of a command given run `runId`: the run's own task file and base model unless a
+ * flag names them; a --base-model or --tasks that conflicts with the run is a one-line UserError
+ * (exit 2) naming both values.
+ */
+export async function targetForRun(client: SidecarClient, command: string, runId: string, target: EvalTarget): Promise<EvalTarget> {
+  const run = await runWithRequest(client, target.evalsDir, runId);
+  const base = run.request?.baseModel ?? "";
+  const asked = target.settings.baseModel;
+  if (asked !== "" && asked !== base) {
+    throw new UserError(`agent ${command}: ${runId} was trained on ${baseName(base)}; --base-model ${asked} would score its adapter on another base (leave --base-model out)`);
+  }
+  let tasksPath = target.tasksPath;
+  if (target.tasksGiven) await checkRunTaskFile(client, command, target.evalsDir, runId, tasksPath);
+  else tasksPath = runTaskFile(run, target.evalsDir) ?? defaultTasksPath();
+  return { ...target, tasksPath, tasksGiven: true, settings: { ...target.settings, baseModel: base } };
+}
+
+/** targetForRun for several runs (agent compare): they must share the task file and the base. */
+export async function targetForRuns(client: SidecarClient, command: string, runIds: string[], target: EvalTarget): Promise<EvalTarget> {
+  const targets: EvalTarget[] = [];
+  for (const runId of runIds) targets.push(await targetForRun(client, command, runId, target));
+  for (const [i, t] of targets.entries()) {
+    if (t.settings.baseModel !== targets[0].settings.baseModel) {
+      throw new UserError(`agent ${command}: ${runIds[0]} was trained on ${baseName(targets[0].settings.baseModel)} and ${runIds[i]} on ${baseName(t.settings.baseModel)}: one Evaluate scores every adapter on one base`);
+    }
+    if (t.tasksPath !== targets[0].tasksPath) {
+      throw new UserError(`agent ${command}: ${runIds[0]} trained on ${displayPath(targets[0].tasksPath)} and ${runIds[i]} on ${displayPath(t.tasksPath)}: compare runs of one task file`);
+    }
+  }
+  return targets[0];
+}
+
 /** Throw a one-line UserError (exit 2) naming both files when `tasksPath` is not run `runId`'s task file. */
 export async function checkRunTaskFile(client: SidecarClient, command: string, evalsDir: string, runId: string, tasksPath: string): Promise<void> {
-  const local = readLocalRun(evalsDir, runId);
-  const run = local?.request ? local : await client.getRun(runId);
+  const run = await runWithRequest(client, evalsDir, runId);
   const source = run.request?.dataset?.source;
   const given = displayPath(tasksPath);
   const hint = "pass --tasks with the run's own task file";
   if (source?.case === "jsonlPath") {
-    const own = resolve(process.env.PY_TRAINER_DATA_ROOT ?? REPO_ROOT, source.value);
+    const own = resolve(dataRoot(), source.value);
     if (!existsSync(own) || !existsSync(tasksPath) || sha256(own) === sha256(tasksPath)) return;
     throw new UserError(`agent ${command}: run ${runId} trained on ${displayPath(own)}, not ${given}: ${hint} (--tasks ${displayPath(own)})`);
   }

@@ -10,8 +10,7 @@ import { selectCheckpoint } from "../agent/checkpoint-selection/checkpoint-selec
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { RULES, SELECTION_FILE, readSelection, type SelectionRule } from "../agent/verdict/selection.js";
 import { UserError, displayPath, runDir } from "../agent/workspace.js";
-import { checkRunTaskFile } from "./run-task-file.js";
-import { settingsForRun } from "./eval.js";
+import { targetForRun } from "./run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
@@ -21,7 +20,7 @@ export const help: CommandHelp = {
     ["--rule R", "last-unless-better (default: the last checkpoint unless an earlier one is better beyond its CI) or best (highest validation mean)"],
     ["--val-limit N", "only the first N validation rows (default all)"],
     ["--force", "replace an earlier selection.json (a second selection is a second look at test, counted)"],
-    ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`],
+    ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`],
     ["--limit N", "only the first N test tasks (default all)"],
     ["--base-model M", "must be the run's own base (default: it)"],
     ["--evals-dir DIR", "where runs/<run_id>/ lives (default agent-evals/)"],
@@ -47,8 +46,7 @@ export const command: CommandHandler = async (argv, client) => {
   if (previous && !values.force) {
     throw new UserError(`agent select: ${displayPath(join(runDir(target.evalsDir, runId), SELECTION_FILE))} already holds a selection (step ${previous.chosenStep}, ${previous.date.slice(0, 10)}); selecting again looks at test again: add --force to replace it`);
   }
-  const settings = await settingsForRun(client, runId, target);
-  await checkRunTaskFile(client, "select", target.evalsDir, runId, target.tasksPath);
-  await selectCheckpoint(client, target.evalsDir, runId, { rule, valLimit, settings, tasksPath: target.tasksPath });
+  const own = await targetForRun(client, "select", runId, target);
+  await selectCheckpoint(client, own.evalsDir, runId, { rule, valLimit, settings: own.settings, tasksPath: own.tasksPath });
   return 0;
 };

@@ -165,6 +165,8 @@ export function renderCompare(id: string, res: CompareResult, opts: { plotted: s
       `(primary grader ${fp.grader}; ${fp.decoding.temperature === 0 ? "greedy" : `temperature ${fp.decoding.temperature}`}, max_new_tokens ${fp.decoding.maxNewTokens}, K = ${fp.decoding.samplesPerTask}).`,
     "",
   );
+  const base = log0.model.requested || "the embedded default model";
+  out.push(`Base model: ${base}${log0.model.resolved ? ` (loaded as ${log0.model.resolved})` : ""}. Task file: ${log0.taskSet.path}.`, "");
   out.push(`Every eval's fingerprint agrees with ${res.runs[0].runId}'s on every field that gates (task set, grader, model, prompt format, decoding, device, dtype).`);
   for (const w of res.warnings) out.push(`- warns only: ${w}`);
   out.push("", "## Accuracy", "");
