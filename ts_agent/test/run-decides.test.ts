@@ -93,3 +93,29 @@ describe("commands given a run id follow the run's task file and base", () => {
     assert.equal(seen.length, n);
   });
 });
+
+describe("agent baseline set", () => {
+  test("--tasks F without --base-model evaluates F's embedded model; a second set refuses before it evaluates (exit 2)", { timeout: 60_000 }, async () => {
+    const seen: EvaluateRequest[] = [];
+    const fake = await startFakeSidecar({
+      async *evaluate(req) {
+        seen.push(req);
+        const rows = req.tasks?.source.case === "inline" ? req.tasks.source.value.rows : [];
+        yield { kind: { case: "result", value: { baseModel: "/x/tiny-qwen2-ticket_routing", variants: [{ name: "base", tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: "", scores: { exact_match: 0, exact_match_lenient: 0, format: 0 } }] })) }] } } };
+      },
+    });
+    try {
+      const dir = mkdtempSync(join(tmpdir(), "baseline-tasks-"));
+      const r = await agentAsync(["baseline", "set", "--tasks", TICKETS, "--limit", "4", "--evals-dir", dir, "--address", fake.address]);
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      assert.equal(seen.at(-1)!.baseModel, BASE);
+      const again = await agentAsync(["baseline", "set", "--tasks", TICKETS, "--limit", "4", "--evals-dir", dir, "--address", fake.address]);
+      assert.equal(again.code, 2, again.stderr);
+      assert.doesNotMatch(again.stdout, /evaluating/);
+      assert.equal(again.stderr.trim().split("\n").length, 1);
+      assert.equal(seen.length, 1);
+    } finally {
+      await fake.close();
+    }
+  });
+});

@@ -43,6 +43,7 @@ import { judgeEvalComparison } from "../agent/verdict/verdict.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
+import { embeddedBaseFor } from "./run-task-file.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
@@ -197,12 +198,17 @@ export const command: CommandHandler = async (argv, client) => {
     console.error(USAGE);
     return 2;
   }
+  // a refusal comes before any work (and is a user mistake: exit 2)
+  if (!values.force && existsSync(baselinePath(target.evalsDir))) throw new UserError(new BaselineExistsError(baselinePath(target.evalsDir)).message);
+  if (values.force && existsSync(baselinePath(target.evalsDir)) && !(values.reason ?? "").trim()) throw new UserError(new BaselineReasonRequiredError().message);
+  // --tasks F names the model too: F's embedded model, unless --base-model says otherwise
+  const settings = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
   try {
-    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-    console.log(`evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
+    const taskSet = loadTaskSet(target.tasksPath, settings.split, settings.limit);
+    console.log(`evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
     const { path, baseline } = await setBaseline(client, {
       evalsDir: target.evalsDir,
-      settings: target.settings,
+      settings,
       taskSet,
       force: values.force ?? false,
       reason: values.reason,

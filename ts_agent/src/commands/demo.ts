@@ -28,6 +28,7 @@ import { ensureBaseline } from "./baseline.js";
 import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
 import { milestoneLine } from "./report.js";
+import { embeddedBaseFor } from "./run-task-file.js";
 
 const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
   --config FILE     a TrainRequest in proto JSON instead of the default request
@@ -39,20 +40,7 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
 /** The demo's request, checked in so that a user can copy it: `agent train --config agent-evals/demo-request.json`. */
 export const DEMO_REQUEST_FILE = join(REPO_ROOT, "agent-evals", "demo-request.json");
 
-/**
- * The embedded model of a task file as a request names it: "embedded:<path under the sidecar's
- * data root>" ($PY_TRAINER_DATA_ROOT, else the repository, as scripts/demo.sh starts the
- * sidecar); "" for the AML file, whose embedded model is the default one.
- */
-export function embeddedBaseFor(tasksPath: string): string {
-  if (resolve(tasksPath) === defaultTasksPath()) return "";
-  const root = resolve(process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT);
-  const rel = relative(root, resolve(tasksPath));
-  if (rel.startsWith("..") || isAbsolute(rel)) {
-    throw new UserError(`--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`);
-  }
-  return `embedded:${rel}`;
-}
+export { embeddedBaseFor };
 
 /**
  * A request for a task file: its train rows inline when `replaceDataset` or the request has no

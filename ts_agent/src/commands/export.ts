@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, fsyncDirectory, runDir } from "../agent/workspace.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { runTaskFile } from "./run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Export a downloaded run's adapter: a PEFT folder, or (--merge) a merged model from_pretrained loads.",
@@ -30,8 +31,9 @@ export const help: CommandHelp = {
 };
 
 function pyTrainer(): string {
+  if (process.env.PY_TRAINER_BIN) return process.env.PY_TRAINER_BIN;
   const venv = join(REPO_ROOT, ".venv", "bin", "py-trainer");
-  return existsSync(venv) ? venv : (process.env.PY_TRAINER_BIN ?? "py-trainer");
+  return existsSync(venv) ? venv : "py-trainer";
 }
 
 /** --out must be a folder to create (or an empty one) in a folder that exists: checked before
@@ -78,24 +80,38 @@ export const command: CommandHandler = async (argv, _client) => {
     return 0;
   }
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
-  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, ...mergeCheckArgs(run.request, values["check-prompts"])];
+  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, ...mergeCheckArgs(runTaskFile(run, evalsDir), values["check-prompts"])];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });
-    child.on("error", (err) => rej(new UserError(`agent export --merge needs py-trainer (${pyTrainer()}): ${err.message}; run make setup`)));
-    child.on("exit", (c) => res(c ?? 1));
+    // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit
+    let interrupted = false;
+    const stop = (signal: NodeJS.Signals) => {
+      interrupted = true;
+      console.error(`agent export: ${signal}: stopping py-trainer export (pid ${child.pid}); ${displayPath(out)} is not written`);
+      child.kill(signal);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    const dispose = () => (process.off("SIGINT", stop), process.off("SIGTERM", stop));
+    child.on("error", (err) => (dispose(), rej(new UserError(`agent export --merge needs py-trainer (${pyTrainer()}): ${err.message}; run make setup`))));
+    child.on("exit", (c) => {
+      dispose();
+      if (interrupted) console.error("agent export: stopped py-trainer export; nothing is left running");
+      res(interrupted ? 130 : (c ?? 1));
+    });
   });
   return code;
 };
 
-/** `py-trainer export --merge`'s check flags: the run's own task file (its test split) when it
- * trained from one that is here, and --check-prompts N (a positive integer). */
-function mergeCheckArgs(request: { dataset?: { source: { case?: string; value?: unknown } } } | undefined, n: string | undefined): string[] {
+/** `py-trainer export --merge`'s check flags: the run's own task file (its test split: the
+ * dataset's jsonl_path, or the file of its embedded base, run-task-file.ts) when it is here, and
+ * --check-prompts N (a positive integer). */
+function mergeCheckArgs(tasksFile: string | null, n: string | undefined): string[] {
   const out: string[] = [];
   if (n !== undefined) {
     if (!/^[1-9][0-9]*$/.test(n)) throw new UserError(`agent export: --check-prompts: must be a positive integer, got ${JSON.stringify(n)}`);
     out.push("--check-prompts", n);
   }
-  const source = request?.dataset?.source;
-  if (source?.case === "jsonlPath" && typeof source.value === "string" && existsSync(resolve(source.value))) out.push("--check-tasks", resolve(source.value));
+  if (tasksFile && existsSync(tasksFile)) out.push("--check-tasks", tasksFile);
   return out;
 }

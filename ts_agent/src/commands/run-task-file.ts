@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 
 import { EVAL_FILE } from "../agent/core/eval-log.js";
 import { defaultTasksPath, loadTaskFile } from "../agent/eval/tasks.js";
@@ -53,6 +53,21 @@ export function runTaskFile(run: Run, evalsDir: string): string | null {
   if (req?.baseModel.startsWith(EMBEDDED_PREFIX)) return resolve(dataRoot(), req.baseModel.slice(EMBEDDED_PREFIX.length));
   const fromEval = evalTaskFile(evalsDir, run.runId);
   return fromEval ? resolve(fromEval) : null;
+}
+
+/**
+ * The embedded model of a task file as a request names it: "embedded:<path under the sidecar's
+ * data root>" ($PY_TRAINER_DATA_ROOT, else the repository, as scripts/demo.sh starts the
+ * sidecar); "" for the AML file, whose embedded model is the default one.
+ */
+export function embeddedBaseFor(tasksPath: string): string {
+  if (resolve(tasksPath) === defaultTasksPath()) return "";
+  const root = resolve(dataRoot());
+  const rel = relative(root, resolve(tasksPath));
+  if (rel.startsWith("..") || isAbsolute(rel)) {
+    throw new UserError(`--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`);
+  }
+  return `embedded:${rel}`;
 }
 
 const baseName = (base: string) => (base === "" ? "the embedded default model" : base);

@@ -25,6 +25,7 @@ import { RunState, runStateName } from "../sidecar/client.js";
 import { ensureBaseline } from "./baseline.js";
 import { DEMO_REQUEST_FILE, defaultDemoRequest, requestForTasks } from "./demo.js";
 import { evalRun } from "./eval.js";
+import { targetForRun } from "./run-task-file.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
@@ -95,8 +96,10 @@ export const command: CommandHandler = async (argv, client) => {
   const n = values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
   const sweepId = values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
-  const target0 = evalTargetFromFlags({ tasks: values.tasks, limit: values.limit, "evals-dir": values["evals-dir"] });
+  let target0 = evalTargetFromFlags({ tasks: values.tasks, limit: values.limit, "evals-dir": values["evals-dir"] });
   const { request, source } = await requestFromFlags(values, target0.evalsDir);
+  // --from-run: the run decides the task file (and its base), not the AML default
+  if (values["from-run"]) target0 = await targetForRun(client, "sweep", values["from-run"], target0);
   const first = values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
