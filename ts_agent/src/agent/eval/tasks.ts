@@ -104,15 +104,54 @@ function allOrNone(rows: TaskRow[], lines: number[], has: (r: TaskRow) => boolea
   fail(path, lines[i], `field "${field}" is missing here but other rows have it (give it on every row or on none)`);
 }
 
+/** Deeper JSON than this is refused, as the sidecar refuses it (py_trainer/task_file.py: a row's
+ *  metadata becomes a protobuf Struct there, whose limit is 100 message levels). */
+export const MAX_JSON_DEPTH = 32;
+
+/** Nesting depth of a parsed JSON value, counted level by level; stops counting past `limit`. */
+function jsonDepth(obj: unknown, limit: number): number {
+  let depth = 0;
+  let level: unknown[] = [obj];
+  while (level.length && depth <= limit) {
+    depth++;
+    level = level.flatMap((o) => (o !== null && typeof o === "object" ? Object.values(o as object) : [])).filter((v) => v !== null && typeof v === "object");
+  }
+  return depth;
+}
+
+function splitLines(bytes: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  let start = 0;
+  for (let i = bytes.indexOf(10); i !== -1; i = bytes.indexOf(10, start)) {
+    out.push(bytes.subarray(start, i));
+    start = i + 1;
+  }
+  out.push(bytes.subarray(start));
+  return out;
+}
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** A line's text; bytes that are not UTF-8 are refused naming the first one (as the sidecar does). */
+function utf8Line(chunk: Buffer, path: string, line: number): string {
+  try {
+    return STRICT_UTF8.decode(chunk);
+  } catch {
+    const loose = chunk.toString("utf8");
+    const at = Buffer.byteLength(loose.slice(0, loose.indexOf("\uFFFD")));
+    fail(path, line, `not UTF-8 (byte 0x${chunk[at].toString(16).padStart(2, "0")} at column ${at + 1})`);
+  }
+}
+
 /**
  * Reads and validates a task file and its metadata. Blank lines are skipped; any other bad line
  * throws a UserError whose message starts with "<path>:<1-based line>:" and names the field.
  */
 export function loadTaskFile(path: string): TaskFile {
   const meta = readMeta(metaPathFor(path));
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(path, "utf8");
+    bytes = readFileSync(path);
   } catch (err) {
     throw new UserError(`${path}: cannot read the task file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
@@ -124,8 +163,9 @@ export function loadTaskFile(path: string): TaskFile {
   const lines: number[] = [];
   const ids = new Set<string>();
   const humanLabels = new Map<string, string>();
-  text.split("\n").forEach((raw, i) => {
+  splitLines(bytes).forEach((chunk, i) => {
     const line = i + 1;
+    const raw = utf8Line(chunk, path, line);
     if (raw.trim() === "") return;
     let obj: unknown;
     try {
@@ -133,6 +173,7 @@ export function loadTaskFile(path: string): TaskFile {
     } catch (e) {
       fail(path, line, `invalid JSON (${(e as Error).message})`);
     }
+    if (jsonDepth(obj, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) fail(path, line, `nested too deeply (at most ${MAX_JSON_DEPTH} levels)`);
     if (typeof obj !== "object" || obj === null || Array.isArray(obj)) fail(path, line, "row must be a JSON object");
     const o = obj as Record<string, unknown>;
     const id = requireString(o, "id", path, line);
