@@ -14,6 +14,7 @@
 import { parseArgs } from "node:util";
 
 import { UserError, didYouMean } from "./agent/workspace.js";
+import { Code } from "@connectrpc/connect";
 import type { CommandHandler, CommandHelp } from "./commands/flags.js";
 
 interface Entry {
@@ -134,10 +135,16 @@ export async function main(argv: string[]): Promise<number> {
     const { SidecarError } = await import("./sidecar/client.js");
     if (err instanceof SidecarError) {
       console.error(`agent ${name}: ${err.codeName}: ${err.message}`);
-      return 1;
+      return exitCodeOf(err.code);
     }
     throw err;
   }
+}
+
+/** The one exit-code rule (docs/usage.md): 2 for the user's mistake (an unknown id: NOT_FOUND; a
+ *  value the sidecar refuses: INVALID_ARGUMENT; an id already taken: ALREADY_EXISTS), 1 for a failure. */
+export function exitCodeOf(code: Code): 1 | 2 {
+  return code === Code.NotFound || code === Code.InvalidArgument || code === Code.AlreadyExists ? 2 : 1;
 }
 
 const isMain = process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href;

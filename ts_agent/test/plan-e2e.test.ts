@@ -40,7 +40,7 @@ test("agent plan --config prints the estimate per component against the free mem
   assert.match(r.stdout, /params x 4 bytes \(fp32\)/);
   assert.match(r.stdout, /^free on cpu: \d+\.\d\d GiB: fits$/m);
   const bad = plan({ ...request, grpo: { ...request.grpo, numGenerations: 1 } });
-  assert.equal(bad.code, 1, bad.stdout + bad.stderr);
+  assert.equal(bad.code, 2, bad.stdout + bad.stderr); // INVALID_ARGUMENT is the user's mistake (issue 32, item 5)
   assert.match(bad.stderr, /^agent plan: invalid_argument: grpo\.num_generations: must be in \[2, 256\]/);
 });
 
