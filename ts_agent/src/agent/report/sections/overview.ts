@@ -3,7 +3,7 @@
  *  settings, and the warnings the sidecar raised. */
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
-import { RunState, type Run } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunState, type Run, type TrainRequest } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { passLine } from "../../replicate/sweep.js";
 import { codeLine } from "../../code-revision.js";
 import type { ReportSection } from "../analysis.js";
@@ -62,6 +62,39 @@ function preferenceCurveLines(input: ReportInput, p: PreferenceAnalysis): string
   return out;
 }
 
+/** What the sidecar trains with when a request names no rewards (py_trainer/config.py DEFAULT_REWARDS). */
+export const SIDECAR_DEFAULT_REWARDS: ReadonlyArray<{ name: string; weight: number }> = [
+  { name: "exact_match", weight: 1 },
+  { name: "format", weight: 0.2 },
+];
+
+/**
+ * The rewards a GRPO run trained with and what each criterion judges (issue 32, item 3): the
+ * held-out criterion is the same weighted sum as the training reward (0 to the sum of the
+ * weights: a fraction only when they sum to 1); the downstream delta is the eval's grader alone.
+ * A format reward adds a near-constant once the model writes the tags, which raises both ends of
+ * the held-out ratio and shrinks its relative change. Also the base model and the task file.
+ */
+export function rewardsLines(request: TrainRequest | undefined, judged: { grader: string; taskFile: string | null }): string[] {
+  const named = request?.rewards ?? [];
+  const rewards = named.length ? named.map((r) => ({ name: r.name, weight: r.weight || 1 })) : SIDECAR_DEFAULT_REWARDS;
+  const top = rewards.reduce((s, r) => s + Math.max(0, r.weight), 0);
+  const list = rewards.map((r) => `${r.name} x${r.weight}`).join(", ");
+  const lines = [
+    `Rewards trained with: ${list}${named.length ? "" : " (the request named none: the sidecar's default)"}. ` +
+      `The held-out criterion judges the same weighted sum (0 to ${top}${top === 1 ? "" : "; not a fraction"}); the downstream grader: ${judged.grader}.`,
+  ];
+  const format = rewards.find((r) => r.name === "format");
+  if (format && rewards.length > 1) {
+    lines.push(
+      `The format reward (x${format.weight}) is near-constant once completions carry the answer tags: it raises both ends of the held-out ratio and dilutes its relative change ` +
+        "(judge the task's grader alone with a request whose rewards name only it; the downstream delta already does).",
+    );
+  }
+  lines.push(`Base model: ${request?.baseModel || "the embedded default model"}. Task file: ${judged.taskFile ?? "not recorded (no eval.json)"}.`);
+  return lines;
+}
+
 export const overview: ReportSection = (input, a) => {
   const out: string[] = [];
   const run = input.run;
@@ -69,7 +102,7 @@ export const overview: ReportSection = (input, a) => {
   out.push("");
   out.push(`Generated ${input.now.toISOString()} by \`agent report\`. Run state: ${run ? RunState[run.state] : "unknown"}, ended ${dateOf(run)}.`);
   out.push(codeLine(input.evalLog?.fingerprint?.code?.sidecar));
-  out.push("Scores and rewards are fractions; differences in accuracy are in percentage points (pp); relative changes in %.");
+  out.push("Accuracies and exact-match scores are fractions; differences in accuracy are in percentage points (pp); relative changes in %; a reward is a weighted sum (its range below).");
   out.push("");
   out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
   out.push("");
@@ -92,6 +125,7 @@ export const overview: ReportSection = (input, a) => {
         `; base model ${run.request?.baseModel || "(embedded default)"}.`,
     );
     out.push("");
+    if (!p) out.push(...rewardsLines(run.request, { grader: input.evalLog?.fingerprint?.grader ?? "exact_match", taskFile: input.evalLog?.taskSet.path ?? null }), "");
   }
   if (input.warnings.length) {
     out.push("Warnings the sidecar raised during training:");
