@@ -33,6 +33,7 @@ from pathlib import Path
 
 from py_trainer.artifacts import cached_sha256
 from py_trainer.config import EMBEDDED_PREFIX
+from py_trainer.config import check_base_model as check_other_base_model
 from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.paths import resolve_under
 from py_trainer.tiny_model import (build_once, default_model_dir, embedded_model_dir, ensure_default_model,
@@ -302,11 +303,9 @@ def gguf_revision(folder: Path) -> str:
 
 def check_base_model(name: str, data_root: Path, field: str = "base_model") -> None:
     """config.check_base_model, plus GGUF bases: the file is there and its header is readable."""
-    from py_trainer.config import check_base_model as check_other
-
     path = gguf_path(name, data_root, field)
     if path is None:
-        check_other(name, data_root, field)
+        check_other_base_model(name, data_root, field)
     else:
         read_gguf_header(path, name, field)
 
