@@ -90,7 +90,7 @@ describe("a task file without label and template", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.doesNotMatch(r.stdout, /test_heldout_template/);
     assert.match(r.stdout, /skipped for this task set: no held-out-template split and no template-clustered SE: the tasks carry no "template" field/);
-    assert.match(r.stdout, /skipped for this task set: no confusion matrix and no constant-answer row: no closed label set \(a "label" field/);
+    assert.match(r.stdout, /skipped for this task set: no confusion matrix: no closed label set \(a "label" field/);
   });
 
   test("the format says what is skipped; a labelled, templated, sliced set skips nothing", () => {

@@ -60,7 +60,7 @@ export function skippedFeatures(f: Pick<TaskFormat, "labels" | "hasTemplates" | 
     out.push('no held-out-template split and no template-clustered SE: the tasks carry no "template" field');
   }
   if (!f.labels) {
-    out.push(`no confusion matrix and no constant-answer row: no closed label set (a "${f.labelField}" field on every row, or "labels" in the metadata)`);
+    out.push(`no confusion matrix: no closed label set (a "${f.labelField}" field on every row, or "labels" in the metadata)`);
   }
   if (!f.hasSlices) out.push(`no per-slice table: the tasks carry no "${f.sliceField}" field`);
   return out;

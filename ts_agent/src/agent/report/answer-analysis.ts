@@ -1,13 +1,15 @@
 /**
  * What each variant of an eval answers, read from the eval log's samples (eval/answers.ts does the
- * counting): per split, every variant's answer distribution and the confusion matrices, for task
- * sets with a closed label set (the log's per-task gold label and accepted answers). The attribution
+ * counting): per split, every variant's answer distribution for any task set (open answers: each
+ * distinct answer counted as given), and for a closed label set (the log's per-task gold label and
+ * accepted answers) the confusion matrices. The attribution
  * table's constant-answer rows read `constantAnswers`; the answers section renders the rest.
  */
 import { fromJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { answerDistribution, confusionMatrices, labelSetOf, type AnswerDistribution, type ConfusionMatrices, type LabelledTask } from "../eval/answers.js";
+import { answerDistribution, confusionMatrices, labelSetOf, type AnswerDistribution, type ConfusionMatrices, type LabelSet, type LabelledTask } from "../eval/answers.js";
+import { extractAnswer, normalizeAnswer } from "../core/task-rewards.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalLog } from "../core/eval-log.js";
 
@@ -16,7 +18,8 @@ export interface SplitAnswers {
   split: string;
   tasks: number;
   distributions: AnswerDistribution[];
-  confusion: ConfusionMatrices;
+  /** gold label x answer; null for open answers (no closed label set) */
+  confusion: ConfusionMatrices | null;
 }
 
 export interface AnswerAnalysis {
@@ -32,15 +35,30 @@ export interface AnswerSignal {
 
 export const NO_ANSWER_SIGNAL: AnswerSignal = { base: null, adapter: null };
 
-/** The log's answers per split; null for an open-answer task set or a log without per-task labels. */
+/** Open answers (no closed label set): every answer any variant gave is its own "label", so the
+ *  distributions count each distinct answer (normalised as the graders compare them). */
+function openAnswerSet(completions: Iterable<string>): LabelSet {
+  const labels: string[] = [];
+  const byAnswer = new Map<string, string>();
+  for (const c of completions) {
+    const raw = extractAnswer(c);
+    const key = raw === null ? "" : normalizeAnswer(raw);
+    if (key && !byAnswer.has(key)) (byAnswer.set(key, key), labels.push(key));
+  }
+  return { labels, byAnswer };
+}
+
+/** The log's answers per split, for any task set: with a closed label set (every task's gold label,
+ *  docs/tasks.md) the confusion matrices too; null for a log without per-task records. */
 export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
   if (!log?.tasks) return null;
   const tasks = log.tasks;
-  // a closed label set needs every task's gold label (docs/tasks.md); open answers get no confusion matrix
-  if (log.taskSet.labels === null || !Object.values(tasks).every((t) => t.label !== undefined)) return null;
-  const set = labelSetOf(Object.values(tasks).map((t) => ({ label: t.label, answers: t.answers ?? [] })));
-  if (!set) return null;
   const result = fromJson(EvaluateResultSchema, log.result);
+  const closed =
+    log.taskSet.labels !== null && Object.values(tasks).every((t) => t.label !== undefined)
+      ? labelSetOf(Object.values(tasks).map((t) => ({ label: t.label, answers: t.answers ?? [] })))
+      : null;
+  const set = closed ?? openAnswerSet(result.variants.flatMap((v) => v.tasks.flatMap((t) => t.samples.map((x) => x.completion))));
   const splitNames = [log.taskSet.split, ...(log.heldOutTemplate ? [log.heldOutTemplate.taskSet.split] : [])];
   const splits: SplitAnswers[] = [];
   for (const split of splitNames) {
@@ -48,11 +66,11 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
       name: v.name,
       tasks: v.tasks
         .filter((t) => tasks[t.taskId]?.split === split)
-        .map((t): LabelledTask => ({ taskId: t.taskId, gold: tasks[t.taskId].label!, completions: t.samples.map((s) => s.completion) })),
+        .map((t): LabelledTask => ({ taskId: t.taskId, gold: tasks[t.taskId].label ?? "", completions: t.samples.map((s) => s.completion) })),
     }));
     const n = variants[0]?.tasks.length ?? 0;
     if (n === 0) continue;
-    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set)), confusion: confusionMatrices(variants, set) });
+    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set)), confusion: closed ? confusionMatrices(variants, closed) : null });
   }
   return splits.length ? { splits } : null;
 }

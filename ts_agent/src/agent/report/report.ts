@@ -62,7 +62,7 @@ export const confusionPlotter = {
  *  returns why it was not drawn ("" when it was). */
 function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
   const first = a.answers?.splits[0];
-  if (!first) return "";
+  if (!first?.confusion) return ""; // open answers: the answer table only
   const spec = JSON.stringify({ title: `${runId}: ${first.split} split, ${first.tasks} tasks`, ...first.confusion }) + "\n";
   const specPath = join(dir, CONFUSION_SPEC);
   // a report re-rendered on the same eval (agent report again, a sweep's final pass) keeps its figure

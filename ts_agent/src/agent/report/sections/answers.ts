@@ -1,6 +1,7 @@
-/** Answers: what each variant says, for closed label sets: the answer distribution (the share of
- *  tasks per label), whether a variant is a constant predictor, and the confusion matrix (gold
- *  label x answer) as tables and as confusion-matrix.png (matplotlib, drawn by writeReport). */
+/** Answers: what each variant says: the answer distribution (the share of tasks per answer; open
+ *  answers: each variant's most frequent ones), whether a variant is a constant predictor, and for
+ *  closed label sets the confusion matrix (gold label x answer) as tables and as
+ *  confusion-matrix.png (matplotlib, drawn by writeReport). */
 import { CONSTANT_ANSWER_SHARE } from "../../eval/answers.js";
 import type { ReportSection } from "../analysis.js";
 import type { SplitAnswers } from "../answer-analysis.js";
@@ -10,15 +11,25 @@ export const CONFUSION_PNG = "confusion-matrix.png";
 export const CONFUSION_SPEC = "confusion-matrix.json";
 
 const pct0 = (x: number) => `${(x * 100).toFixed(0)}%`;
+/** Open answers: the most frequent answers of each variant shown by name. */
+const OPEN_TOP = 5;
+const OTHERS = "(every other answer)";
 
 function splitLines(s: SplitAnswers): string[] {
   const out: string[] = [`### ${s.split} (${s.tasks} tasks)`, ""];
   const names = s.distributions.map((d) => d.variant);
-  const labels = s.confusion.answers.filter((l) => s.distributions.some((d) => d.shares.some((x) => x.label === l)));
+  // open answers: each variant's OPEN_TOP most frequent answers (the rest summed in one row)
+  const open = s.confusion === null;
+  const given = open
+    ? [...new Set(s.distributions.flatMap((d) => d.shares.slice(0, OPEN_TOP).map((x) => x.label)))]
+    : s.confusion!.answers.filter((l) => s.distributions.some((d) => d.shares.some((x) => x.label === l)));
+  const rest = (d: (typeof s.distributions)[number]) => d.shares.filter((x) => !given.includes(x.label)).reduce((t, x) => t + x.count, 0);
+  const labels = open && s.distributions.some((d) => rest(d) > 0) ? [...given, OTHERS] : given;
   out.push(
     table(
       ["answer", ...names],
       labels.map((l) => [l, ...s.distributions.map((d) => {
+        if (l === OTHERS) return `${rest(d)} (${pct0(rest(d) / (d.tasks || 1))})`;
         const x = d.shares.find((y) => y.label === l);
         return x ? `${x.count} (${pct0(x.share)})` : "0";
       })]),
@@ -32,9 +43,9 @@ function splitLines(s: SplitAnswers): string[] {
     );
   }
   out.push("");
-  for (const v of s.confusion.variants) {
+  for (const v of s.confusion?.variants ?? []) {
     out.push(`Confusion matrix, ${v.name} (rows: gold label; columns: answer):`, "");
-    out.push(table(["gold \\ answer", ...s.confusion.answers], v.matrix.map((row, i) => [s.confusion.gold[i], ...row.map(String)])));
+    out.push(table(["gold \\ answer", ...s.confusion!.answers], v.matrix.map((row, i) => [s.confusion!.gold[i], ...row.map(String)])));
     out.push("");
   }
   return out;
