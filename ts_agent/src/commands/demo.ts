@@ -28,6 +28,7 @@ import { ensureBaseline } from "./baseline.js";
 import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
 import { milestoneLine } from "./report.js";
+import { onInterrupt } from "./interrupt.js";
 import { embeddedBaseFor } from "./run-task-file.js";
 
 const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
@@ -112,7 +113,8 @@ export const command: CommandHandler = async (argv, client) => {
       (source?.case === "inline" ? `${source.value.rows.length} inline train rows` : `dataset ${source?.case === "jsonlPath" ? source.value : "(from config)"}`),
   );
   const progress = trainProgressPrinter({ stepsOffTty: false });
-  const out = await trainViaSidecar(client, request, { evalsDir: target.evalsDir, log: progress.log });
+  const stopWatching = onInterrupt(() => ({ command: "demo", runId: request.runId, flags: values }));
+  const out = await trainViaSidecar(client, request, { evalsDir: target.evalsDir, log: progress.log }).finally(stopWatching);
   progress.end();
   console.log(`[demo] ${outcomeLine(out)} (${elapsed(t0)})`);
   const r = out.result;

@@ -25,6 +25,7 @@ import { RunState, runStateName } from "../sidecar/client.js";
 import { ensureBaseline } from "./baseline.js";
 import { DEMO_REQUEST_FILE, defaultDemoRequest, requestForTasks } from "./demo.js";
 import { evalRun } from "./eval.js";
+import { onInterrupt } from "./interrupt.js";
 import { targetForRun } from "./run-task-file.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -126,7 +127,9 @@ export const command: CommandHandler = async (argv, client) => {
     req.runId = `${sweepId}-s${seed}`;
     console.log(`[sweep] seed ${seed} (${seeds.length + 1}/${n}): run ${req.runId}`);
     const progress = trainProgressPrinter({ stepsOffTty: false, everySteps: 50 });
-    const out = await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log });
+    const left = Array.from({ length: first + n - seed - 1 }, (_, i) => seed + 1 + i);
+    const stopWatching = onInterrupt(() => ({ command: "sweep", runId: req.runId, seedsLeft: left, flags: values }));
+    const out = await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log }).finally(stopWatching);
     progress.end();
     console.log(`[sweep] ${outcomeLine(out)}`);
     if (out.state === RunState.SUCCEEDED) await evalRun(client, out.runId, target);

@@ -1,0 +1,41 @@
+/**
+ * Ctrl-C during `agent demo` or `agent sweep` (issue 32, item 4): the run on the sidecar keeps
+ * training (a dropped stream never stops a run), so the agent says which run keeps going and the
+ * commands to follow or cancel it before it exits 130 (it exited with no message).
+ */
+import { repeatFlags, sidecarFlags } from "./flags.js";
+
+export interface Interrupted {
+  command: "demo" | "sweep";
+  /** the run training now ("" before the sidecar named it) */
+  runId: string;
+  /** sweep: the seeds not started yet */
+  seedsLeft?: number[];
+  flags: { address?: string; token?: string; "evals-dir"?: string };
+}
+
+/** What Ctrl-C prints (stderr). */
+export function interruptLines(s: Interrupted): string[] {
+  const out = [`agent ${s.command}: interrupted.`];
+  if (s.runId) {
+    out.push(
+      `run ${s.runId} keeps running on the sidecar.`,
+      `  follow it:  agent watch ${s.runId}${repeatFlags(s.flags)}`,
+      `  cancel it:  agent cancel ${s.runId}${sidecarFlags(s.flags)}`,
+    );
+  } else {
+    out.push(`no run was started, or the sidecar had not named it yet; see: agent runs${sidecarFlags(s.flags)}`);
+  }
+  if (s.seedsLeft?.length) out.push(`seeds not started: ${s.seedsLeft.join(", ")} (this sweep's summary is not written)`);
+  return out;
+}
+
+/** Print interruptLines(state()) and exit 130 on SIGINT until the returned function is called. */
+export function onInterrupt(state: () => Interrupted): () => void {
+  const handler = () => {
+    for (const line of interruptLines(state())) console.error(line);
+    process.exit(130);
+  };
+  process.on("SIGINT", handler);
+  return () => process.off("SIGINT", handler);
+}
