@@ -9,8 +9,9 @@ export interface Interrupted {
   command: "demo" | "sweep";
   /** the run training now ("" before the sidecar named it) */
   runId: string;
-  /** sweep: the seeds not started yet */
+  /** sweep: the seeds not started yet, and the sweep's id (to continue it) */
   seedsLeft?: number[];
+  sweepId?: string;
   flags: { address?: string; token?: string; "evals-dir"?: string };
 }
 
@@ -26,7 +27,8 @@ export function interruptLines(s: Interrupted): string[] {
   } else {
     out.push(`no run was started, or the sidecar had not named it yet; see: agent runs${sidecarFlags(s.flags)}`);
   }
-  if (s.seedsLeft?.length) out.push(`seeds not started: ${s.seedsLeft.join(", ")} (this sweep's summary is not written)`);
+  if (s.seedsLeft?.length) out.push(`seeds not started: ${s.seedsLeft.join(", ")}`);
+  if (s.sweepId) out.push(`continue the sweep (follows the run above, trains the seeds not started): agent sweep --resume ${s.sweepId}${repeatFlags(s.flags)}`);
   return out;
 }
 

@@ -8,20 +8,21 @@
  * Exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-import { clone, create } from "@bufbuild/protobuf";
+import { clone, create, fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 
 import { codeRevision } from "../agent/code-revision.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
 import { writeReport } from "../agent/report/report.js";
-import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
+import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { REPO_ROOT, UserError, writeFileAtomic } from "../agent/workspace.js";
+import { REPO_ROOT, UserError, evalsDirOrDefault, runDir, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { RunState, runStateName } from "../sidecar/client.js";
+import { RunState, SidecarError, runStateName, type SidecarClient } from "../sidecar/client.js";
+import { Code } from "@connectrpc/connect";
 import { ensureBaseline } from "./baseline.js";
 import { DEMO_REQUEST_FILE, defaultDemoRequest, requestForTasks } from "./demo.js";
 import { evalRun } from "./eval.js";
@@ -31,10 +32,11 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageErr
 
 export const help: CommandHelp = {
   summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
-  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR]",
+  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID",
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
+    ["--resume ID", "continue sweep ID (after Ctrl-C or a crash): seeds already evaluated are kept, a seed still on the sidecar is followed, the missing ones are trained"],
     ["--seeds N", "how many seeds (default 5; the interval over seeds is Student's t at every n)"],
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
@@ -50,6 +52,39 @@ export const help: CommandHelp = {
 };
 
 const SWEEP_ID = /^[A-Za-z0-9_-]{1,50}$/;
+/** sweeps/<id>/sweep-plan.json: what `--resume` needs (the request, the seeds, the task file). */
+const SWEEP_PLAN = "sweep-plan.json";
+
+interface SweepPlan {
+  request: JsonValue;
+  first: number;
+  n: number;
+  source: string;
+  tasksPath: string;
+  limit: number;
+}
+
+function readPlan(evalsDir: string, sweepId: string): SweepPlan {
+  const path = join(evalsDir, SWEEPS_DIR, sweepId, SWEEP_PLAN);
+  if (!existsSync(path)) throw new UserError(`agent sweep: --resume ${sweepId}: no ${SWEEP_PLAN} in ${join(evalsDir, SWEEPS_DIR, sweepId)} (a sweep started by this agent writes it first)`);
+  return JSON.parse(readFileSync(path, "utf8")) as SweepPlan;
+}
+
+/** A resumed seed: its local, evaluated run as it is; else the run followed on the sidecar to its
+ *  end; else undefined (never started: train it). */
+async function resumedSeed(client: SidecarClient, evalsDir: string, runId: string, log: (line: string) => void): Promise<{ out: TrainOutcome; evaluated: boolean } | undefined> {
+  const local = readLocalRun(evalsDir, runId);
+  if (local && existsSync(join(runDir(evalsDir, runId), "eval.json"))) {
+    return { out: { runId, state: local.state, reason: local.reason, result: local.result, events: [], localDir: runDir(evalsDir, runId) }, evaluated: true };
+  }
+  try {
+    await client.getRun(runId);
+  } catch (err) {
+    if (err instanceof SidecarError && err.code === Code.NotFound) return undefined;
+    throw err;
+  }
+  return { out: await watchViaSidecar(client, runId, { evalsDir, log }), evaluated: false };
+}
 
 function defaultSweepId(now = new Date()): string {
   const p = (n: number) => String(n).padStart(2, "0");
@@ -85,6 +120,7 @@ export const command: CommandHandler = async (argv, client) => {
       seeds: { type: "string" },
       "first-seed": { type: "string" },
       "sweep-id": { type: "string" },
+      resume: { type: "string" },
       tasks: { type: "string" },
       limit: { type: "string" },
       ...EVALS_DIR_FLAG,
@@ -94,14 +130,20 @@ export const command: CommandHandler = async (argv, client) => {
     strict: true,
   });
   if (positionals.length) throw usageError("sweep", help, `unexpected argument '${positionals[0]}'`);
-  const n = values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
-  const sweepId = values["sweep-id"] ?? defaultSweepId();
+  const resume = values.resume;
+  if (resume !== undefined) {
+    const other = (["config", "from-run", "seeds", "first-seed", "sweep-id", "tasks", "limit"] as const).find((k) => values[k] !== undefined);
+    if (other) throw usageError("sweep", help, `--resume takes the sweep's own settings: leave out --${other}`);
+  }
+  const plan = resume !== undefined ? readPlan(evalsDirOrDefault(values["evals-dir"]), resume) : null;
+  const n = plan ? plan.n : values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
+  const sweepId = resume ?? values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
-  let target0 = evalTargetFromFlags({ tasks: values.tasks, limit: values.limit, "evals-dir": values["evals-dir"] });
-  const { request, source } = await requestFromFlags(values, target0.evalsDir);
+  let target0 = evalTargetFromFlags({ tasks: plan?.tasksPath ?? values.tasks, limit: plan ? String(plan.limit) : values.limit, "evals-dir": values["evals-dir"] });
+  const { request, source } = plan ? { request: fromJson(TrainRequestSchema, plan.request), source: plan.source } : await requestFromFlags(values, target0.evalsDir);
   // --from-run: the run decides the task file (and its base), not the AML default
   if (values["from-run"]) target0 = await targetForRun(client, "sweep", values["from-run"], target0);
-  const first = values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
+  const first = plan ? plan.first : values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
   const dir = join(target.evalsDir, SWEEPS_DIR, sweepId);
@@ -117,6 +159,10 @@ export const command: CommandHandler = async (argv, client) => {
   console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${source}`);
 
   mkdirSync(dir, { recursive: true });
+  if (!plan) {
+    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit };
+    writeFileAtomic(join(dir, SWEEP_PLAN), JSON.stringify(written, null, 2) + "\n");
+  }
   const seeds: SeedRun[] = [];
   let allSucceeded = true;
   for (let seed = first; seed < first + n; seed++) {
@@ -128,12 +174,15 @@ export const command: CommandHandler = async (argv, client) => {
     console.log(`[sweep] seed ${seed} (${seeds.length + 1}/${n}): run ${req.runId}`);
     const progress = trainProgressPrinter({ stepsOffTty: false, everySteps: 50 });
     const left = Array.from({ length: first + n - seed - 1 }, (_, i) => seed + 1 + i);
-    const stopWatching = onInterrupt(() => ({ command: "sweep", runId: req.runId, seedsLeft: left, flags: values }));
-    const out = await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log }).finally(stopWatching);
+    const stopWatching = onInterrupt(() => ({ command: "sweep", runId: req.runId, seedsLeft: left, sweepId, flags: values }));
+    const resumed = plan ? await resumedSeed(client, target.evalsDir, req.runId, progress.log) : undefined;
+    if (resumed) console.log(`[sweep] seed ${seed}: ${resumed.evaluated ? "already trained and evaluated: kept" : "followed on the sidecar"}`);
+    const out = resumed?.out ?? (await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log }).finally(stopWatching));
+    stopWatching();
     progress.end();
     console.log(`[sweep] ${outcomeLine(out)}`);
-    if (out.state === RunState.SUCCEEDED) await evalRun(client, out.runId, target);
-    else allSucceeded = false;
+    if (out.state === RunState.SUCCEEDED && !resumed?.evaluated) await evalRun(client, out.runId, target);
+    else if (out.state !== RunState.SUCCEEDED) allSucceeded = false;
     const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
     // the held-out-template split's row, as report.md shows it (the verdict's splits)
     const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
