@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format
 
-from py_trainer.errors import InvalidArgument, RequestError
+from py_trainer.errors import FailedPrecondition, InvalidArgument, RequestError
 from py_trainer.evaluate import plan_evaluation, run_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.events import EventLog
@@ -437,9 +437,13 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
             what = (f"merged model (base {base_model or 'the embedded default model'}), checked on {check['prompts']} "
                     f"test prompts: greedy completions identical, logits within {check['atol']:g} + "
                     f"{check['rtol']:g} x |logit| ({check['dtype']}; max difference {check['max_abs_logit_diff']:.2g})")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
+        try:
+            if out.exists():
+                out.rmdir()
+            tmp.rename(out)
+        except OSError as err:  # another export to the same --out finished first (ENOTEMPTY / EEXIST)
+            raise FailedPrecondition("--out", f"{out} was filled meanwhile (another export to it finished first: "
+                                              f"{err.strerror}); this export wrote nothing: choose another --out") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -28,6 +28,8 @@ before(async () => {
       return { run: create(RunSchema, { runId: req.runId, state, currentStep: 12n }) };
     },
     deleteRun: (req) => {
+      // as the sidecar answers (py_trainer/paths.py validate_run_id)
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(req.runId)) throw new ConnectError(`run_id: ${JSON.stringify(req.runId)} is not a valid run id`, Code.InvalidArgument);
       const state = RUNS[req.runId];
       if (state === undefined) throw new ConnectError(`run_id: no run '${req.runId}'`, Code.NotFound);
       if (state === RunState.RUNNING) throw new ConnectError(`run ${req.runId} is RUNNING: only a finished run can be deleted (CancelRun it first)`, Code.FailedPrecondition);
@@ -97,6 +99,17 @@ test("an unknown run is one line, exit 2; no run id is a usage error", async () 
   const none = await del([]);
   assert.equal(none.code, 2);
   assert.match(none.stderr, /^agent delete: which run\? give its id/);
+});
+
+test("a path or an empty string is not a run id: one line, exit 2, the sidecar never asked (issue 30, item 9)", async () => {
+  const calls = deletes();
+  for (const id of ["../x", ""]) {
+    const r = await del([id, "--yes"]);
+    assert.equal(r.code, 2, r.stderr); // exited 1 with the sidecar's INVALID_ARGUMENT
+    assert.ok(oneLine(r.stderr), r.stderr);
+    assert.match(r.stderr, new RegExp(`^agent delete: ${JSON.stringify(id).replace(/[.]/g, "\\.")} is not a run id`, "m"));
+  }
+  assert.equal(deletes(), calls);
 });
 
 test("a sidecar without DeleteRun says so (exit 1, not a stack trace)", async () => {

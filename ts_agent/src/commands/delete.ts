@@ -49,7 +49,7 @@ export function askYesNo(question: string, input: NodeJS.ReadableStream = proces
 
 /** The sidecar's refusal (unknown id, active run) is the user's mistake: its message, one line. */
 function refusal(err: unknown): never {
-  if (err instanceof SidecarError && (err.code === Code.NotFound || err.code === Code.FailedPrecondition)) {
+  if (err instanceof SidecarError && (err.code === Code.NotFound || err.code === Code.FailedPrecondition || err.code === Code.InvalidArgument)) {
     throw new UserError(`agent delete: ${err.codeName}: ${err.message.replace(/\s+/g, " ")}`);
   }
   if (err instanceof SidecarError && err.code === Code.Unimplemented) {
@@ -71,6 +71,8 @@ export const command: CommandHandler = async (argv, client) => {
   });
   if (positionals.length !== 1) throw usageError("delete", help, positionals.length ? "one run id, please" : "which run? give its id");
   const runId = positionals[0];
+  // the sidecar's run id rule (py_trainer/paths.py): '../x' or '' is the user's mistake, refused here
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(runId)) throw usageError("delete", help, `${JSON.stringify(runId)} is not a run id ([A-Za-z0-9_-], 1-64 characters)`);
   if (!values.yes) {
     const run = await client.getRun(runId).catch(refusal);
     if (!isTerminal(run.state)) {
