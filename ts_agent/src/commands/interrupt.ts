@@ -1,5 +1,5 @@
 /**
- * Ctrl-C during `agent demo` or `agent sweep` (issue 32, item 4): the run on the sidecar keeps
+ * Ctrl-C (or SIGTERM) during `agent demo` or `agent sweep` (issue 32, item 4): the run on the sidecar keeps
  * training (a dropped stream never stops a run), so the agent says which run keeps going and the
  * commands to follow or cancel it before it exits 130 (it exited with no message).
  */
@@ -32,12 +32,19 @@ export function interruptLines(s: Interrupted): string[] {
   return out;
 }
 
-/** Print interruptLines(state()) and exit 130 on SIGINT until the returned function is called. */
+/** Print interruptLines(state()) and exit on SIGINT (130) or SIGTERM (143; issue 30, item 9: a
+ *  SIGTERM'd sweep said nothing of the run it left training) until the returned function is called. */
 export function onInterrupt(state: () => Interrupted): () => void {
-  const handler = () => {
-    for (const line of interruptLines(state())) console.error(line);
-    process.exit(130);
+  const handler = (signal: NodeJS.Signals) => {
+    const lines = interruptLines(state());
+    if (signal === "SIGTERM") lines[0] = lines[0].replace("interrupted.", "terminated (SIGTERM).");
+    for (const line of lines) console.error(line);
+    process.exit(signal === "SIGTERM" ? 143 : 130);
   };
   process.on("SIGINT", handler);
-  return () => process.off("SIGINT", handler);
+  process.on("SIGTERM", handler);
+  return () => {
+    process.off("SIGINT", handler);
+    process.off("SIGTERM", handler);
+  };
 }
