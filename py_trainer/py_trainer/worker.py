@@ -26,6 +26,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+# A cancel (SIGUSR1, launch.ask_to_stop) that arrives while the imports below run (seconds: torch,
+# TRL) must not kill the worker by SIGUSR1's default action ("cancelled; worker exited with -10"):
+# ignored until main() installs the handler; the cancel file carries the request meanwhile.
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
 from google.protobuf import json_format
 
 from py_trainer.events import EventLog
