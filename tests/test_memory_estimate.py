@@ -144,3 +144,27 @@ def test_every_component_of_the_largest_accepted_config_fits_the_wire(tmp_path):
     for c in me.estimate(req, biggest, precision="fp32"):
         assert 0 <= c.bytes < 2**63, c
     assert me.Shape.from_config(QWEN25_05B).heads == 14  # a real config still reads
+
+
+def test_an_embedded_base_not_built_yet_is_estimated_from_its_builders_shape(tmp_path, monkeypatch):
+    """Issue 30, item 2: EstimateMemory ("config alone, nothing is loaded") built the embedded model
+    in the sidecar (19-20 s). Now an embedded base not built yet is estimated from tiny_model.SPEC
+    and nothing is built; once built, its own config.json is read."""
+    from py_trainer import tiny_model
+    from py_trainer.tiny_model import SPEC
+
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))  # nothing built here
+    monkeypatch.setattr(tiny_model, "build_tiny_model", lambda *a, **k: pytest.fail("EstimateMemory built a model"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tasks.jsonl").write_text("")
+    req = effective(tmp_path / "data")
+    for base in ("", "embedded:tasks.jsonl"):
+        req.base_model = base
+        res = me.estimate_request(req, tmp_path / "data")
+        weights = res.components[0]
+        want = me.Shape.from_config({"vocab_size": SPEC.vocab_size, "hidden_size": SPEC.hidden_size,
+                                     "num_hidden_layers": SPEC.num_hidden_layers, "intermediate_size": SPEC.intermediate_size,
+                                     "num_attention_heads": SPEC.num_attention_heads, "model_type": "qwen2",
+                                     "tie_word_embeddings": True}).parameters()
+        assert weights.name == "weights" and weights.bytes == want * 4, (base, weights)
+    assert not any((tmp_path / "home").rglob("config.json"))

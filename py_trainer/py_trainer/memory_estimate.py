@@ -215,6 +215,27 @@ def check_fits(components: list[Component], device: str, free: int) -> None:
                                                      f"{device} (largest: {largest.name} {_gib(largest.bytes)}); lower {knob}")
 
 
+def embedded_config(name: str, data_root: Path) -> dict | None:
+    """An embedded base ("" or "embedded:<tasks file>"): its config.json once built, else the shape
+    its builder will give it (`tiny_model.SPEC`, the vocabulary at its BPE ceiling: an upper bound);
+    None for any other base. Nothing is built (issue 30, item 2: EstimateMemory built the model in
+    the sidecar, 19-20 s)."""
+    from py_trainer.config import EMBEDDED_PREFIX
+    from py_trainer.tiny_model import SPEC
+
+    if name != "" and not name.startswith(EMBEDDED_PREFIX):
+        return None
+    from py_trainer.base_models import model_dir_for
+
+    folder = model_dir_for(name, data_root)
+    if folder is not None and (folder / "config.json").is_file():
+        return read_config(folder)
+    return {"model_type": "qwen2", "vocab_size": SPEC.vocab_size, "hidden_size": SPEC.hidden_size,
+            "num_hidden_layers": SPEC.num_hidden_layers, "num_attention_heads": SPEC.num_attention_heads,
+            "num_key_value_heads": SPEC.num_key_value_heads, "intermediate_size": SPEC.intermediate_size,
+            "tie_word_embeddings": True}
+
+
 def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.EstimateMemoryResponse:
     """EstimateMemory for an effective (validated) TrainRequest: the base model's config.json, this
     sidecar's device and its free memory, and the knob to lower when it does not fit."""
@@ -224,6 +245,8 @@ def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.Estimate
     if effective.mode != pb.TRAIN_MODE_GRPO:
         raise InvalidArgument("mode", "the memory estimate covers TRAIN_MODE_GRPO only")
     cfg = gguf_config(effective.base_model, data_root)  # a GGUF base: its header, never converted here
+    if cfg is None:
+        cfg = embedded_config(effective.base_model, data_root)  # an embedded base: never built here
     if cfg is None:
         folder = model_files_folder(resolve_model_path(effective.base_model, data_root))
         if folder is None:
