@@ -49,13 +49,14 @@ def sidecar_env(**extra: str) -> dict[str, str]:
 
 
 def launch(runs_root: Path, data_root: Path, *args: str, env: dict | None = None,
-           log_path: Path | None = None, timeout: float = 60.0) -> Sidecar:
-    """Start the sidecar on a free port and wait until it prints that it is listening."""
+           log_path: Path | None = None, timeout: float = 60.0, argv_prefix: list[str] | None = None) -> Sidecar:
+    """Start the sidecar on a free port and wait until it prints that it is listening (`argv_prefix`:
+    a command it runs under, e.g. setpriv to run it as an ordinary user)."""
     runs_root.mkdir(parents=True, exist_ok=True)
     log_path = log_path or runs_root.parent / f"sidecar-{time.monotonic_ns()}.log"
     logf = open(log_path, "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "py_trainer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+        [*(argv_prefix or []), sys.executable, "-m", "py_trainer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
          "--runs-root", str(runs_root), "--data-root", str(data_root), *args],
         stdout=logf, stderr=subprocess.STDOUT, env=env or sidecar_env(), cwd=REPO,
     )

@@ -27,6 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.run_folder import digest_file
 
 pytestmark = pytest.mark.slow  # real sidecars and worker processes
 
@@ -263,7 +264,7 @@ def test_resume_refuses_an_edited_request_and_revalidates_it(tmp_path, env):
         assert stub.GetRun(pb.GetRunRequest(run_id="edited"), timeout=10).run.request.grpo.max_steps == 4
         ch.close()
     # A run folder from before the digest was stored: the request is re-validated as Train would.
-    (folder / "request.json.sha256").unlink()
+    digest_file(folder).unlink()
     req["grpo"]["max_steps"] = 4
     req["base_model"] = "no-such-model-folder"
     (folder / "request.json").write_text(json.dumps(req, indent=2))

@@ -14,7 +14,7 @@ from py_trainer.artifacts import (CHECKPOINT_COMPLETE, DataLoss, artifact_chunks
                                   write_checkpoint_marker)
 from py_trainer.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.run_folder import REQUEST_DIGEST_FILE, check_request_unchanged, create_run_folder, read_run
+from py_trainer.run_folder import check_request_unchanged, create_run_folder, digest_file, read_run
 
 Q, R, S, F, C = (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED,
                  pb.RUN_STATE_CANCELLED)
@@ -87,13 +87,14 @@ def test_a_marker_that_does_not_read_back_is_damage_and_a_legacy_marker_counts(t
 
 def test_request_json_is_refused_once_edited(tmp_path):
     folder, req = create_run_folder(tmp_path, pb.TrainRequest(run_id="r", base_model="m"))
-    assert (folder / REQUEST_DIGEST_FILE).read_text().endswith("  request.json\n")
+    assert digest_file(folder).read_text().endswith("  request.json\n")
+    assert digest_file(folder).parent == tmp_path / ".request-digests"  # where the sidecar alone writes
     assert check_request_unchanged(folder, req) == req
     (folder / "request.json").write_text((folder / "request.json").read_text().replace('"m"', '"n"'))
     with pytest.raises(FailedPrecondition) as ei:
         check_request_unchanged(folder, req)
     assert str(ei.value).startswith("request.json: changed since Train stored it")
-    (folder / REQUEST_DIGEST_FILE).unlink()  # a folder from before digests: compared with what was loaded
+    digest_file(folder).unlink()  # a folder from before digests: compared with what was loaded
     with pytest.raises(FailedPrecondition) as ei:
         check_request_unchanged(folder, req)
     assert str(ei.value).startswith("request.json: changed since the sidecar loaded it")
@@ -113,3 +114,35 @@ def test_only_listed_bytes_are_served(tmp_path):
         next(artifact_chunks(tmp_path, "f.bin", 0, 0, listed))
     assert str(ei.value).startswith("path: f.bin is 3 bytes on disk, listed as 6 bytes")
     assert b"".join(c.data for c in artifact_chunks(tmp_path, "f.bin", 0, 0, {})) == b"abc"  # unlisted: served
+
+
+def test_a_request_without_digest_is_checked_against_its_events(tmp_path):
+    """Issue 30, item 6: with its digest gone, an edited request.json was accepted by ResumeRun."""
+    from py_trainer.run_folder import linear_lr, request_vs_events
+
+    req = pb.TrainRequest(run_id="r")
+    req.grpo.learning_rate, req.grpo.max_steps, req.grpo.warmup_ratio = 0.002, 10, 0.1
+    steps = [pb.RunEvent(seq=s, run_id="r", train_step=pb.TrainStep(
+        step=s, max_steps=10, metrics={"learning_rate": linear_lr(0.002, 0.1, 10, s)})) for s in range(1, 11)]
+    assert request_vs_events(req, "r", steps) == ""
+    edited = pb.TrainRequest.FromString(req.SerializeToString())
+    edited.grpo.learning_rate = 0.5
+    assert request_vs_events(edited, "r", steps) == "grpo.learning_rate is 0.5, but its step 2 trained at 0.00177778"
+    edited.grpo.learning_rate, edited.grpo.max_steps = 0.002, 20
+    assert "grpo.max_steps is 20, its step 1 ran with max_steps 10" in request_vs_events(edited, "r", steps)
+    assert "names run 'r'" in request_vs_events(req, "other", steps)
+
+
+def test_events_of_another_run_and_a_symlinked_folder_do_not_read_back(tmp_path):
+    from py_trainer.run_folder import UnreadableRun, trash_run_folder
+
+    make_run(tmp_path, "a")
+    make_run(tmp_path / "x", "b")
+    (tmp_path / "a" / "events.jsonl").write_bytes((tmp_path / "x" / "b" / "events.jsonl").read_bytes())
+    with pytest.raises(UnreadableRun, match="events.jsonl seq 1 names run 'b', not 'a'"):
+        read_run(tmp_path / "a")
+    os.symlink(tmp_path / "x" / "b", tmp_path / "link")
+    with pytest.raises(UnreadableRun, match="is a symlink"):
+        read_run(tmp_path / "link")
+    assert trash_run_folder(tmp_path / "link", tmp_path / ".link.deleted-00000000") is None
+    assert not os.path.lexists(tmp_path / "link") and (tmp_path / "x" / "b" / "events.jsonl").exists()

@@ -216,8 +216,10 @@ def find_checkpoint(folder: Path) -> tuple[str, list[tuple[int, str]]]:
         if d.is_dir() and name == "checkpoint" and num.isdigit() and (d / CHECKPOINT_COMPLETE).is_file():
             marked.append((int(num), d))
     damaged = []
+    inside = Path(os.path.realpath(folder))
     for step, d in sorted(marked, key=lambda sd: sd[0], reverse=True):
-        why = checkpoint_damage(d)
+        real = Path(os.path.realpath(d))
+        why = f"resolves to {real}, outside the run folder" if inside not in real.parents else checkpoint_damage(d)
         if not why:
             return f"checkpoints/{d.name}", damaged
         damaged.append((step, f"checkpoints/{d.name}: {why}"))

@@ -228,6 +228,7 @@ async def run_job(body: bytes, out) -> None:
         stream = stream_evaluation(*payload) if kind == "evaluate" else stream_groups(*payload)
         async for resp in stream:
             out.write(frame(MSG, resp.SerializeToString()))
+            out.flush()  # each progress event and group as it happens, not all at the end
         out.write(frame(END))
     except asyncio.CancelledError:  # CANCEL: the stream stopped its generation; nobody waits for a result
         out.write(frame(END))

@@ -177,9 +177,11 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
             rec = find_run(ref.run_id)
         except (NotFound, InvalidArgument) as err:
             raise type(err)(f"{field}.run_id", err.message) from None
+        if getattr(rec, "unreadable", False):
+            raise FailedPrecondition(f"{field}.run_id", f"run {ref.run_id!r}: {rec.reason}")
         if ref.HasField("checkpoint_step"):
             return checkpoint_adapter(rec, ref.run_id, ref.checkpoint_step, field)
-        path = Path(rec.folder) / "adapter"
+        path = resolve_under(rec.folder, "adapter", f"{field}.run_id", must_exist=False)
         kept = rec.state == pb.RUN_STATE_CANCELLED and (path / "adapter_config.json").is_file()
         if rec.state != pb.RUN_STATE_SUCCEEDED and not kept:
             raise FailedPrecondition(f"{field}.run_id", f"run {ref.run_id!r} is {pb.RunState.Name(rec.state)}, "
@@ -215,7 +217,7 @@ def checkpoint_adapter(rec, run_id: str, step: int, field: str) -> Path:
     if rec.state not in FINISHED_STATES:
         raise FailedPrecondition(where, f"run {run_id!r} is {pb.RunState.Name(rec.state)}: a checkpoint is "
                                         "evaluated once the run has finished")
-    folder = Path(rec.folder) / "checkpoints" / f"checkpoint-{step}"
+    folder = resolve_under(rec.folder, f"checkpoints/checkpoint-{step}", where, must_exist=False)
     if not (folder / CHECKPOINT_COMPLETE).is_file():
         steps = sorted(int(d.name.split("-", 1)[1]) for d in (Path(rec.folder) / "checkpoints").glob("checkpoint-*")
                        if d.name.split("-", 1)[1].isdigit() and (d / CHECKPOINT_COMPLETE).is_file())

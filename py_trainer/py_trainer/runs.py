@@ -13,7 +13,9 @@ sends its events over a Unix socket; a crash or OOM there fails the run, never t
 Faults, and what deliberately happens (tests/test_faults.py):
 - the runs root is locked by one sidecar (`runs_root.RunsRootLock`), so no run has two writers;
 - one run folder that does not read back (corrupt request.json, a bad events line, a duplicated
-  seq) is listed FAILED "unreadable run folder: <what>" and left untouched; the others are served;
+  seq, events naming another run, a folder it may not read, a symlink) is listed FAILED
+  "unreadable run folder: <what>" and left untouched; the others are served;
+- a delete that cannot finish is refused naming what blocks it (`run_folder.trash_run_folder`);
 - a full disk anywhere (our events log, or the worker's checkpoint/adapter writes) fails the run
   promptly as FAILED "disk full at <path>": the worker is stopped, the reserve
   (`runs_root.SpaceReserve`) is spent on that one event line, and the slot is free. While the
@@ -50,6 +52,7 @@ from py_trainer.paths import validate_run_id
 from py_trainer.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
                                    create_run_folder, disk_full_error, disk_full_path, read_run, reconcile_summary,
                                    remove_temp_entries, tail_text, unreadable_record)
+from py_trainer.run_folder import finish_removal, is_run_folder, remove_tree, trash_run_folder
 from py_trainer.runs_root import RunsRootLock, SpaceReserve
 
 log = logging.getLogger(__name__)
@@ -104,10 +107,15 @@ class RunRegistry:
             if folder.name.startswith("."):
                 if (TEMP_RUN_FOLDER_RE.fullmatch(folder.name) or TRASH_FOLDER_RE.fullmatch(folder.name)) \
                         and folder.is_dir() and not folder.is_symlink():
-                    shutil.rmtree(folder, ignore_errors=True)  # never renamed in, or a delete cut short
+                    if why := remove_tree(folder):  # never renamed in, or a delete cut short
+                        log.error("could not remove %s (%s); left as it is", folder, why)
                 continue
-            if folder.is_dir() and ((folder / REQUEST_FILE).exists() or (folder / "events.jsonl").exists()):
-                rec = self._load_run(folder)
+            if is_run_folder(folder):
+                try:
+                    rec = self._load_run(folder)
+                except OSError as err:  # read back, but tidying it failed (a checkpoint it may not read)
+                    log.error("run folder %s: %s; listed as FAILED", folder, err)
+                    rec = self.runs[folder.name] = unreadable_record(folder, f"{err.filename}: {err.strerror}")
                 if rec is not None and rec.state == pb.RUN_STATE_QUEUED:
                     queued.append((rec.log.events[-1].time.ToNanoseconds() if rec.log.events else 0, rec.run_id))
         self.queue.extend(run_id for _, run_id in sorted(queued))  # in the order they were queued
@@ -277,7 +285,7 @@ class RunRegistry:
             raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}"
                                                f"{' (unreadable)' if rec.unreadable else ''}; only FAILED or "
                                                "CANCELLED runs resume")
-        request = check_request_unchanged(rec.folder, rec.request)
+        request = check_request_unchanged(rec.folder, rec.request, rec.log.events)
         if validate is not None:
             try:
                 validate(request)
@@ -317,17 +325,14 @@ class RunRegistry:
             raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}; only a finished "
                                                "run (SUCCEEDED, FAILED or CANCELLED) is deleted: cancel it first")
         before = rec.to_proto()
-        trash = self.runs_root / f".{run_id}.deleted-{uuid.uuid4().hex[:8]}"
-        try:
-            os.rename(rec.folder, trash)
-        except FileNotFoundError:
-            trash = None  # its folder was removed by hand meanwhile
-        except OSError as err:
-            raise FailedPrecondition("run_id", f"run {run_id!r}: cannot remove {rec.folder}: {err}") from None
+        # a symlink loses its link only; a folder it may not remove is refused, nothing removed
+        trash = trash_run_folder(rec.folder, self.runs_root / f".{run_id}.deleted-{uuid.uuid4().hex[:8]}")
         del self.runs[run_id]
         rec.changed.set()
-        if trash is not None:
-            await asyncio.to_thread(shutil.rmtree, trash, ignore_errors=True)
+        if trash is not None and (why := await asyncio.to_thread(finish_removal, trash, rec.folder)):
+            if rec.folder.exists():
+                self._load_run(rec.folder)  # listed again as what is left of it
+            raise FailedPrecondition("run_id", f"run {run_id!r}: {why}")
         log.info("run %s deleted", run_id)
         return before
 

@@ -28,6 +28,7 @@ import asyncio
 import hmac
 import ipaddress
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from py_trainer.errors import RequestError
+from py_trainer.errors import FailedPrecondition, RequestError
 from py_trainer.evaluate import plan_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
@@ -59,6 +60,11 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError):
     await context.abort(err.code, str(err))
 
 
+def _not_permitted(err: PermissionError) -> RequestError:
+    """A file under the roots the sidecar may not read or write: FAILED_PRECONDITION naming it (was UNKNOWN)."""
+    return FailedPrecondition("", f"{err.filename}: {err.strerror} (the sidecar runs as uid {os.getuid()})")
+
+
 def _guard(method: Callable) -> Callable:
     """Map RequestError raised by a unary handler onto its gRPC status."""
 
@@ -67,6 +73,8 @@ def _guard(method: Callable) -> Callable:
             return await method(self, request, context)
         except RequestError as err:
             await _abort(context, err)
+        except PermissionError as err:
+            await _abort(context, _not_permitted(err))
 
     wrapper.__name__ = method.__name__
     return wrapper
@@ -81,6 +89,8 @@ def _guard_stream(method: Callable) -> Callable:
                 yield item
         except RequestError as err:
             await _abort(context, err)
+        except PermissionError as err:
+            await _abort(context, _not_permitted(err))
 
     wrapper.__name__ = method.__name__
     return wrapper

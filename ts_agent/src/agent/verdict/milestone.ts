@@ -138,6 +138,8 @@ export interface MilestoneInput {
   baseline: BaselineMatch;
   /** the baseline.json the guard read, as the user names it (default agent-evals/baseline.json) */
   baselineFile?: string;
+  /** the command that sets this run's baseline (baselineSetCommand; default `agent baseline set`) */
+  baselineCommand?: string;
   /** set when eval.json scored another adapter than the run's current one (verdict.ts
    *  adapterCheck): the downstream criterion and the verdict are INCONCLUSIVE with this reason */
   adapterChanged?: string;
@@ -281,6 +283,17 @@ export function verdictLabel(m: Pick<MilestoneVerdict, "verdict" | "gated">): st
   return `${m.verdict}${m.gated ? ` (${GATED})` : ""}`;
 }
 
+/** The `agent baseline set` of an eval's task file and base: bare for the AML file on the default
+ *  model; --tasks F for another file (its embedded model is then the default); --base-model M for
+ *  any other base. */
+export function baselineSetCommand(taskFile: string, baseModel: string): string {
+  const aml = /(^|\/)agent-evals\/tasks\/aml_typology\.jsonl$/.test(taskFile);
+  const tasks = aml ? "" : ` --tasks ${taskFile}`;
+  const rel = baseModel.startsWith("embedded:") ? baseModel.slice("embedded:".length) : null;
+  const ownEmbedded = baseModel === "" ? aml : rel !== null && !aml && (taskFile.endsWith(rel) || rel.endsWith(taskFile));
+  return `agent baseline set${tasks}${ownEmbedded ? "" : ` --base-model ${baseModel === "" ? '""' : baseModel}`}`;
+}
+
 export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
   const reward: CriterionResult = input.rewardNotApplicable
     ? { verdict: "INCONCLUSIVE", reason: `not applicable: ${input.rewardNotApplicable}` }
@@ -301,7 +314,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
     const file = input.baselineFile ?? "agent-evals/baseline.json";
     const why =
       input.baseline.status === "missing"
-        ? `${file} is missing (run \`agent baseline set\`)`
+        ? `${file} is missing (run \`${input.baselineCommand ?? "agent baseline set"}\`)`
         : `${file} does not match this eval (${input.baseline.reasons.join("; ")})`;
     return { verdict: "INCONCLUSIVE", gated: true, reason: `${GATED}: ${why}`, reward, downstream };
   }

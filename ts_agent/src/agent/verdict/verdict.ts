@@ -27,6 +27,7 @@ import type { EvalLog, LoggedTask, TaskSetRef, VariantSummary } from "../core/ev
 import {
   DOWNSTREAM_MIN_DELTA,
   MIN_HELDOUT_PROMPTS,
+  baselineSetCommand,
   judgeMilestone,
   pp,
   verdictLabel,
@@ -341,6 +342,7 @@ export function judgeRun(input: VerdictInput): RunVerdict {
     downstream,
     baseline: judged.baselineMatch,
     baselineFile: input.baselineFile,
+    baselineCommand: input.evalLog ? baselineSetCommand(input.evalLog.taskSet.path, input.evalLog.model.requested) : undefined,
     adapterChanged: adapter?.status === "changed" ? adapter.text : undefined,
   });
   return { ...judged, adapter, reward, downstream, signal: downstreamSignal(judged.comparison, reward), milestone, label: verdictLabel(milestone) };
