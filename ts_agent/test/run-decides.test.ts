@@ -82,6 +82,12 @@ describe("commands given a run id follow the run's task file and base", () => {
     assert.match(r.stdout, /ticket_routing\.jsonl/);
   });
 
+  test("agent eval --adapter DIR --tasks F without --base-model: F's embedded model", { timeout: 60_000 }, async () => {
+    const r = await agentAsync(["eval", "--adapter", "adapters/x", "--tasks", TICKETS, "--limit", "4", "--evals-dir", dir, "--address", fake.address]);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.equal(lastRequest().base, BASE);
+  });
+
   test("a --base-model that conflicts with the run: one line, exit 2, both named, nothing evaluated", { timeout: 60_000 }, async () => {
     const n = seen.length;
     for (const args of [["compare", "a", "b", "--id", "c2"], ["eval", "a"]]) {

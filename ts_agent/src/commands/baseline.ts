@@ -201,10 +201,10 @@ export const command: CommandHandler = async (argv, client) => {
   // a refusal comes before any work (and is a user mistake: exit 2)
   if (!values.force && existsSync(baselinePath(target.evalsDir))) throw new UserError(new BaselineExistsError(baselinePath(target.evalsDir)).message);
   if (values.force && existsSync(baselinePath(target.evalsDir)) && !(values.reason ?? "").trim()) throw new UserError(new BaselineReasonRequiredError().message);
-  // --tasks F names the model too: F's embedded model, unless --base-model says otherwise
-  const settings = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
   try {
-    const taskSet = loadTaskSet(target.tasksPath, settings.split, settings.limit);
+    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+    // --tasks F names the model too: F's embedded model, unless --base-model says otherwise
+    const settings = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
     console.log(`evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
     const { path, baseline } = await setBaseline(client, {
       evalsDir: target.evalsDir,

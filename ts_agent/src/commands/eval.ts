@@ -24,7 +24,7 @@ import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
 import { UserError } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
-import { targetForRun } from "./run-task-file.js";
+import { embeddedBaseFor, targetForRun } from "./run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
 
 export const help: CommandHelp = {
@@ -115,13 +115,15 @@ export function checkAdapterPath(adapterPath: string): void {
 /** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is
  *  named `name`. As for a run, the held-out-template split of an in-distribution test set goes in
  *  the same Evaluate request and into the log's heldOutTemplate. */
-export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, target: EvalTarget): Promise<{ path: string; record: EvalLog }> {
-  checkSettings(target.settings);
+export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
+  checkSettings(given.settings);
   checkAdapterPath(adapterPath);
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  const taskSet = loadTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
+  // --tasks F names the base too (F's embedded model) unless --base-model says otherwise
+  const target = given.tasksGiven && given.settings.baseModel === "" ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
   const heldOut = heldOutTemplateSetFor(taskSet);
   console.log(
-    `evaluating base and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}` +
+    `evaluating base (${target.settings.baseModel || "the embedded default model"}) and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}` +
       (heldOut ? ` and ${heldOut.rows.length} held-out-template tasks` : ""),
   );
   const req = evaluateRequest(target.settings, heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet);
