@@ -295,6 +295,8 @@ def check_chat_template(runtime, base_model: str, data_root: Path) -> None:
     from py_trainer.base_models import chat_template_without_building
 
     template = chat_template_without_building(base_model, data_root)  # a GGUF base is not converted here
+    if template is False and (base_model == "" or base_model.startswith("embedded:")):
+        template = None  # the embedded builder gives its tokenizer none: nothing is built to learn that
     if template is False:
         template = getattr(AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root)), "chat_template", None)
     if not template:
