@@ -64,6 +64,7 @@ test("agent eval prints the decision intervals report.md shows, never an eval-ti
   writeFileSync(path, JSON.stringify(stored));
 
   const md = readFileSync(writeEvalReport(dir, path).path, "utf8");
+  assert.match(md, /Base model: the embedded default model \(loaded as .+\)\. Test split: \d+ tasks of \S+aml_typology\.jsonl/); // issue 32, item 1: the report names both
   assert.ok(!md.includes("+66.0 pp") && !md.includes("stale"), "report.md shows the stored eval-time copy");
   assert.ok(md.includes(`**${printed![1]}**`), `the comparison table's decision interval is not the printed ${printed![1]}`);
   const rowOf = (label: string) => md.split("\n").find((l) => l.startsWith(`| ${label} |`)) ?? "";

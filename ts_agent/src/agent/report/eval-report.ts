@@ -54,7 +54,7 @@ function header(input: ReportInput, a: ReportAnalysis, ev: EvalLog): string[] {
       `The adapter (sha256 ${adapter?.sha256 ? adapter.sha256.slice(0, 12) : "-"}) was given by path to \`agent eval --adapter\`: it is not a run of this sidecar, ` +
       "so there is no training curve, no held-out reward and no milestone verdict, only its downstream comparison with the base.",
     codeLine(ev.fingerprint?.code?.sidecar),
-    `Test split: ${ev.taskSet.n} tasks of ${ev.taskSet.path}; held-out-template split: ${held ? `${held.n} tasks` : "none (the task file has no held-out templates, or the eval predates them)"}.`,
+    `Base model: ${ev.model.requested || "the embedded default model"} (loaded as ${ev.model.resolved}). Test split: ${ev.taskSet.n} tasks of ${ev.taskSet.path}; held-out-template split: ${held ? `${held.n} tasks` : "none (the task file has no held-out templates, or the eval predates them)"}.`,
     "",
     `**Downstream: ${a.milestone.downstream.verdict}${a.baselineMatch.status === "match" ? "" : " (GATED on baseline.json)"}**: ${a.milestone.downstream.reason}`,
     "",
