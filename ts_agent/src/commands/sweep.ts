@@ -19,7 +19,7 @@ import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweep
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { REPO_ROOT, UserError, evalsDirOrDefault, runDir, writeFileAtomic } from "../agent/workspace.js";
+import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, runDir, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarError, runStateName, type SidecarClient } from "../sidecar/client.js";
 import { Code } from "@connectrpc/connect";
@@ -147,6 +147,8 @@ export const command: CommandHandler = async (argv, client) => {
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
   const dir = join(target.evalsDir, SWEEPS_DIR, sweepId);
+  // every report names the base model and the task file (issue 32, item 1)
+  const described = `${source} (base model ${request.baseModel || "the embedded default model"}, task file ${displayPath(target.tasksPath)})`;
   const links = { docs: relative(dir, join(REPO_ROOT, "docs")), runs: relative(dir, join(target.evalsDir, "runs")) };
 
   const t0 = Date.now();
@@ -156,7 +158,7 @@ export const command: CommandHandler = async (argv, client) => {
     return 1;
   }
   await ensureBaseline(client, target, "sweep", t0);
-  console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${source}`);
+  console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${described}`);
 
   mkdirSync(dir, { recursive: true });
   if (!plan) {
@@ -204,13 +206,13 @@ export const command: CommandHandler = async (argv, client) => {
       report: relative(target.evalsDir, reportPath),
     });
     console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
-    const summary = summarizeSweep(sweepId, source, seeds);
+    const summary = summarizeSweep(sweepId, described, seeds);
     writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify({ ...summary, codeRevision: codeRevision() }, null, 2) + "\n");
     writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
   }
   // every run's report names the sweep and carries its replicate section (the final summary)
   for (const s of seeds) writeReport(target.evalsDir, s.runId);
-  const summary = summarizeSweep(sweepId, source, seeds);
+  const summary = summarizeSweep(sweepId, described, seeds);
   console.log("");
   console.log(`[sweep] ${passLine(summary)}`);
   console.log(`[sweep] ${effectLine(summary)}`);
