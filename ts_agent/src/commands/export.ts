@@ -80,7 +80,9 @@ export const command: CommandHandler = async (argv, _client) => {
     return 0;
   }
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
-  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, ...mergeCheckArgs(runTaskFile(run, evalsDir), values["check-prompts"])];
+  // an embedded:<file> base names a file under the sidecar's data root, as the run's request does
+  const dataRoot = resolve(process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT);
+  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, "--data-root", dataRoot, ...mergeCheckArgs(runTaskFile(run, evalsDir), values["check-prompts"])];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });
     // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit
