@@ -74,7 +74,8 @@ def non_negative_float(text: str) -> float:
 
 EXAMPLES = {
     "serve": ["py-trainer serve --port 50151 --runs-root runs --data-root .",
-              "py-trainer serve --host 0.0.0.0 --token \"$PY_TRAINER_TOKEN\"   # another machine may call it"],
+              "py-trainer serve --host 0.0.0.0 --token \"$PY_TRAINER_TOKEN\"   # another machine may call it",
+              "py-trainer serve --slots 2                          # two runs train at once (CPU: threads split)"],
     "train": ["py-trainer train --config run.yaml", "py-trainer train --config run.yaml --run-id aml-v2 --runs-root runs"],
     "evaluate": ["py-trainer evaluate --config eval.yaml --out eval-result.json",
                  "  (eval.yaml: {tasks: {jsonl_path: tasks.jsonl, split: test}, adapters: [{name: a, run_id: r1, "
@@ -120,7 +121,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(args.host, args.port, args.runs_root, args.data_root,
                           token=args.token or os.environ.get("PY_TRAINER_TOKEN", ""),
                           tls_cert=args.tls_cert, tls_key=args.tls_key, max_queue=args.max_queue,
-                          grace_s=args.grace, ready=ready))
+                          grace_s=args.grace, ready=ready, slots=args.slots))
     except InsecureBindError as err:
         print(f"py-trainer serve: {err}", file=sys.stderr)
         return 2
@@ -311,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", type=Path, help="PEM private key for TLS")
     p.add_argument("--max-queue", type=int_in(0), default=8, help="runs that may wait for the device")
     p.add_argument("--grace", type=non_negative_float, default=5.0, help="seconds in-flight RPCs get on shutdown")
+    p.add_argument("--slots", type=int_in(1), default=None,
+                   help="runs that train at once; a run takes one slot per rank (default: one per visible GPU, "
+                        "1 on CPU)")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("train", help="run one training request from a YAML/JSON file, no server")

@@ -82,6 +82,10 @@ class RunRecord:
     """The next worker continues from the last complete checkpoint (set by ResumeRun)."""
     launched: bool = False
     """The worker is an accelerate launcher (several ranks), not one process."""
+    slots: list[int] = field(default_factory=list)
+    """The sidecar's slots the run holds while its worker runs (`slots.SlotPool`)."""
+    node: str = ""
+    """The cluster node its worker runs on (Ray executor); '' locally."""
     unreadable: bool = False
     """Listed FAILED from memory only: nothing is ever written into its folder."""
     result_before_queue: pb.RunResult | None = None
@@ -123,6 +127,8 @@ class RunRecord:
             current_step=self.current_step,
             reason=self.reason,
             queue_position=queue_position,
+            slots=self.slots,
+            node=self.node,
         )
         for name in ("create_time", "start_time", "end_time"):
             t = getattr(self, name)

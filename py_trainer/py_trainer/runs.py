@@ -6,9 +6,11 @@ restarted after a crash rebuilds every run from disk alone.
 
 Lifecycle: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING in between when a
 running run is asked to stop; ResumeRun queues a FAILED or CANCELLED run again (its request.json
-unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. One run trains at a time per device; later ones wait in a bounded
-FIFO queue (RESOURCE_EXHAUSTED past it). Training happens in a worker process (`worker.py`) that
-sends its events over a Unix socket; a crash or OOM there fails the run, never the server.
+unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. Runs train at once as the sidecar's slots allow (`slots.py`:
+one per rank; one slot per visible GPU by default, 1 on CPU); later ones wait in a bounded FIFO
+queue (RESOURCE_EXHAUSTED past it) and are admitted in order as slots free. Training happens in a
+worker process (`worker.py`) started by the executor (`local_executor.py`, a child process that
+sends its events over a Unix socket); a crash or OOM there fails the run, never the server.
 
 Faults, and what deliberately happens (tests/test_faults.py):
 - the runs root is locked by one sidecar (`runs_root.RunsRootLock`), so no run has two writers;
@@ -34,9 +36,7 @@ import logging
 import os
 import re
 import shutil
-import signal
 import sys
-import tempfile
 import uuid
 from collections import deque
 from pathlib import Path
@@ -47,13 +47,15 @@ from py_trainer.errors import (AlreadyExists, DiskFull, FailedPrecondition, Inva
                                ResourceExhausted, is_disk_full)
 from py_trainer.events import EventLog, event_from_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.launch import WORKER, ask_to_stop, clear_stop, is_multi_process, launch_argv
+from py_trainer.launch import WORKER, clear_stop, is_multi_process, launch_argv
+from py_trainer.local_executor import LocalExecutor, WorkerLost, recorded_worker_lines, worker_end
 from py_trainer.paths import validate_run_id
 from py_trainer.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
-                                   create_run_folder, disk_full_error, disk_full_path, read_run, reconcile_summary,
-                                   remove_temp_entries, tail_text, unreadable_record)
+                                   create_run_folder, disk_full_error, read_run, reconcile_summary,
+                                   remove_temp_entries, unreadable_record)
 from py_trainer.run_folder import finish_removal, is_run_folder, remove_tree, trash_run_folder
 from py_trainer.runs_root import RunsRootLock, SpaceReserve
+from py_trainer.slots import SlotPool
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +78,10 @@ MAX_PAGE_SIZE = 500
 
 
 class RunRegistry:
-    """All runs under `runs_root`; schedules one training worker at a time."""
+    """All runs under `runs_root`; schedules training workers onto the sidecar's slots."""
 
     def __init__(self, runs_root: Path, data_root: Path, *, max_queue: int = 8,
-                 worker_argv: list[str] | None = None):
+                 worker_argv: list[str] | None = None, slots: int | None = None, executor=None):
         self.runs_root = Path(runs_root)
         self.data_root = Path(data_root)
         self.max_queue = max_queue
@@ -87,13 +89,21 @@ class RunRegistry:
         self.worker_argv = worker_argv or [sys.executable, "-m", "py_trainer.worker"]
         self.runs: dict[str, RunRecord] = {}
         self.queue: deque[str] = deque()
-        self.active: str | None = None
+        self.executor = executor or LocalExecutor()
+        self._slots_asked = slots
+        self.slots: SlotPool  # sized in start()
+        self.workers: dict[str, asyncio.Task] = {}
+        """The supervising task of each run holding slots, in the order they started."""
         self.lock = RunsRootLock(self.runs_root)
         self.reserve = SpaceReserve(self.runs_root)
         self._wake = asyncio.Event()
         self._scheduler: asyncio.Task | None = None
-        self._current: asyncio.Task | None = None
         self._closing = False
+
+    @property
+    def active(self) -> str | None:
+        """The run that started first among those now holding slots; None when all are free."""
+        return next(iter(self.workers), None)
 
     # -- startup / shutdown -------------------------------------------------------------------
 
@@ -102,7 +112,15 @@ class RunRegistry:
         self.runs_root.mkdir(parents=True, exist_ok=True)
         self.lock.acquire()
         self.reserve.ensure()
+        try:
+            await self.executor.start(self.runs_root, self.data_root)  # Ray: every node sees the runs root
+        except BaseException:
+            self.lock.release()
+            raise
+        self.slots = SlotPool(self._slots_asked or self.executor.default_slots(),  # a cluster's size is known now
+                              gpus=None if self.executor.uses_local_devices() else [])
         queued: list[tuple[float, str]] = []
+        reattach: list[RunRecord] = []
         for folder in sorted(self.runs_root.iterdir()):
             if folder.name.startswith("."):
                 if (TEMP_RUN_FOLDER_RE.fullmatch(folder.name) or TRASH_FOLDER_RE.fullmatch(folder.name)) \
@@ -118,7 +136,13 @@ class RunRegistry:
                     rec = self.runs[folder.name] = unreadable_record(folder, f"{err.filename}: {err.strerror}")
                 if rec is not None and rec.state == pb.RUN_STATE_QUEUED:
                     queued.append((rec.log.events[-1].time.ToNanoseconds() if rec.log.events else 0, rec.run_id))
+                elif rec is not None and rec.state not in TERMINAL_STATES:
+                    reattach.append(rec)
         self.queue.extend(run_id for _, run_id in sorted(queued))  # in the order they were queued
+        for rec in reattach:  # a cluster run the previous sidecar left running: follow it again
+            rec.slots = self.slots.take(max(1, rec.request.runtime.num_processes)) or []
+            rec.cancel_requested = rec.state == pb.RUN_STATE_CANCELLING
+            self._start_worker(rec, reattach=True)
         self._scheduler = asyncio.create_task(self._schedule(), name="run-scheduler")
 
     def _load_run(self, folder: Path) -> RunRecord | None:
@@ -133,36 +157,52 @@ class RunRegistry:
             # Nothing of it ran: it stays QUEUED and is trained (from its checkpoint if a resume
             # queued it: a run that has been RUNNING before was queued again by ResumeRun).
             rec.resume = rec.start_time is not None
+        elif rec.state not in TERMINAL_STATES and not (why := self.executor.can_reattach(rec)):
+            return rec  # its worker runs on (a cluster node): start() follows it again
         elif rec.state not in TERMINAL_STATES:
             # A previous sidecar died with this run queued or running: its worker died with it
             # (PDEATHSIG / broken events socket). Fail it with the reason; files stay as they are.
             ckpt = latest_checkpoint(folder)
             note = f"; last checkpoint kept at {ckpt}" if ckpt else ""
+            why = "" if self.executor.name == "local" else f"; {why}"
             self._transition(rec, pb.RUN_STATE_FAILED,
-                             f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{note}")
+                             f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{why}{note}")
         remove_temp_entries(folder)
         return rec
 
     async def close(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop scheduling; ask the active worker to stop after its step (CANCELLED with its result,
         as its summary says), killing it after `grace` seconds (FAILED); release the runs root.
-        Queued runs stay QUEUED (nothing of them ran): the next sidecar on this root trains them."""
+        Queued runs stay QUEUED (nothing of them ran): the next sidecar on this root trains them.
+        An executor whose workers outlive the sidecar (Ray) leaves them running, RUNNING in their
+        logs: the next sidecar on this root reattaches to them."""
         self._closing = True
         self.queue.clear()
-        current = self._current
-        if self.active and current is not None and not current.done():
-            rec = self.runs[self.active]
-            rec.cancel_requested = True
-            if rec.process and rec.process.returncode is None:
-                ask_to_stop(rec.folder, rec.process, launched=rec.launched)
-            done, _ = await asyncio.wait({current}, timeout=grace)
-            if not done:
-                self._kill_worker(rec)
-                await asyncio.wait({current}, timeout=10)
-            if rec.state not in TERMINAL_STATES:
-                self._transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
         if self._scheduler:
             self._scheduler.cancel()
+        running = {run_id: task for run_id, task in self.workers.items() if not task.done()}
+        if self.executor.keeps_running:
+            for task in running.values():
+                task.cancel()
+            await self.executor.close()
+            self.lock.release()
+            return
+        for run_id in running:
+            rec = self.runs[run_id]
+            rec.cancel_requested = True
+            self.executor.stop(rec)
+        if running:
+            _, late = await asyncio.wait(set(running.values()), timeout=grace)
+            for run_id, task in running.items():
+                if task in late:
+                    self._kill_worker(self.runs[run_id])
+            if late:
+                await asyncio.wait(late, timeout=10)
+        for run_id in running:
+            rec = self.runs[run_id]
+            if rec.state not in TERMINAL_STATES:
+                self._transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
+        await self.executor.close()
         self.lock.release()
 
     # -- queries ------------------------------------------------------------------------------
@@ -268,9 +308,8 @@ class RunRegistry:
             self._transition(rec, pb.RUN_STATE_CANCELLED, "cancelled while queued")
         elif rec.state == pb.RUN_STATE_RUNNING:
             self._transition(rec, pb.RUN_STATE_CANCELLING, "cancel requested; stopping after the current step")
-            if rec.process and rec.process.returncode is None:
-                ask_to_stop(rec.folder, rec.process, launched=rec.launched)
-                asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_worker, rec)
+            self.executor.stop(rec)
+            asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_worker, rec)
         return rec
 
     async def resume(self, run_id: str,
@@ -336,10 +375,8 @@ class RunRegistry:
         log.info("run %s deleted", run_id)
         return before
 
-    @staticmethod
-    def _kill_worker(rec: RunRecord) -> None:
-        if rec.process and rec.process.returncode is None:
-            rec.process.kill()
+    def _kill_worker(self, rec: RunRecord) -> None:
+        self.executor.kill(rec)
 
     def list_page(self, state: int, page_size: int, page_token: str) -> tuple[list[pb.Run], str]:
         """One page of runs, newest first, and the next page's token ('' at the end)."""
@@ -383,65 +420,71 @@ class RunRegistry:
     # -- scheduling and the worker ------------------------------------------------------------
 
     async def _schedule(self) -> None:
+        """Admit queued runs in order as slots free (the head waits for its slots; none overtakes it)."""
         while not self._closing:
-            while not self.queue:
-                self._wake.clear()
+            self._wake.clear()
+            if not self.queue:
                 await self._wake.wait()
+                continue
             if not self.reserve.ensure():  # disk full: queued runs wait for space
                 await asyncio.sleep(SPACE_POLL_S)
                 continue
-            run_id = self.queue.popleft()
-            rec = self.runs[run_id]
-            self.active = run_id
-            self._current = asyncio.create_task(self._run_worker(rec), name=f"run-{run_id}")
-            try:
-                await asyncio.shield(self._current)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bug of ours must not stall the queue
-                log.exception("run %s: worker supervision failed", run_id)
-                if rec.state not in TERMINAL_STATES:
-                    self._transition(rec, pb.RUN_STATE_FAILED, f"internal error: {exc}")
-            finally:
-                self.active = None
+            rec = self.runs[self.queue[0]]
+            slots = self.slots.take(max(1, rec.request.runtime.num_processes))
+            if slots is None:  # woken when a run ends and gives its slots back
+                await self._wake.wait()
+                continue
+            self.queue.popleft()
+            rec.slots = slots
+            self._start_worker(rec)
 
-    async def _run_worker(self, rec: RunRecord) -> None:
-        self._transition(rec, pb.RUN_STATE_RUNNING)
-        if rec.state in TERMINAL_STATES:  # the disk filled before it started
-            return
-        sock_dir = tempfile.mkdtemp(prefix="pyt-")  # short path: AF_UNIX paths max out at 107 bytes
-        sock_path = os.path.join(sock_dir, "events.sock")
-        terminal: list[pb.RunEvent] = []
+    def _start_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
+        task = asyncio.create_task(self._supervise(rec, reattach), name=f"run-{rec.run_id}")
+        self.workers[rec.run_id] = task
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                while line := await reader.readline():
-                    self._on_worker_event(rec, line, terminal)
-            finally:
-                writer.close()
-
-        server = await asyncio.start_unix_server(on_connect, path=sock_path, limit=2**24)
-        env = dict(os.environ, PY_TRAINER_EVENTS_SOCK=sock_path)
+    async def _supervise(self, rec: RunRecord, reattach: bool) -> None:
         try:
-            with open(rec.folder / "worker.log", "ab") as worker_log:
-                rec.process = await asyncio.create_subprocess_exec(
-                    *self._argv_for(rec), "--run-dir", str(rec.folder), "--data-root", str(self.data_root),
-                    stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log, env=env,
-                )
-            if rec.cancel_requested:  # cancelled in the instant between dequeue and spawn
-                ask_to_stop(rec.folder, rec.process, launched=rec.launched)
-            rc = await rec.process.wait()
-            # Let the socket reader drain what the worker wrote before it exited.
-            await asyncio.sleep(0.05)
+            await self._run_worker(rec, reattach=reattach)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug of ours must not stall the queue
+            log.exception("run %s: worker supervision failed", rec.run_id)
+            if rec.state not in TERMINAL_STATES:
+                self._transition(rec, pb.RUN_STATE_FAILED, f"internal error: {exc}")
+        finally:
+            self.workers.pop(rec.run_id, None)
+            self.slots.give_back(rec.slots)
+            rec.slots, rec.node = [], ""
+            if not self._closing:  # a worker that outlives the sidecar (Ray) is not released
+                self.executor.release(rec)
+                rec.changed.set()  # GetRun shows the slots given back
+                self._wake.set()
+
+    async def _run_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
+        cursor = 0
+        if reattach:
+            cursor = recorded_worker_lines(rec.log.events)
+        else:
+            self._transition(rec, pb.RUN_STATE_RUNNING)
+            if rec.state in TERMINAL_STATES:  # the disk filled before it started
+                return
+        ranks = max(1, rec.request.runtime.num_processes)
+        log.info("run %s on %s", rec.run_id, self.slots.describe(rec.slots, ranks))
+        terminal: list[pb.RunEvent] = []
+        argv = self._argv_for(rec) + ["--run-dir", str(rec.folder), "--data-root", str(self.data_root)]
+        try:
+            rc = await self.executor.run(rec, argv, self.slots.env(rec.slots, ranks),
+                                         lambda line: self._on_worker_event(rec, line, terminal),
+                                         cursor=cursor, reattach=reattach)
         except OSError as err:
             if not is_disk_full(err):
                 raise
             self._fail_disk_full(rec, str(rec.folder / "worker.log"))
             return
-        finally:
-            server.close()
-            await server.wait_closed()
-            shutil.rmtree(sock_dir, ignore_errors=True)
+        except WorkerLost as err:
+            ckpt = latest_checkpoint(rec.folder)
+            self._transition(rec, pb.RUN_STATE_FAILED, f"{err}{f'; last checkpoint kept at {ckpt}' if ckpt else ''}")
+            return
         self._finish(rec, rc, terminal)
         remove_temp_entries(rec.folder)
 
@@ -469,21 +512,5 @@ class RunRegistry:
     def _finish(self, rec: RunRecord, rc: int, terminal: list[pb.RunEvent]) -> None:
         if rec.state in TERMINAL_STATES:
             return
-        proposed = terminal[-1].state_change if terminal else None
-        shutdown = "sidecar shut down during the run; " if self._closing else ""
-        if proposed is not None and rc == 0:
-            self._transition(rec, proposed.state, shutdown + proposed.reason if shutdown else proposed.reason)
-        elif proposed is not None and proposed.state == pb.RUN_STATE_FAILED:
-            where = disk_full_path(proposed.reason, rec.folder)
-            self._transition(rec, pb.RUN_STATE_FAILED, f"disk full at {where}" if where else proposed.reason)
-        elif rec.cancel_requested:
-            self._transition(rec, pb.RUN_STATE_CANCELLED, f"{shutdown}cancelled; worker exited with {rc}")
-        else:
-            tail = tail_text(rec.folder / "worker.log")
-            where = disk_full_path(tail, rec.folder)
-            why = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
-            if rc in (-signal.SIGKILL, 137):
-                why += " (out of memory?)"
-            self._transition(rec, pb.RUN_STATE_FAILED,
-                             f"disk full at {where}" if where else f"worker {why}; worker.log ends: {tail}")
+        self._transition(rec, *worker_end(rec, rc, terminal[-1].state_change if terminal else None, self._closing))
         reconcile_summary(rec)

@@ -44,6 +44,7 @@ from py_trainer.evaluate import plan_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 from py_trainer.inference_worker import InferenceWorker
+from py_trainer.local_executor import ExecutorUnavailable, LocalExecutor
 from py_trainer.memory_estimate import estimate_request
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
@@ -256,15 +257,17 @@ class InsecureBindError(RuntimeError):
 
 async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token: str = "",
                 tls_cert: Path | None = None, tls_key: Path | None = None, max_queue: int = 8,
-                grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None) -> None:
-    """Run the sidecar until SIGTERM/SIGINT. `ready(port)` is called once it is listening."""
+                grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None,
+                slots: int | None = None) -> None:
+    """Run the sidecar until SIGTERM/SIGINT. `ready(port)` is called once it is listening.
+    `slots`: runs that train at once (None: one per visible GPU, 1 on CPU)."""
     if not is_loopback(host) and not token and not (tls_cert and tls_key):
         raise InsecureBindError(
             f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
-    registry = RunRegistry(runs_root, data_root, max_queue=max_queue)
     try:
+        registry = RunRegistry(runs_root, data_root, max_queue=max_queue, slots=slots, executor=LocalExecutor())
         await registry.start()
-    except RunsRootBusy as err:
+    except (RunsRootBusy, ExecutorUnavailable) as err:
         print(f"py-trainer serve: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     # Auth first: an unauthenticated caller learns nothing, not even whether its bytes decode.
