@@ -27,6 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, cpu_seconds, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.run_folder import DIGESTS_DIR
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: run folders by hand, process accounting, a small disk
@@ -82,7 +83,7 @@ def fill(path: Path) -> int:
 
 def temp_leftovers(runs: Path) -> list[str]:
     """Half-written things a run folder tree must never keep: temp run folders, .adapter.*, *.tmp."""
-    out = [p.name for p in runs.iterdir() if p.name.startswith(".") and p.is_dir()]
+    out = [p.name for p in runs.iterdir() if p.name.startswith(".") and p.is_dir() and p.name != DIGESTS_DIR]
     for p in runs.rglob("*"):
         if p.name.startswith(".adapter.") or p.name.endswith(".tmp"):
             out.append(str(p.relative_to(runs)))

@@ -206,13 +206,14 @@ def test_evaluate_progress_and_sample_groups_arrive_as_they_happen(box):
     progress = [t for t, kind in seen if kind == "progress"]
     result_at = next(t for t, kind in seen if kind == "result")
     assert len(progress) >= 6, seen
-    # all of them arrived within 50 ms of the result before (the worker flushed only at the end)
-    assert result_at - progress[0] > 0.5 and progress[-1] - progress[0] > 0.4, seen
+    # all of them arrived within 50 ms of the result before (the worker flushed only at the end); as
+    # shares of the call's time, so a faster machine does not fail it
+    assert progress[0] < 0.5 * result_at and progress[-1] - progress[0] > 0.3 * result_at, seen
     t0, arrivals = time.monotonic(), []
     for _ in stub.SampleGroups(pb.SampleGroupsRequest(prompts=[f"Case {i}: a b c" for i in range(4)], k=2,
                                                       max_new_tokens=48, temperature=1.0), timeout=300):
         arrivals.append(time.monotonic() - t0)
-    assert len(arrivals) == 4 and arrivals[-1] - arrivals[0] > 0.3, arrivals
+    assert len(arrivals) == 4 and arrivals[-1] - arrivals[0] > 0.3 * arrivals[-1], arrivals
 
 
 # ---------------------------------------------------------------------------------------------

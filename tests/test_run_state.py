@@ -58,7 +58,9 @@ def with_result(runs: Path, run_id: str, final: int) -> tuple[Path, pb.RunResult
     result = pb.RunResult(steps_completed=2, artifacts=arts)
     lines = (folder / "events.jsonl").read_text().splitlines(keepends=True)
     last = json_format.Parse(lines[-1], pb.RunEvent())
-    lines[-1:] = [event_line(3, run_id, train_step=pb.TrainStep(step=2, max_steps=4)),
+    # max_steps as small_request's (3): a run's events agree with its request.json (a request that does
+    # not, and has no stored digest, is refused by ResumeRun: run_folder.request_vs_events).
+    lines[-1:] = [event_line(3, run_id, train_step=pb.TrainStep(step=2, max_steps=3)),
                   event_line(4, run_id, result=result), event_line(5, run_id, state_change=last.state_change)]
     (folder / "events.jsonl").write_text("".join(lines))
     legacy_checkpoint(folder, 2)

@@ -66,7 +66,7 @@ test("`agent baseline set --limit 8` writes baseline.json; a second run without 
   assert.equal(Object.keys(b.perTask).length, 8);
   assert.match(b.model.resolved, /tiny-aml-qwen2/);
 
-  assert.equal(await main(["baseline", "set", ...args]), 1);
+  assert.equal(await main(["baseline", "set", ...args]), 2); // a refusal before any work is a usage mistake (docs/usage.md)
   assert.equal(readFileSync(path, "utf8"), first);
 
 });

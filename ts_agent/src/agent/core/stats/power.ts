@@ -95,7 +95,7 @@ export interface PairedProportionGate {
 }
 
 /**
- * The downstream gate milestone.ts judgeDownstream applies to 0/1 per-task scores, above its n
+ * The downstream gate milestone.ts downstreamCriterion applies to 0/1 per-task scores, above its n
  * floor, on one table: b = base right & candidate wrong, c = base wrong & candidate right, n pairs.
  * Tango's score interval (confidence 1 - alpha) and the exact McNemar test (rejects at p < alpha):
  * FAIL when the upper bound < threshold; INCONCLUSIVE when the test and the interval disagree about
