@@ -196,7 +196,7 @@ def test_compose_is_a_nansum(items):
 
 
 def test_registry_names_defaults_and_errors():
-    assert reward_names() == ["exact_match", "exact_match_lenient", "format"]
+    assert reward_names() == ["exact_match", "exact_match_lenient", "final_number_match", "format", "stops_after_answer"]
     for name in reward_names():
         built = build_reward({"name": name})
         assert built.weight == 1.0

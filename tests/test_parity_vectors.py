@@ -39,6 +39,7 @@ def test_every_function_has_vectors():
     names = {p.stem for p in FILES}
     assert names == {
         "groupRelativeAdvantage", "normalizeAnswer", "extractAnswer", "exactMatchReward", "formatReward",
+        "finalNumber", "finalNumberMatchReward", "stopsAfterAnswerReward",
         "composeRewards", "buildReward", "composeRewardSpecs", "rewardNames", "normalCdf", "normalQuantile",
         "studentTQuantile", "mean", "sampleSd", "standardError", "wilsonInterval", "mcnemarExactP",
         "pairedComparison", "pairedBootstrapCI", "requiredNForDelta", "minimumDetectableEffect", "cohenKappa",

@@ -38,6 +38,9 @@ __all__ = [
     "extract_answer",
     "exact_match_reward",
     "format_reward",
+    "final_number",
+    "final_number_match_reward",
+    "stops_after_answer_reward",
     "compose_rewards",
     "reward_names",
     "build_reward",
@@ -343,6 +346,65 @@ def format_reward(
 
 
 # ---------------------------------------------------------------------------------------------
+# Answers as a chat model writes them (task-rewards.ts's answer-forms section)
+
+_WS = "[ \t\n\r\f\v\u00a0]"
+_NUMBER = "-?[0-9]+(?:\\.[0-9]+)?"
+_AFTER_LAST_EQUALS = re.compile(f"^{_WS}*(-?[0-9]+(?:\\.[0-9]+)?)(?![0-9]|\\.[0-9])")
+_BARE_NUMBER = re.compile(f"{_NUMBER}\\.?")
+_EQUATION = re.compile(f"[0-9 +\\-*/x\u00d7().]*[0-9)]{_WS}*={_WS}*{_NUMBER}\\.?")
+
+
+def final_number(completion: str, tag: str = "answer") -> str | None:
+    """The answer a completion gives, read where a chat model puts it, never the echoed question:
+    the content of the last <tag>...</tag>, trimmed; else the number right after the last "="
+    (a decimal stays whole: "= 6.8" is "6.8"); else the whole trimmed completion when it is one
+    number with at most a final "."; else None."""
+    tagged = extract_answer(completion, tag)
+    if tagged is not None:
+        return _EDGE_WHITESPACE.sub("", tagged)
+    i = completion.rfind("=")
+    if i != -1:
+        m = _AFTER_LAST_EQUALS.match(completion[i + 1 :])
+        return m.group(1) if m else None
+    bare = _EDGE_WHITESPACE.sub("", completion)
+    if _BARE_NUMBER.fullmatch(bare):
+        return bare[:-1] if bare.endswith(".") else bare
+    return None
+
+
+def final_number_match_reward(completion: str, answers: str | Sequence[str], *, tag: str = "answer") -> float:
+    """1.0 if final_number(completion) equals a gold answer (both trimmed), else 0.0; raises kind
+    "empty" if no gold answer is non-blank."""
+    if not _valid_tag(tag):
+        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    golds = _trimmed_golds([answers] if isinstance(answers, str) else answers)
+    if not golds:
+        _fail("empty", "no non-empty gold answer")
+    return _final_number_in(completion, golds, tag)
+
+
+def _trimmed_golds(answers: Sequence[str]) -> list[str]:
+    return [g for g in (_EDGE_WHITESPACE.sub("", a) for a in answers) if g != ""]
+
+
+def _final_number_in(completion: str, golds: list[str], tag: str) -> float:
+    got = final_number(completion, tag)
+    return 1.0 if got is not None and got in golds else 0.0
+
+
+def stops_after_answer_reward(completion: str, *, tag: str = "answer") -> float:
+    """1.0 if the trimmed completion is just an answer and ends there: one number (a final "."
+    allowed), one <tag>number</tag>, or one equation ending in its result ("23 + 45 = 68", a
+    final "." allowed); else 0.0. Right or wrong: final_number_match judges that."""
+    if not _valid_tag(tag):
+        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    c = _EDGE_WHITESPACE.sub("", completion)
+    tagged = re.fullmatch(f"<{tag}>{_WS}*{_NUMBER}{_WS}*</{tag}>", c)
+    return 1.0 if tagged or _BARE_NUMBER.fullmatch(c) or _EQUATION.fullmatch(c) else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
 # Composition and the registry
 
 
@@ -431,6 +493,18 @@ def _format_scorer(p: Mapping[str, Any]) -> Scorer:
     return lambda completion, answers: format_reward(completion, **kwargs)
 
 
+def _final_number_scorer(p: Mapping[str, Any]) -> Scorer:
+    def score(completion: str, answers: Sequence[str]) -> float | None:
+        golds = _trimmed_golds(answers)
+        return _final_number_in(completion, golds, p["tag"]) if golds else None
+
+    return score
+
+
+def _stops_scorer(p: Mapping[str, Any]) -> Scorer:
+    return lambda completion, answers: stops_after_answer_reward(completion, tag=p["tag"])
+
+
 _REGISTRY: dict[str, tuple[dict[str, _ParamDef], Callable[[Mapping[str, Any]], Scorer]]] = {
     "exact_match": (_EXACT_MATCH_PARAMS, _exact_match_scorer),
     "exact_match_lenient": (
@@ -442,6 +516,8 @@ _REGISTRY: dict[str, tuple[dict[str, _ParamDef], Callable[[Mapping[str, Any]], S
         },
         _exact_match_scorer,
     ),
+    "final_number_match": ({"tag": _ParamDef(str, "answer", "tag")}, _final_number_scorer),
+    "stops_after_answer": ({"tag": _ParamDef(str, "answer", "tag")}, _stops_scorer),
     "format": (
         {
             "think": _ParamDef(str, "optional", ("optional", "required", "forbidden")),

@@ -239,7 +239,7 @@ describe("composeRewards and the registry", () => {
   });
 
   test("every registry name builds with its defaults, and echoes them", () => {
-    assert.deepEqual(rewardNames(), ["exact_match", "exact_match_lenient", "format"]);
+    assert.deepEqual(rewardNames(), ["exact_match", "exact_match_lenient", "final_number_match", "format", "stops_after_answer"]);
     for (const name of rewardNames()) {
       const built = buildReward({ name });
       assert.equal(built.weight, 1);

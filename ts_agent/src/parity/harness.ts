@@ -124,6 +124,9 @@ export const FUNCTIONS: Record<string, FunctionEntry> = {
   extractAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => grpo.extractAnswer(a[0], a[1]) },
   exactMatchReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.exactMatchReward(a[0], a[1], o) },
   formatReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.formatReward(a[0], o) },
+  finalNumber: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => grpo.finalNumber(a[0], a[1]) },
+  finalNumberMatchReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.finalNumberMatchReward(a[0], a[1], o) },
+  stopsAfterAnswerReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.stopsAfterAnswerReward(a[0], o) },
   // args: [[{weight, value}]] -> the composed score of constant scorers
   composeRewards: {
     module: "grpo",

@@ -64,7 +64,11 @@ const text = fc.array(fc.constantFrom(...FRAGMENTS), { maxLength: 14 }).map((par
 const word = fc.constantFrom("structuring", "Structuring", "cash structuring", "smurfing", "trade-based", "trade based", "layering", "", " ", "x", "É", "it is");
 const answers = mostly(fc.array(word, { minLength: 1, maxLength: 3 }), fc.constant([]));
 const tag = mostly(fc.constantFrom("answer", "label", "think"), fc.constantFrom("a b", "", "<answer>"));
-
+// completions as a chat model answers arithmetic: numbers, "=", tags, run-on text
+const NUMBER_FRAGMENTS = ["<answer>", "</answer>", "<label>", "</label>", "23", "45", "68", "-", "+", "=", " = ", " ", "\n", "\u00a0", ".", "6.8", "10", "-1", "x", "×", "(", ")", "*", "/", "The answer is ", "\u0664", "١٢", "What is "];
+const numberText = fc.array(fc.constantFrom(...NUMBER_FRAGMENTS), { maxLength: 10 }).map((parts) => parts.join(""));
+const numberWord = fc.constantFrom("68", " 68 ", "-1", "6.8", "", " ", "x", "0");
+const numberAnswers = mostly(fc.array(numberWord, { minLength: 1, maxLength: 3 }), fc.constant([]));
 const PARAM_VALUES: Record<string, fc.Arbitrary<unknown>> = {
   tag: fc.constantFrom("answer", "label"),
   require_tag: fc.boolean(),
@@ -81,6 +85,7 @@ const REWARD_KEYS: Record<string, string[]> = {
   exact_match: EXACT_KEYS,
   exact_match_lenient: EXACT_KEYS,
   format: ["think", "partial_credit", "answer_tag", "think_tag"],
+  final_number_match: ["tag"], stops_after_answer: ["tag"],
 };
 const badParamValue = fc.constantFrom<unknown>("fuzzy", 1, null, "a b", true);
 const spec = fc.constantFrom(...Object.keys(REWARD_KEYS)).chain((name) => {
@@ -191,6 +196,10 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       thinkTag: fc.option(mostly(fc.constantFrom("think", "reasoning"), fc.constant("answer")), { nil: undefined }),
     })
     .map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
+  finalNumber: fc.record({ t: numberText, tag }).map(({ t, tag }) => ({ args: [t, tag] })),
+  finalNumberMatchReward: fc.record({ t: numberText, answers: fc.oneof(numberAnswers, numberWord), tag: fc.option(tag, { nil: undefined }) })
+    .map(({ t, answers, ...o }) => ({ args: [t, answers], options: optionsOf(o) })),
+  stopsAfterAnswerReward: fc.record({ t: numberText, tag: fc.option(tag, { nil: undefined }) }).map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
   composeRewards: fc
     .array(
       fc.record({

@@ -27,9 +27,17 @@
  *   the harness compares with the strict one by Cohen's kappa.
  * - "format": formatReward; never null. Params: think ("optional" | "required" | "forbidden",
  *   "optional"), partial_credit (false), answer_tag ("answer"), think_tag ("think").
+ * - "final_number_match": 1 if finalNumber (the last <tag>, else the number after the last "=",
+ *   else a bare number: the answer, never the echoed question) equals a trimmed gold answer;
+ *   null when the row has no usable gold answer. Params: tag ("answer").
+ * - "stops_after_answer": 1 if the completion is just an answer (a number, a <tag>number</tag>,
+ *   or one equation ending in its result) with nothing after it, right or wrong; never null.
+ *   Params: tag ("answer").
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+
+import { finalNumberOf, isJustAnAnswer, trimmedGolds } from "./answer-forms.js";
 
 
 // ---------------------------------------------------------------------------------------------
@@ -284,6 +292,36 @@ export function formatReward(completion: string, spec: FormatSpec = {}): number 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Answers as a chat model writes them (answer-forms.ts)
+
+function checkTag(tag: string): void {
+  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+}
+
+/** The completion's answer, never the echoed question (answer-forms.ts finalNumberOf), or null. */
+export function finalNumber(completion: string, tag = "answer"): string | null {
+  checkTag(tag);
+  return finalNumberOf(completion, extractAnswer(completion, tag));
+}
+
+/** 1 if finalNumber equals a gold answer (both trimmed), else 0; throws kind "empty" if none is non-blank. */
+export function finalNumberMatchReward(completion: string, answers: string | ReadonlyArray<string>, options: { tag?: string } = {}): number {
+  const tag = options.tag ?? "answer";
+  checkTag(tag);
+  const golds = trimmedGolds(typeof answers === "string" ? [answers] : answers);
+  if (golds.length === 0) fail("empty", "no non-empty gold answer");
+  const got = finalNumber(completion, tag);
+  return got !== null && golds.includes(got) ? 1 : 0;
+}
+
+/** 1 if the completion is just an answer and ends there (answer-forms.ts isJustAnAnswer), else 0. */
+export function stopsAfterAnswerReward(completion: string, options: { tag?: string } = {}): number {
+  const tag = options.tag ?? "answer";
+  checkTag(tag);
+  return isJustAnAnswer(completion, tag) ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Composition and the registry
 
 /** Scores one completion against the row's gold answers; null = unscorable. */
@@ -367,6 +405,17 @@ const REGISTRY: Record<string, { params: Record<string, ParamDef>; make: (p: Rec
       ignore_punctuation: { type: "boolean", default: true },
     },
     make: exactMatchScorer,
+  },
+  final_number_match: {
+    params: { tag: { type: "string", default: "answer", allowed: "tag" } },
+    make: (p) => (completion, answers) => {
+      const golds = trimmedGolds(answers);
+      return golds.length === 0 ? null : finalNumberMatchReward(completion, golds, { tag: p.tag as string });
+    },
+  },
+  stops_after_answer: {
+    params: { tag: { type: "string", default: "answer", allowed: "tag" } },
+    make: (p) => (completion) => stopsAfterAnswerReward(completion, { tag: p.tag as string }),
   },
   format: {
     params: {
