@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SPLITS = ("train", "test", "test_heldout_template")
-META_KEYS = ("label_field", "labels", "slice_field", "splits", "description", "generator")
+META_KEYS = ("label_field", "labels", "slice_field", "splits", "graders", "description", "generator")
 # JSON.parse's limits that Python's json does not share, refused on both sides.
 MAX_JSON_DEPTH = 32
 # What JavaScript's String.prototype.trim() strips: a line of only these is blank on both sides.
@@ -124,7 +124,7 @@ def read_meta(path: Path) -> dict:
     for key in ("label_field", "slice_field"):
         if key in obj and (not isinstance(obj[key], str) or obj[key] == ""):
             raise TaskFileError(where, None, f'field "{key}" must be a non-empty string')
-    for key in ("labels", "splits"):
+    for key in ("labels", "splits", "graders"):  # graders: the agent's eval reads them (docs/tasks.md)
         if key in obj and not _non_empty_strings(obj[key]):
             raise TaskFileError(where, None, f'field "{key}" must be a non-empty array of non-empty strings')
         if key in obj and len(set(obj[key])) != len(obj[key]):

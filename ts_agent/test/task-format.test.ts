@@ -61,6 +61,7 @@ const CASES: Case[] = [
   ["metadata unknown field", lines(row(1)), { ...META, slices: "product" }, /\.meta\.json: unknown field "slices"/],
   ["metadata not JSON", lines(row(1)), "{labels:", /\.meta\.json: invalid JSON/],
   ["metadata labels not a list", lines(row(1)), { labels: "billing" }, /\.meta\.json: field "labels" must be a non-empty array of non-empty strings/],
+  ["metadata graders not a list", lines(row(1)), { ...META, graders: "final_number_match" }, /\.meta\.json: field "graders" must be a non-empty array of non-empty strings/],
 ];
 
 describe("malformed task files: one line, exit 2, the field named", () => {

@@ -26,7 +26,7 @@ import {
   setBaseline,
   type Baseline,
 } from "../agent/eval/baseline.js";
-import { progressPrinter } from "../agent/eval/evaluate.js";
+import { progressPrinter, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import {
   buildFingerprint,
   compareFingerprints,
@@ -105,7 +105,7 @@ function check(target: EvalTarget, runId: string | undefined): number {
   }
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   const fresh = buildFingerprint({
-    settings: target.settings,
+    settings: settingsForTaskSet(target.settings, taskSet),
     taskSet: taskSetRef(taskSet),
     taskIds: taskSet.rows.map((r) => r.id),
     model: { requested: target.settings.baseModel, resolved: null },
@@ -146,7 +146,7 @@ export async function ensureBaseline(client: SidecarClient, target: EvalTarget, 
   }
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   console.log(`[${tag}] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
-  const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: target.settings, taskSet, onProgress: progressPrinter("baseline") });
+  const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: settingsForTaskSet(target.settings, taskSet), taskSet, onProgress: progressPrinter("baseline") });
   console.log(`[${tag}] wrote ${path}: ${describeBaseline(baseline)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 }
 
@@ -204,7 +204,8 @@ export const command: CommandHandler = async (argv, client) => {
   try {
     const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
     // --tasks F names the model too: F's embedded model, unless --base-model says otherwise
-    const settings = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
+    const named = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
+    const settings = settingsForTaskSet(named, taskSet);
     console.log(`evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
     const { path, baseline } = await setBaseline(client, {
       evalsDir: target.evalsDir,

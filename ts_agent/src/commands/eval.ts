@@ -12,7 +12,7 @@ import { basename, isAbsolute, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { readBaseline } from "../agent/eval/baseline.js";
-import { checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate } from "../agent/eval/evaluate.js";
+import { checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { ADAPTER_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
@@ -84,7 +84,7 @@ const baseName = (base: string) => (base === "" ? "the embedded default model" :
 export async function evalRun(client: SidecarClient, runId: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
   const target = await targetForRun(client, "eval", runId, given);
   const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-  const settings = target.settings;
+  const settings = settingsForTaskSet(target.settings, taskSet);
   console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   try {
     const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));
@@ -120,7 +120,8 @@ export async function evalAdapterPath(client: SidecarClient, adapterPath: string
   checkAdapterPath(adapterPath);
   const taskSet = loadTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
   // --tasks F names the base too (F's embedded model) unless --base-model says otherwise
-  const target = given.tasksGiven && given.settings.baseModel === "" ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
+  const named = given.tasksGiven && given.settings.baseModel === "" ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
+  const target = { ...named, settings: settingsForTaskSet(named.settings, taskSet) };
   const heldOut = heldOutTemplateSetFor(taskSet);
   console.log(
     `evaluating base (${target.settings.baseModel || "the embedded default model"}) and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}` +

@@ -21,7 +21,7 @@ import { RunState, SidecarError, type SidecarClient } from "../../sidecar/client
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalSettings } from "../core/eval-log.js";
 import { buildEvalLog } from "../eval/build-eval-log.js";
-import { checkSettings, evaluateRequest, progressPrinter, runEvaluate } from "../eval/evaluate.js";
+import { checkSettings, evaluateRequest, progressPrinter, runEvaluate, settingsForTaskSet } from "../eval/evaluate.js";
 import { regrade, scoresOf, summarizeVariant } from "../eval/grading.js";
 import { loadTaskSet, type TaskSet } from "../eval/task-set.js";
 import { loadTaskFile } from "../eval/tasks.js";
@@ -106,10 +106,11 @@ export interface SelectionOptions {
 /** Score every kept checkpoint on validation in one Evaluate, choose by the rule, evaluate the
  *  choice once on test (counted in test-evals.jsonl), write selection.json and its curve. */
 export async function selectCheckpoint(client: SidecarClient, evalsDir: string, runId: string, opts: SelectionOptions): Promise<{ record: SelectionRecord; path: string }> {
-  const { rule, valLimit, settings, tasksPath, say = console.log } = opts;
-  checkSettings(settings);
+  const { rule, valLimit, tasksPath, say = console.log } = opts;
+  checkSettings(opts.settings);
   const run = readLocalRun(evalsDir, runId) ?? (await client.getRun(runId));
   const { set: val, excluded } = validationSet(run, tasksPath, valLimit);
+  const settings = settingsForTaskSet(opts.settings, val);
   const saved = checkpointSteps(await runEvents(client, evalsDir, runId));
   if (saved.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
   let { steps, finalStep } = candidateSteps(saved, run);

@@ -146,7 +146,8 @@ export interface EvalSettings {
   split: Split;
   /** use the first `limit` tasks of the split, in file order (0 = all) */
   limit: number;
-  /** every completion gets every grader's score; must include PRIMARY_GRADER and LENIENT_GRADER */
+  /** every completion gets every grader's score; the first is the primary grader (PRIMARY_GRADER
+   *  unless the task file's metadata names its graders); must include LENIENT_GRADER */
   graders: RewardSpec[];
   /** K samples per task */
   samplesPerTask: number;

@@ -45,6 +45,9 @@ export interface TaskFormat {
   /** whether the rows carry `template` */
   hasTemplates: boolean;
   splits: Split[];
+  /** the graders the metadata names (`graders`), the first the primary one (the milestone's
+   *  downstream metric); absent or null: exact_match, exact_match_lenient, format */
+  graders?: string[] | null;
 }
 
 /** The completion a perfect model writes (before its end-of-sequence token). */

@@ -9,7 +9,7 @@ import type { SidecarClient } from "../../sidecar/client.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { EVAL_LOG_SCHEMA, type EvalLog, type EvalSettings, type LoggedTask, type SplitResult } from "../core/eval-log.js";
 import { humanAgreement } from "./agreement.js";
-import { evaluateRunSplits } from "./evaluate.js";
+import { evaluateRunSplits, primaryGrader } from "./evaluate.js";
 import { buildFingerprint } from "./fingerprint.js";
 import { regrade, summarizeVariant } from "./grading.js";
 import { heldOutTemplateSetFor, taskSetRef, type TaskSet } from "./task-set.js";
@@ -60,7 +60,7 @@ export function buildEvalLog(
     result: toJson(EvaluateResultSchema, mergedResult(result, heldOut?.result ?? null)),
     regradedScores: main.regradedScores + (held?.regradedScores ?? 0),
     variants: main.variants,
-    humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels),
+    humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels, primaryGrader(settings)),
     heldOutTemplate: held,
   };
 }

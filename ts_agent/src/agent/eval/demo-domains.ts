@@ -183,8 +183,42 @@ export function generateArithmetic(seed = DOMAIN_SEED, nTrain = 160, nTest = 60)
   };
 }
 
+/** The question as a chat model is asked it: no answer tag (SmolLM2-135M-Instruct never writes one). */
+export const ARITHMETIC_CHAT_INSTRUCTION = "Reply with just the number.";
+
+/**
+ * arithmetic_chat.jsonl, the real-model recipe's task set (docs/real-model.md): nTrain + nTest
+ * distinct questions "What is a + b? Reply with just the number." (or a - b), a, b in 0..20,
+ * graded by final_number_match (the answer after the last "=", else a bare number: a chat model
+ * answers "12 + 7 = 19"), which the metadata's `graders` names first.
+ */
+export function generateArithmeticChat(seed = DOMAIN_SEED, nTrain = 400, nTest = 200): GeneratedTaskSet {
+  const r = new TaskRng(mulberry32((seed ^ 0xc4a7) >>> 0));
+  const all: Array<{ a: number; b: number; op: "+" | "-" }> = [];
+  for (let a = 0; a <= 20; a++) for (let b = 0; b <= 20; b++) for (const op of ["+", "-"] as const) all.push({ a, b, op });
+  const picked = r.sample(all, nTrain + nTest);
+  const rows = picked.map(({ a, b, op }, i) => ({
+    id: `arith-chat-${String(i + 1).padStart(4, "0")}`,
+    split: i < nTrain ? "train" : "test",
+    operation: op === "+" ? "addition" : a - b < 0 ? "subtraction_negative" : "subtraction",
+    prompt: `What is ${a} ${op} ${b}? ${ARITHMETIC_CHAT_INSTRUCTION}`,
+    answers: [String(op === "+" ? a + b : a - b)],
+  }));
+  return {
+    path: "agent-evals/tasks/arithmetic_chat.jsonl",
+    jsonl: jsonl(rows),
+    meta: {
+      description: "Integer arithmetic asked as a chat model is asked (no answer tag): graded by final_number_match, the real-model recipe's task set",
+      generator: "cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --write",
+      graders: ["final_number_match", "exact_match_lenient", "stops_after_answer", "exact_match"],
+      slice_field: "operation",
+      splits: ["train", "test"],
+    },
+  };
+}
+
 export function generateDomains(): GeneratedTaskSet[] {
-  return [generateTicketRouting(), generateArithmetic()];
+  return [generateTicketRouting(), generateArithmetic(), generateArithmeticChat()];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,14 +10,17 @@ import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalSettings } from "../core/eval-log.js";
 import type { EvaluateRequestSchema, EvaluateProgress, EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
-import { buildReward, type RewardSpec } from "../core/task-rewards.js";
+import { buildReward, rewardNames, type RewardSpec } from "../core/task-rewards.js";
+import { UserError } from "../workspace.js";
+import { metaPathFor } from "./tasks.js";
 import type { TaskSet } from "./task-set.js";
 import type { Split } from "./typologies.js";
 
 // ---------------------------------------------------------------------------------------------
 // Settings
 
-/** The strict grader: the milestone's downstream metric (answer tag, exact label match). */
+/** The default strict grader (answer tag, exact label match), first in the default settings: the
+ *  milestone's downstream metric unless a task file's metadata names its own graders. */
 export const PRIMARY_GRADER = "exact_match";
 /** The lenient grader compared with the strict one by Cohen's kappa. */
 export const LENIENT_GRADER = "exact_match_lenient";
@@ -35,11 +38,33 @@ export const DEFAULT_EVAL_SETTINGS: Readonly<EvalSettings> = {
   batchSize: 64,
 };
 
-/** Checks that the graders the harness relies on are present. */
-export function checkSettings(settings: EvalSettings): void {
-  for (const name of [PRIMARY_GRADER, LENIENT_GRADER]) {
-    if (!settings.graders.some((g) => g.name === name)) throw new Error(`eval settings: graders must include ${name}`);
+/** The primary grader: the first of the settings' graders (the milestone's downstream metric). */
+export function primaryGrader(settings: Pick<EvalSettings, "graders">): RewardSpec {
+  if (settings.graders.length === 0) throw new Error("eval settings: no graders");
+  return settings.graders[0];
+}
+
+/**
+ * The settings a task set is evaluated with: the graders its metadata names (`graders`, the first
+ * the primary one; exact_match_lenient added when missing, for the strict-vs-lenient agreement),
+ * else the settings' own (the defaults: exact_match first).
+ */
+export function settingsForTaskSet(settings: EvalSettings, taskSet: Pick<TaskSet, "format" | "path">): EvalSettings {
+  const names = taskSet.format?.graders;
+  if (!names || names.length === 0) return settings;
+  const unknown = names.find((g) => !rewardNames().includes(g));
+  if (unknown !== undefined) {
+    throw new UserError(`${metaPathFor(taskSet.path)}: field "graders": unknown grader ${JSON.stringify(unknown)} (known: ${rewardNames().join(", ")})`);
   }
+  const graders: RewardSpec[] = names.map((name) => ({ name }));
+  if (!names.includes(LENIENT_GRADER)) graders.push({ name: LENIENT_GRADER });
+  return { ...settings, graders };
+}
+
+/** Checks that the graders the harness relies on are present: a primary one, and the lenient one. */
+export function checkSettings(settings: EvalSettings): void {
+  primaryGrader(settings);
+  if (!settings.graders.some((g) => g.name === LENIENT_GRADER)) throw new Error(`eval settings: graders must include ${LENIENT_GRADER}`);
   for (const g of settings.graders) buildReward(g); // fail here, not after minutes of generation
 }
 

@@ -17,7 +17,7 @@ import { codeRevision, type CodeRevision } from "../code-revision.js";
 import type { Fingerprint } from "../core/eval-log.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { buildReward, type ParamValue } from "../core/task-rewards.js";
-import { PRIMARY_GRADER, modelIdentity } from "./evaluate.js";
+import { modelIdentity, primaryGrader } from "./evaluate.js";
 import { type EvalSettings, type ModelRef } from "../core/eval-log.js";
 import type { TaskSetRef } from "../core/eval-log.js";
 
@@ -28,9 +28,7 @@ export interface GraderRef {
 }
 
 export function primaryGraderRef(settings: EvalSettings): GraderRef {
-  const spec = settings.graders.find((g) => g.name === PRIMARY_GRADER);
-  if (!spec) throw new Error(`eval settings: graders must include ${PRIMARY_GRADER}`);
-  const built = buildReward(spec);
+  const built = buildReward(primaryGrader(settings));
   return { name: built.name, params: built.params };
 }
 

@@ -166,8 +166,10 @@ function nullIfNaN(x: number): number | null {
   return Number.isNaN(x) ? null : x;
 }
 
+/** A variant's summary; `graders[0]` is the primary grader (perTask, accuracy, pass@k, agreement). */
 export function summarizeVariant(v: VariantScores, graders: ReadonlyArray<RewardSpec>): VariantSummary {
-  const perTask = perTaskScores(v);
+  const primary = graders.length > 0 ? graders[0].name : PRIMARY_GRADER;
+  const perTask = perTaskScores(v, primary);
   const meanScores: Record<string, number | null> = {};
   for (const g of graders) {
     const xs = [...perTaskScores(v, g.name).values()].filter((x) => !Number.isNaN(x));
@@ -178,9 +180,9 @@ export function summarizeVariant(v: VariantScores, graders: ReadonlyArray<Reward
     perTask: Object.fromEntries([...perTask].map(([id, x]) => [id, nullIfNaN(x)])),
     accuracy: accuracy(perTask.values()),
     meanScores,
-    graderAgreement: graderAgreement(v),
+    graderAgreement: graderAgreement(v, primary),
   };
-  const pk = meanPassAtK(v);
+  const pk = meanPassAtK(v, primary);
   if (pk.length > 0) summary.passAtK = pk;
   return summary;
 }

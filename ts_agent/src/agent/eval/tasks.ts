@@ -37,9 +37,10 @@ interface Meta {
   labels?: string[];
   slice_field?: string;
   splits?: string[];
+  graders?: string[];
 }
 
-const META_KEYS = ["label_field", "labels", "slice_field", "splits", "description", "generator"];
+const META_KEYS = ["label_field", "labels", "slice_field", "splits", "graders", "description", "generator"];
 
 function nonEmptyStrings(v: unknown): v is string[] {
   return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string" && x.length > 0);
@@ -67,7 +68,7 @@ function readMeta(path: string): Meta {
   for (const key of ["label_field", "slice_field"] as const) {
     if (key in m && (typeof m[key] !== "string" || m[key] === "")) throw new UserError(`${path}: field "${key}" must be a non-empty string`);
   }
-  for (const key of ["labels", "splits"] as const) {
+  for (const key of ["labels", "splits", "graders"] as const) {
     if (key in m && !nonEmptyStrings(m[key])) throw new UserError(`${path}: field "${key}" must be a non-empty array of non-empty strings`);
     if (key in m && new Set(m[key] as string[]).size !== (m[key] as string[]).length) throw new UserError(`${path}: field "${key}" repeats a value`);
   }
@@ -205,7 +206,7 @@ export function loadTaskFile(path: string): TaskFile {
   const hasSlices = allOrNone(rows, lines, (r) => r.slice !== undefined, sliceField, path);
   const hasTemplates = allOrNone(rows, lines, (r) => r.template !== undefined, "template", path);
   const labels = meta.labels ? [...meta.labels] : labelled ? [...new Set(rows.map((r) => r.label!))].sort() : null;
-  return { rows, humanLabels, format: { labelField, labels, sliceField, hasSlices, hasTemplates, splits } };
+  return { rows, humanLabels, format: { labelField, labels, sliceField, hasSlices, hasTemplates, splits, graders: meta.graders ?? null } };
 }
 
 /** The rows of a task file (loadTaskFile without the rest). */
