@@ -93,3 +93,22 @@ describe("report.md of a ranked-preference run: its own curve and settings (issu
     assert.equal(pts[1].heldOut, 0.6);
   });
 });
+
+describe("a ranked-preference run is judged against its own baseline, not baseline.json (issue 32, item 6)", () => {
+  test("no baseline.json and no eval: not GATED, no `agent baseline set` advice (it would evaluate the AML model)", () => {
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-pref-own-"));
+    const dir = join(evalsDir, "runs", "pref");
+    mkdirSync(dir, { recursive: true });
+    const run = prefRun({ groupWinRate: 0.6, winMargin: 0.4, preferenceConsistency: 0.2 });
+    run.request!.baseModel = "embedded:my/tasks.jsonl";
+    writeFileSync(join(dir, "run.json"), toJsonString(RunSchema, run));
+    const { path, analysis } = writeReport(evalsDir, "pref", new Date("2026-12-01T00:00:00Z"));
+    const md = readFileSync(path, "utf8");
+    assert.equal(analysis.milestone.gated, false, analysis.milestone.reason);
+    assert.equal(analysis.baselineMatch.status, "own");
+    assert.doesNotMatch(md, /GATED|agent baseline set/);
+    assert.ok(!analysis.pending.some((p) => /baseline set|baseline\.json/.test(p)), analysis.pending.join("\n"));
+    assert.match(md, /\| baseline \| [^|]+ \| OWN \| step 0 of its 5 held-out groups \(the reference policy: embedded:my\/tasks\.jsonl\)/);
+    assert.ok(analysis.pending.some((p) => /ranked-preference run .* its own held-out groups/.test(p)), analysis.pending.join("\n"));
+  });
+});

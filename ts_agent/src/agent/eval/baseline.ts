@@ -275,7 +275,10 @@ export async function setBaseline(
 export type BaselineMatch =
   | { status: "match" }
   | { status: "missing" }
-  | { status: "mismatch"; reasons: string[] };
+  | { status: "mismatch"; reasons: string[] }
+  /** a run judged against a baseline of its own, not baseline.json (a ranked-preference run with
+   *  no eval: step 0 of its held-out groups); `text` says which */
+  | { status: "own"; text: string };
 
 /** What an eval ran with, as needed to judge comparability. */
 export interface EvalIdentity {

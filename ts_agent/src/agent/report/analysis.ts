@@ -51,7 +51,9 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
   if (!preference && !input.files.includes("reward-vs-step.png")) pending.push("reward-vs-step.png was not downloaded.");
   if (preference && preference.curve.length === 0) pending.push("the held-out pairwise accuracy curve: no logged step in events.jsonl carries it.");
   if (!input.files.some((f) => f.startsWith("adapter/"))) pending.push("the adapter was not downloaded.");
-  if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
+  if (!ev && baselineMatch.status === "own") {
+    pending.push("downstream: a ranked-preference run trained on ranked groups, not test tasks: it is judged on its own held-out groups against step 0 (the ranked-preference section), with no downstream verdict.");
+  } else if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
   else if (ev.taskSet.n < MIN_MILESTONE_TASKS) pending.push(`the eval covers ${ev.taskSet.n} test tasks; the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`);
   if (ev && olderLogNote(ev)) pending.push(`${olderLogNote(ev)}.`);
   if (baselineMatch.status === "missing") pending.push("baseline.json: run `agent baseline set` (the verdict is GATED until it exists).");

@@ -310,7 +310,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
       .map(([name, c]) => `${name}: ${(c as CriterionResult).reason}`)
       .join("; ");
   if (input.adapterChanged) return { verdict: "INCONCLUSIVE", gated: false, reason: `downstream: ${input.adapterChanged}`, reward, downstream };
-  if (input.baseline.status !== "match") {
+  if (input.baseline.status === "missing" || input.baseline.status === "mismatch") {
     const file = input.baselineFile ?? "agent-evals/baseline.json";
     const why =
       input.baseline.status === "missing"

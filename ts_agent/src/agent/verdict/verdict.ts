@@ -303,6 +303,16 @@ export function downstreamSignal(c: Comparison | null, reward: RewardEvidence | 
 // ---------------------------------------------------------------------------------------------
 // The verdict
 
+/** A ranked-preference run's own baseline: its held-out groups at step 0, scored by the reference
+ *  policy (the base model). baseline.json holds a task file's test split, which such a run is not
+ *  judged on (issue 32, item 6: it was GATED on a missing baseline.json and advised evaluating the
+ *  AML model). */
+export function preferenceBaseline(run: Run | null): string {
+  const groups = run?.result?.startReward?.numPrompts ?? 0;
+  const base = run?.request?.baseModel || "the embedded default model";
+  return `step 0 of its ${groups} held-out groups (the reference policy: ${base}); baseline.json is not what a ranked-preference run is judged on`;
+}
+
 /** Why the reward criterion does not apply to a ranked-preference run. */
 export const PREFERENCE_REWARD_NOT_APPLICABLE =
   "a ranked-preference run's held-out reward is pairwise accuracy, 0.5 by construction at step 0 (see the ranked-preference section)";
@@ -333,6 +343,7 @@ export interface RunVerdict extends JudgedComparison {
 
 export function judgeRun(input: VerdictInput): RunVerdict {
   const judged = judgeEvalComparison(input.evalLog, input.baseline, input.run?.request?.baseModel ?? "");
+  if (input.preference && !input.evalLog) judged.baselineMatch = { status: "own", text: preferenceBaseline(input.run) };
   const reward = input.preference ? null : rewardEvidence(input.run);
   const downstream = downstreamEvidence(judged.comparison, judged.baseSource);
   const adapter = adapterCheck(input.run, input.evalLog);

@@ -30,7 +30,9 @@ export const milestone: ReportSection = (input, a) => {
           m.downstream.verdict,
           m.downstream.reason,
         ],
-        [
+        a.baselineMatch.status === "own"
+          ? ["baseline", "the run's own", "OWN", a.baselineMatch.text]
+          : [
           "baseline.json",
           "present and matching",
           a.baselineMatch.status === "match" ? "OK" : "GATED",
