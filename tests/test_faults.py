@@ -224,6 +224,8 @@ def test_a_half_written_checkpoint_does_not_count(tmp_path):
     runs = tmp_path / "runs"
     folder = make_run(runs, "interrupted", states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING),
                       extra=[{"train_step": pb.TrainStep(step=4, max_steps=10)}])
+    # its request says the max_steps its step logged (a request that does not is no longer what it ran)
+    (folder / "request.json").write_text(json_format.MessageToJson(small_request("interrupted", max_steps=10)))
     for step, complete in ((2, True), (4, False)):
         ck = folder / "checkpoints" / f"checkpoint-{step}"
         ck.mkdir(parents=True)

@@ -256,3 +256,7 @@ def test_resume_refuses_a_request_that_no_longer_matches_its_events(box):
     details = refused(lambda: stub.ResumeRun(pb.ResumeRunRequest(run_id="renamed"), timeout=30),
                       grpc.StatusCode.FAILED_PRECONDITION)
     assert details.startswith("request.json:") and "names run 'another-run'" in details, details
+    shown = stub.GetRun(pb.GetRunRequest(run_id="tampered"), timeout=10).run  # the edit is never shown as what ran
+    assert shown.state == pb.RUN_STATE_FAILED and shown.reason.startswith(
+        "unreadable run folder: request.json: has no stored digest"), shown.reason
+    assert shown.request.grpo.learning_rate != 0.5, shown.request

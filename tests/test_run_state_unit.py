@@ -146,3 +146,52 @@ def test_events_of_another_run_and_a_symlinked_folder_do_not_read_back(tmp_path)
         read_run(tmp_path / "link")
     assert trash_run_folder(tmp_path / "link", tmp_path / ".link.deleted-00000000") is None
     assert not os.path.lexists(tmp_path / "link") and (tmp_path / "x" / "b" / "events.jsonl").exists()
+
+
+def test_a_request_that_no_longer_matches_is_never_shown_as_what_ran(tmp_path):
+    """Issue 30, item 6: request.json edited (learning_rate 0.5, trained at 0.002) and its digest deleted,
+    then a restart: GetRun showed the edit as what ran. Such a folder reads back as unreadable, naming
+    request.json; ResumeRun refuses it with the same words; an edit under a stored digest too."""
+    import asyncio
+
+    from py_trainer.run_folder import UnreadableRun
+    from py_trainer.runs import RunRegistry
+
+    runs = tmp_path / "runs"
+    steps = [{"train_step": pb.TrainStep(step=s, max_steps=3, metrics={"learning_rate": 0.002 * (3 - s) / 3})}
+             for s in (1, 2)]
+    for name in ("tampered", "kept"):
+        folder = make_run(runs, name, states=(Q, R, F), extra=steps)
+        req = json.loads((folder / "request.json").read_text())
+        req["grpo"]["learning_rate"] = 0.5 if name == "tampered" else 0.002
+        (folder / "request.json").write_text(json.dumps(req))
+    digested, _ = create_run_folder(runs, pb.TrainRequest(run_id="digested", base_model="m"))
+    (digested / "events.jsonl").write_text("".join(event_line(i, "digested", **state(s)) for i, s in enumerate((Q, R, F), 1)))
+    (digested / "request.json").write_text((digested / "request.json").read_text().replace('"m"', '"n"'))
+    with pytest.raises(UnreadableRun, match=r"^request.json: has no stored digest and does not match the run's "
+                                            r"events: grpo.learning_rate is 0.5, but its step 1 trained at"):
+        read_run(runs / "tampered")
+    with pytest.raises(UnreadableRun, match=r"^request.json: changed since Train stored it"):
+        read_run(runs / "digested")
+    assert read_run(runs / "kept").request.grpo.learning_rate == pytest.approx(0.002)
+
+    async def main():
+        reg = RunRegistry(runs, tmp_path)
+        await reg.start()
+        try:
+            shown = reg.get("tampered").to_proto()
+            assert shown.state == F and shown.reason.startswith("unreadable run folder: request.json: has no stored "
+                                                                 "digest"), shown.reason
+            assert shown.request.grpo.learning_rate != pytest.approx(0.5), "the edit is shown as what ran"
+            assert reg.get("digested").to_proto().request.base_model != "n"
+            assert reg.get("kept").to_proto().state == F and not reg.get("kept").unreadable
+            with pytest.raises(FailedPrecondition) as ei:
+                await reg.resume("tampered")
+            assert str(ei.value).startswith("request.json: has no stored digest") and "0.5" in str(ei.value)
+            with pytest.raises(FailedPrecondition) as ei:
+                await reg.resume("digested")
+            assert str(ei.value).startswith("request.json: changed since Train stored it"), str(ei.value)
+        finally:
+            await reg.close()
+
+    asyncio.run(main())

@@ -9,7 +9,9 @@ without running (cancelled while queued). ``request.json`` is immutable once Tra
 sha256 is stored where the sidecar alone writes (`digest_file`: ``<runs_root>/.request-digests/``,
 not the run folder, which its worker and its user write into) and `check_request_unchanged`
 refuses an edited one; a run without a stored digest has its request checked against its events
-(`request_vs_events`: the run id, max_steps and the learning rate its steps logged). A run folder
+(`request_vs_events`: the run id, max_steps and the learning rate its steps logged). A request
+that is no longer what the run trained with (`request_changed`) makes its folder unreadable, so it
+is never shown as what ran, and ResumeRun answers with the same refusal. A run folder
 the sidecar cannot read (permissions), one that is a symlink, and one whose events name another
 run are `UnreadableRun`; a delete that cannot finish says what is left (`trash_run_folder`,
 `finish_removal`). (Checkpoints and their completion markers: `artifacts.find_checkpoint`.)
@@ -52,6 +54,7 @@ DIGESTS_DIR = ".request-digests"
 """``<runs_root>/.request-digests/<run_id>.sha256``: each run's request digest, written by the sidecar
 alone when Train creates the run."""
 SUMMARY_FILE = "summary.json"
+RESUME_HINT = "a run resumes only with the request it started with: put the original back, or Train a new run"
 # A worker failure with this little space left is a full disk, whatever the library said
 # (torch's zip writer reports "[enforce fail at inline_container.cc] unexpected pos ...").
 LOW_SPACE_BYTES = 1024 * 1024
@@ -60,7 +63,12 @@ NO_SPACE_PATH_RE = re.compile(r"(?:No space left on device|disk full at)[:\s]+'?
 
 
 class UnreadableRun(ValueError):
-    """A run folder that cannot be read back; the message says what."""
+    """A run folder that cannot be read back; the message says what. `refusal`: what ResumeRun answers
+    for it instead of "unreadable" (a request.json that is no longer the one it trained with)."""
+
+    def __init__(self, what: str, refusal: FailedPrecondition | None = None):
+        super().__init__(what)
+        self.refusal = refusal
 
 
 @dataclass
@@ -88,6 +96,8 @@ class RunRecord:
     """The cluster node its worker runs on (Ray executor); '' locally."""
     unreadable: bool = False
     """Listed FAILED from memory only: nothing is ever written into its folder."""
+    refusal: FailedPrecondition | None = None
+    """An unreadable run's answer to ResumeRun, when it is more precise than "unreadable" (UnreadableRun.refusal)."""
     result_before_queue: pb.RunResult | None = None
     """The result a run had when a resume queued it again; back in place if it ends without running."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -161,7 +171,8 @@ def read_run(folder: Path) -> RunRecord:
     except OSError as err:
         raise UnreadableRun(f"{folder}: {err.strerror.lower()} (the sidecar runs as uid {os.getuid()})") from None
     try:
-        request = load_request(folder)
+        raw = (folder / REQUEST_FILE).read_bytes()
+        request = json_format.Parse(raw.decode("utf-8"), pb.TrainRequest())
     except FileNotFoundError:
         raise UnreadableRun(f"{REQUEST_FILE} is missing") from None
     except (json_format.Error, ValueError, RecursionError, OSError) as err:  # UnicodeDecodeError is a ValueError
@@ -175,6 +186,10 @@ def read_run(folder: Path) -> RunRecord:
     for ev in events.events:
         if ev.run_id != run_id:
             raise UnreadableRun(f"{EVENTS_FILE} seq {ev.seq} names run {ev.run_id!r}, not {run_id!r} (another run's events?)")
+    try:  # a request that is no longer the one the run trained with is never shown as what ran
+        request_changed(folder, raw, request, events.events)
+    except FailedPrecondition as err:
+        raise UnreadableRun(str(err), refusal=err) from None
     rec = RunRecord(run_id=run_id, folder=folder, request=request, log=events)
     for ev in events.events:
         rec.apply(ev)
@@ -195,11 +210,11 @@ def is_run_folder(folder: Path) -> bool:
     return REQUEST_FILE in names or EVENTS_FILE in names
 
 
-def unreadable_record(folder: Path, what: str) -> RunRecord:
+def unreadable_record(folder: Path, what: str, refusal: FailedPrecondition | None = None) -> RunRecord:
     """A FAILED stand-in for a run folder that does not read back; the folder is left as it is."""
     rec = RunRecord(run_id=folder.name, folder=folder, request=pb.TrainRequest(run_id=folder.name),
-                    log=EventLog.unloaded(folder, folder.name),
-                    state=pb.RUN_STATE_FAILED, reason=f"unreadable run folder: {what}", unreadable=True)
+                    log=EventLog.unloaded(folder, folder.name), state=pb.RUN_STATE_FAILED,
+                    reason=f"unreadable run folder: {what}", unreadable=True, refusal=refusal)
     try:
         rec.create_time = rec.end_time = folder.stat().st_mtime
     except OSError:
@@ -405,26 +420,36 @@ def check_request_unchanged(folder: Path, loaded: pb.TrainRequest,
     deleted) it must match the run's `events` (`request_vs_events`) and `loaded`, the request the
     registry read at startup; and it must parse."""
     folder = Path(folder)
-    hint = "a run resumes only with the request it started with: put the original back, or Train a new run"
     try:
         raw = (folder / REQUEST_FILE).read_bytes()
         request = json_format.Parse(raw.decode("utf-8"), pb.TrainRequest())
     except (OSError, json_format.Error, ValueError, RecursionError) as err:
-        raise FailedPrecondition(REQUEST_FILE, f"does not read back ({type(err).__name__}: {str(err)[:200]}); {hint}") from None
+        raise FailedPrecondition(REQUEST_FILE, f"does not read back ({type(err).__name__}: {str(err)[:200]}); "
+                                               f"{RESUME_HINT}") from None
+    if not request_changed(folder, raw, request, events or []) and request != loaded:
+        raise FailedPrecondition(REQUEST_FILE, f"changed since the sidecar loaded it; {RESUME_HINT}")
+    return request
+
+
+def request_changed(folder: Path, raw: bytes, request: pb.TrainRequest, events: list[pb.RunEvent]) -> bool:
+    """FAILED_PRECONDITION naming request.json when its bytes `raw` (parsed: `request`) are not what
+    Train stored: they differ from the stored sha256, or, with none stored, `request` does not match
+    the run's `events` (`request_vs_events`). Returns whether a digest was stored (False: only the
+    events vouch for it)."""
     try:
         stored = stored_digest(folder)
     except (OSError, ValueError, IndexError) as err:
-        raise FailedPrecondition(REQUEST_FILE, f"its digest {REQUEST_DIGEST_FILE} does not read back ({err}); {hint}") from None
+        raise FailedPrecondition(REQUEST_FILE, f"its digest {REQUEST_DIGEST_FILE} does not read back ({err}); "
+                                               f"{RESUME_HINT}") from None
     now = hashlib.sha256(raw).hexdigest()
     if stored and now != stored:
         raise FailedPrecondition(REQUEST_FILE, f"changed since Train stored it (sha256 {now[:16]}..., "
-                                               f"{REQUEST_DIGEST_FILE} says {stored[:16]}...); {hint}")
-    why = "" if stored else request_vs_events(request, folder.name, events or [])
+                                               f"{REQUEST_DIGEST_FILE} says {stored[:16]}...); {RESUME_HINT}")
+    why = "" if stored else request_vs_events(request, Path(folder).name, events)
     if why:
-        raise FailedPrecondition(REQUEST_FILE, f"has no stored digest and does not match the run's events: {why}; {hint}")
-    if not stored and request != loaded:
-        raise FailedPrecondition(REQUEST_FILE, f"changed since the sidecar loaded it; {hint}")
-    return request
+        raise FailedPrecondition(REQUEST_FILE, f"has no stored digest and does not match the run's events: {why}; "
+                                               f"{RESUME_HINT}")
+    return bool(stored)
 
 
 @dataclass

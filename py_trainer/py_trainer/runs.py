@@ -150,7 +150,7 @@ class RunRegistry:
             rec = read_run(folder)
         except UnreadableRun as err:
             log.error("run folder %s is unreadable (%s); listed as FAILED, left as it is", folder, err)
-            self.runs[folder.name] = unreadable_record(folder, str(err))
+            self.runs[folder.name] = unreadable_record(folder, str(err), err.refusal)
             return None
         self.runs[rec.run_id] = rec
         if rec.state == pb.RUN_STATE_QUEUED:
@@ -320,6 +320,8 @@ class RunRegistry:
         server passes Train's validation; its error becomes FAILED_PRECONDITION naming request.json).
         Newer checkpoints that are damaged are skipped, each named in a RunWarning."""
         rec = self.get(run_id)
+        if rec.refusal is not None:  # its request.json is no longer the one it trained with
+            raise rec.refusal
         if rec.state not in (pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED) or rec.unreadable:
             raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}"
                                                f"{' (unreadable)' if rec.unreadable else ''}; only FAILED or "
