@@ -189,6 +189,9 @@ def _cmd_init_model(args: argparse.Namespace) -> int:
 
     if args.tasks is not None and not args.tasks.is_file():
         raise UsageError(f"py-trainer init-model: --tasks {args.tasks}: no such file")
+    blocker = next((p for p in (args.out, *args.out.parents) if p.exists()), None) if args.out else None
+    if blocker is not None and not blocker.is_dir():
+        raise UsageError(f"py-trainer init-model: --out {args.out}: {blocker} is a file; give a folder to build into")
     try:
         if args.out:
             path = tiny_model.build_tiny_model(args.out, seed=args.seed, tasks_path=args.tasks)
@@ -448,10 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(err, file=sys.stderr)
         return 2
-    except RequestError as err:  # a mistake in what the user gave us: one line, not a traceback
+    except RequestError as err:  # one line, not a traceback: 2 for the user's mistake, 1 for a failure
+        from py_trainer.standalone import USER_MISTAKES
+
         name = " ".join(w for w in (args.command, getattr(args, "data_command", None)) if w)
         print(f"py-trainer {name}: {err.message if err.field in ('config', '') else err}", file=sys.stderr)
-        return 2
+        return 2 if err.code in USER_MISTAKES else 1
 
 
 if __name__ == "__main__":

@@ -255,6 +255,21 @@ class InsecureBindError(RuntimeError):
     pass
 
 
+def unbindable(host: str, port: int) -> str:
+    """'' when host:port can be listened on now, else why not ("address already in use"): checked
+    before anything starts, since grpc's failed bind is a RuntimeError after its own log line."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc does: TIME_WAIT is no obstacle
+            probe.bind(address)
+    except OSError as err:
+        return (err.strerror or str(err)).lower()
+    return ""
+
+
 async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token: str = "",
                 tls_cert: Path | None = None, tls_key: Path | None = None, max_queue: int = 8,
                 grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None,
@@ -264,6 +279,9 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
     if not is_loopback(host) and not token and not (tls_cert and tls_key):
         raise InsecureBindError(
             f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
+    if why := unbindable(host, port):  # a user mistake, refused before anything starts: one line, exit 2
+        print(f"py-trainer serve: --host/--port: cannot listen on {host}:{port}: {why}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
     try:
         registry = RunRegistry(runs_root, data_root, max_queue=max_queue, slots=slots, executor=LocalExecutor())
         await registry.start()

@@ -341,8 +341,10 @@ class _StoredRuns:
         return find_stored_run(self.runs_root, run_id)
 
 
-USER_MISTAKES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
-"""What `py-trainer evaluate` exits 2 for; out of memory or an internal failure exits 1."""
+USER_MISTAKES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
+                 grpc.StatusCode.ALREADY_EXISTS)
+"""The statuses py-trainer exits 2 for (the user's mistake, refused before any work); out of memory
+or an internal failure exits 1 (docs/usage.md's one exit-code rule)."""
 
 
 def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, data_root: Path) -> int:
