@@ -64,9 +64,14 @@ test-ts: setup
 	cd ts_agent && npm test --silent
 
 test-py: setup
-	$(PYTEST) -q --durations=15 tests
+	$(PYTEST) -q -n 2 --dist loadfile --durations=15 tests
 
-test: lint arch typecheck test-ts test-py
+# The TS suite and pytest at once, each printed whole when it ends (--output-sync). Most of a test's
+# time is a process starting or waiting on one (a sidecar, a training worker, bin/agent), so the
+# suites overlap well even on 2 cores; pytest-xdist keeps a test file's tests on one worker, so a
+# module's shared sidecar stays shared. `make test-ts` / `make test-py` run one suite.
+test: lint arch typecheck
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-ts test-py
 
 # The unit tier of both languages, under 90 seconds, starting no process: pytest without the
 # `slow` mark (training, a sidecar, any subprocess; tests/conftest.py checks the marks) and the TS
