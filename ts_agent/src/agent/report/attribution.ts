@@ -94,6 +94,33 @@ const klIs = (f: CurveFeatures, test: (kl: number) => boolean, want: string): Co
 const fracIs = (f: CurveFeatures, test: (z: NonNullable<CurveFeatures["fracZeroStd"]>) => boolean, what: string): Condition =>
   f.fracZeroStd ? [test(f.fracZeroStd), what.replace("$", f.fracZeroStd.mean.toFixed(2)).replace("#", f.fracZeroStd.direction)] : [false, "frac_reward_zero_std not logged"];
 
+/** "answers money_mule on 264/264 tasks (100%)" */
+function answerText(d: AnswerDistribution): string {
+  const t = d.topLabel ?? d.top;
+  return `answers ${t.label} on ${t.count}/${d.tasks} tasks (${(t.share * 100).toFixed(0)}%)`;
+}
+
+const formatCondition = (d: AnswerDistribution | null, who: string): Condition =>
+  d
+    ? [d.formatFailure, `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`]
+    : [false, `no ${who} answers (open-answer task set or no eval)`];
+
+const constantCondition = (d: AnswerDistribution | null, who: string): Condition =>
+  d ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`] : [false, `no ${who} answers (open-answer task set or no eval)`];
+
+/** The rows judged on one side's answers (the base's or the adapter's); every other column is "any".
+ *  [side, condition, curve, likely cause, next change] */
+const ANSWER_ROWS: readonly ["base" | "adapter", (d: AnswerDistribution | null, who: string) => Condition, string, string, string][] = [
+  ["base", constantCondition, "any; the base answers one label on >= 90% of tasks", "constant answer (base): the base learned the label prior, not the mapping from input to label", "a base with input-dependent answers (pass@k > pass@1 on the task), more signal per step"],
+  ["adapter", constantCondition, "any; the adapter answers one label on >= 90% of tasks", "constant answer (adapter): training moved the one label the model says, not a mapping from input to label", "more signal per step (raise G or prompts per step), a base with input-dependent answers"],
+  ["base", formatCondition, "any; most of the base's answers lack the answer format", "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)", "teach the format first: the format instruction in the prompt, a format reward or partial credit, max_completion_length if answers are cut off"],
+  ["adapter", formatCondition, "any; most of the adapter's answers lack the answer format", "format failure (adapter): training lost the answer format, so the grader reads no label", "a format reward beside the task reward, a higher beta, fewer steps; check max_completion_length"],
+];
+
+function answerRow([who, condition, curve, likelyCause, nextChange]: (typeof ANSWER_ROWS)[number]): AttributionRow {
+  return { curve, kl: "any", fracZeroStd: "any", likelyCause, nextChange, check: (_f, _d, a) => all(condition(a[who], who)) };
+}
+
 /** docs/attribution.md's table, one entry per row, in its order. */
 export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
   {
@@ -231,38 +258,7 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
           : [false, "completions/clipped_ratio not logged"],
       ),
   },
-  {
-    curve: "any; the base answers one label on >= 90% of tasks",
-    kl: "any",
-    fracZeroStd: "any",
-    likelyCause: "constant answer (base): the base learned the label prior, not the mapping from input to label",
-    nextChange: "a base with input-dependent answers (pass@k > pass@1 on the task), more signal per step",
-    check: (_f, _d, a) => all(constantCondition(a.base, "base")),
-  },
-  {
-    curve: "any; the adapter answers one label on >= 90% of tasks",
-    kl: "any",
-    fracZeroStd: "any",
-    likelyCause: "constant answer (adapter): training moved the one label the model says, not a mapping from input to label",
-    nextChange: "more signal per step (raise G or prompts per step), a base with input-dependent answers",
-    check: (_f, _d, a) => all(constantCondition(a.adapter, "adapter")),
-  },
-  {
-    curve: "any; most of the base's answers lack the answer format",
-    kl: "any",
-    fracZeroStd: "any",
-    likelyCause: "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)",
-    nextChange: "teach the format first: the format instruction in the prompt, a format reward or partial credit, max_completion_length if answers are cut off",
-    check: (_f, _d, a) => all(formatCondition(a.base, "base")),
-  },
-  {
-    curve: "any; most of the adapter's answers lack the answer format",
-    kl: "any",
-    fracZeroStd: "any",
-    likelyCause: "format failure (adapter): training lost the answer format, so the grader reads no label",
-    nextChange: "a format reward beside the task reward, a higher beta, fewer steps; check max_completion_length",
-    check: (_f, _d, a) => all(formatCondition(a.adapter, "adapter")),
-  },
+  ...ANSWER_ROWS.map(answerRow),
 ];
 
 export interface RowResult extends Check {
@@ -283,19 +279,5 @@ export function attribute(f: CurveFeatures, d: DownstreamSignal, a: AnswerSignal
 export function nearMisses(results: readonly RowResult[]): RowResult[] {
   return results.filter((r) => !r.fired && r.row.kl !== "any" && r.missed.length === 1 && r.met >= 1);
 }
-
-/** "answers money_mule on 264/264 tasks (100%)" */
-function answerText(d: AnswerDistribution): string {
-  const t = d.topLabel ?? d.top;
-  return `answers ${t.label} on ${t.count}/${d.tasks} tasks (${(t.share * 100).toFixed(0)}%)`;
-}
-
-const formatCondition = (d: AnswerDistribution | null, who: string): Condition =>
-  d
-    ? [d.formatFailure, `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`]
-    : [false, `no ${who} answers (open-answer task set or no eval)`];
-
-const constantCondition = (d: AnswerDistribution | null, who: string): Condition =>
-  d ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`] : [false, `no ${who} answers (open-answer task set or no eval)`];
 
 const f4 = (x: number) => (Math.abs(x) < 1e-3 && x !== 0 ? x.toExponential(1) : x.toFixed(4));
