@@ -143,7 +143,7 @@ describe("loadTasks", () => {
     const path = writeAml("ok.jsonl", toJsonl(rows));
     const file = loadTaskFile(path);
     assert.deepEqual(file.rows, rows.map(generic));
-    assert.deepEqual(file.format, { labelField: "typology", labels: [...LABELS], sliceField: "typology", hasSlices: true, hasTemplates: true, splits: ["train", "test", "test_heldout_template"] });
+    assert.deepEqual(file.format, { labelField: "typology", labels: [...LABELS], sliceField: "typology", hasSlices: true, hasTemplates: true, splits: ["train", "test", "test_heldout_template"], graders: null });
   });
 
   test("names the file, the 1-based line and the bad field", () => {
