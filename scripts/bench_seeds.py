@@ -19,6 +19,8 @@ The last line is exactly `seeds: k/N PASS both criteria (Wilson 95% CI a-b), med
     .venv/bin/python scripts/bench_seeds.py                     # 10 seeds from 1 (about 25 min on 2 cores)
     .venv/bin/python scripts/bench_seeds.py --seeds 3 --first-seed 11
     make bench-seeds ARGS="--seeds 5"
+    .venv/bin/python scripts/bench_seeds.py --config agent-evals/demo-real-request.json \
+        --tasks agent-evals/tasks/arithmetic_chat.jsonl --seeds 1 --first-seed 2   # the real recipe, one seed
 
 Run it alone: other torch processes on the same cores slow every seed 3-10x and change nothing
 else (each run is deterministic for its seed on this machine).
@@ -116,12 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10, help="how many training seeds (default 10)")
     ap.add_argument("--first-seed", type=int, default=1, help="seeds S..S+N-1 (default 1, the demo's seed)")
     ap.add_argument("--config", type=Path, help="a TrainRequest in proto JSON (default agent-evals/demo-request.json)")
+    ap.add_argument("--tasks", type=Path, help="the task file to train and evaluate on (agent sweep --tasks; e.g. the real recipe's "
+                    "agent-evals/tasks/arithmetic_chat.jsonl); default: the request's own")
     ap.add_argument("--work-dir", type=Path, help="keep runs, evals and the sweep report here (default: a temp folder, removed)")
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.first_seed < 0:
         ap.error("--seeds must be >= 1 and --first-seed >= 0")
     if args.config and not args.config.is_file():
         ap.error(f"--config {args.config}: no such file")
+    if args.tasks and not args.tasks.is_file():
+        ap.error(f"--tasks {args.tasks}: no such file")
     for tool in (PY_TRAINER, AGENT):
         if not tool.exists():
             print(f"bench_seeds: {tool} not found (run `make setup`)", file=sys.stderr)
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                "--first-seed", str(args.first_seed), "--sweep-id", sweep_id, "--evals-dir", str(evals)]
         if args.config:
             cmd += ["--config", str(args.config.resolve())]
+        if args.tasks:
+            cmd += ["--tasks", str(args.tasks.resolve())]
         print(f"== {' '.join(cmd[1:])}  (log: {work / 'sweep.log'})", flush=True)
         with open(work / "sweep.log", "w") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO).returncode

@@ -52,3 +52,13 @@ test("the summary's per-task scores, accuracy and pass@k come from the first gra
   const dflt = summarizeVariant(v, DEFAULT_EVAL_SETTINGS.graders);
   assert.deepEqual(dflt.perTask, { a: 0, b: 0 });
 });
+
+test("agent eval's summary line names the primary grader, not always exact_match", async () => {
+  const { evalSummaryLines } = await import("../src/commands/eval.js");
+  const log = {
+    settings: { ...DEFAULT_EVAL_SETTINGS, graders: [{ name: "final_number_match" }, { name: "exact_match_lenient" }] },
+    variants: [{ name: "base", accuracy: { estimate: 0.29, lower: 0.232, upper: 0.356, n: 200, method: "wilson" } }],
+  } as unknown as Parameters<typeof evalSummaryLines>[0];
+  const [line] = evalSummaryLines(log, { comparison: null, baselineMatch: { status: "missing" }, splits: [] } as unknown as Parameters<typeof evalSummaryLines>[1]);
+  assert.equal(line, "base     final_number_match 29.0% (95% CI 23.2-35.6%) on 200 tasks");
+});

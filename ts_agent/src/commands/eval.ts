@@ -12,7 +12,7 @@ import { basename, isAbsolute, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { readBaseline } from "../agent/eval/baseline.js";
-import { checkSettings, evaluateRequest, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
+import { checkSettings, evaluateRequest, primaryGrader, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { ADAPTER_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
@@ -48,7 +48,7 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
   for (const v of log.variants) {
     const a = v.accuracy;
     lines.push(
-      `${v.name.padEnd(8)} exact_match ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`,
+      `${v.name.padEnd(8)} ${primaryGrader(log.settings).name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`,
     );
   }
   const c = judged.comparison;
