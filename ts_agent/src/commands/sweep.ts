@@ -1,11 +1,18 @@
 /**
- * `agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S]`: replicate one
- * training request under N seeds, one after another: baseline.json if missing, then per seed
- * train -> download -> `agent eval` -> `agent report`, and the recipe's effect across seeds in
+ * `agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P]`:
+ * replicate one training request under N seeds: baseline.json if missing, then every seed's run
+ * submitted to the sidecar at once (at most P waiting or training there; default all N) and
+ * followed together; the sidecar's slots decide how many train at once (`py-trainer serve
+ * --slots`), the rest wait in its queue, so a 1-slot sidecar trains them one after another. As
+ * each run ends: download -> `agent eval` -> `agent report` (evaluations one at a time, as the
+ * sidecar runs them), and the recipe's effect across seeds in
  * <evals dir>/sweeps/<sweep_id>/report.md (+ sweep.json, rewritten after every seed so a sweep
- * that dies half-way keeps what it measured). agent/replicate/sweep.ts does the statistics.
+ * that dies half-way keeps what it measured), with where each seed ran (Run.slots / Run.node seen
+ * while it was RUNNING, and its RUNNING interval). agent/replicate/sweep.ts does the statistics.
  *
- * Exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise.
+ * A seed refused because the sidecar's queue is full (RESOURCE_EXHAUSTED) is submitted again
+ * when another run of this sweep ends; with none of its runs left on the sidecar, the refusal
+ * stands. Exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -13,14 +20,28 @@ import { join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { clone, create, fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 
 import { codeRevision } from "../agent/code-revision.js";
-import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, effectLine, passLine, renderSweepReport, summarizeSweep, type DeltaLine, type SeedRun } from "../agent/replicate/sweep.js";
+import {
+  SWEEPS_DIR,
+  SWEEP_FILE,
+  SWEEP_REPORT,
+  effectLine,
+  passLine,
+  placementLine,
+  renderSweepReport,
+  summarizeSweep,
+  type DeltaLine,
+  type SeedPlacement,
+  type SeedRun,
+  type SweepSummary,
+} from "../agent/replicate/sweep.js";
 import { writeReport } from "../agent/report/report.js";
-import { loadTrainRequest, outcomeLine, readLocalRun, trainProgressPrinter, trainViaSidecar, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
+import { loadTrainRequest, outcomeLine, readLocalRun, trainViaSidecar, watchViaSidecar, type TrainLog, type TrainOutcome } from "../agent/train/run.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, runDir, writeFileAtomic } from "../agent/workspace.js";
-import { GrpoConfigSchema, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { GrpoConfigSchema, TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarError, runStateName, type SidecarClient } from "../sidecar/client.js";
 import { Code } from "@connectrpc/connect";
 import { ensureBaseline } from "./baseline.js";
@@ -32,23 +53,32 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageErr
 
 export const help: CommandHelp = {
   summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
-  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID",
+  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID [--parallel P]",
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
-    ["--resume ID", "continue sweep ID (after Ctrl-C or a crash): seeds already evaluated are kept, a seed still on the sidecar is followed, the missing ones are trained"],
+    ["--resume ID", "continue sweep ID (after Ctrl-C or a crash): seeds already evaluated are kept, seeds still on the sidecar are followed, the missing ones are trained"],
     ["--seeds N", "how many seeds (default 5; the interval over seeds is Student's t at every n)"],
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
+    ["--parallel P", "at most P seeds waiting or training on the sidecar at once (default: all of them; 1: one after another)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
     ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default agent-evals/)"],
   ],
   notes:
-    "Seeds run one after another (runs on one machine slow each other down). Each run gets its own\n" +
-    "report.md; the sweep's report.md holds the table over seeds, the share that PASS with a Wilson\n" +
-    "interval and the mean downstream delta with an interval over seeds.",
-  examples: ["agent sweep --seeds 10", "agent sweep --config run.json --seeds 3 --first-seed 7", "agent sweep --from-run run-20261201-101500-ab12cd --seeds 5"],
+    "Every seed is submitted at once and followed together: the sidecar trains as many at once as it\n" +
+    "has free slots (py-trainer serve --slots N; default one per GPU, 1 on CPU) and queues the rest, so\n" +
+    "on a 1-slot sidecar the seeds train one after another. A seed's result is the same either way\n" +
+    "for the same threads per run (on CPU a slot gets cores/slots threads). Each run gets its own\n" +
+    "report.md; the sweep's report.md holds the table over seeds (with each seed's slots), the share\n" +
+    "that PASS with a Wilson interval, the mean downstream delta with an interval over seeds, and\n" +
+    "whether the seeds trained at once.",
+  examples: [
+    "agent sweep --seeds 10",
+    "agent sweep --config run.json --seeds 3 --first-seed 7",
+    "agent sweep --from-run run-20261201-101500-ab12cd --seeds 5 --parallel 2",
+  ],
 };
 
 const SWEEP_ID = /^[A-Za-z0-9_-]{1,50}$/;
@@ -62,6 +92,8 @@ interface SweepPlan {
   source: string;
   tasksPath: string;
   limit: number;
+  /** --parallel (absent in a plan written before sweeps ran seeds at once) */
+  parallel?: number;
 }
 
 function readPlan(evalsDir: string, sweepId: string): SweepPlan {
@@ -70,9 +102,27 @@ function readPlan(evalsDir: string, sweepId: string): SweepPlan {
   return JSON.parse(readFileSync(path, "utf8")) as SweepPlan;
 }
 
+/** The placements a resumed sweep recorded before (a kept seed's slots were seen then, not now). */
+function recordedPlacements(dir: string): Map<number, SeedPlacement> {
+  const out = new Map<number, SeedPlacement>();
+  try {
+    const summary = JSON.parse(readFileSync(join(dir, SWEEP_FILE), "utf8")) as SweepSummary;
+    for (const s of summary.seeds ?? []) if (s.placement) out.set(s.seed, s.placement);
+  } catch {
+    // no sweep.json yet (no seed had finished), or a damaged one: the placements are seen again
+  }
+  return out;
+}
+
 /** A resumed seed: its local, evaluated run as it is; else the run followed on the sidecar to its
  *  end; else undefined (never started: train it). */
-async function resumedSeed(client: SidecarClient, evalsDir: string, runId: string, log: (line: string) => void): Promise<{ out: TrainOutcome; evaluated: boolean } | undefined> {
+async function resumedSeed(
+  client: SidecarClient,
+  evalsDir: string,
+  runId: string,
+  log: TrainLog,
+  onEvent: (ev: RunEvent) => void,
+): Promise<{ out: TrainOutcome; evaluated: boolean } | undefined> {
   const local = readLocalRun(evalsDir, runId);
   if (local && existsSync(join(runDir(evalsDir, runId), "eval.json"))) {
     return { out: { runId, state: local.state, reason: local.reason, result: local.result, events: [], localDir: runDir(evalsDir, runId) }, evaluated: true };
@@ -83,7 +133,7 @@ async function resumedSeed(client: SidecarClient, evalsDir: string, runId: strin
     if (err instanceof SidecarError && err.code === Code.NotFound) return undefined;
     throw err;
   }
-  return { out: await watchViaSidecar(client, runId, { evalsDir, log }), evaluated: false };
+  return { out: await watchViaSidecar(client, runId, { evalsDir, log, onEvent }), evaluated: false };
 }
 
 function defaultSweepId(now = new Date()): string {
@@ -111,6 +161,76 @@ function deltaLine(c: { n: number; paired?: { meanDiff: number } | null; decisio
   return { n: c.n, delta: c.paired.meanDiff, ciLow: c.decision.lower, ciHigh: c.decision.upper, method: c.decision.method };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Several runs followed at once
+
+/** One seed's log lines, each naming its run (several runs print at once): state changes and
+ *  warnings always, a step line at most every `everyMs` and at the last step. Never rewritten in
+ *  place: two runs share the terminal. */
+export function seedLog(runId: string, print: (line: string) => void = console.log, everyMs = 10_000): TrainLog {
+  let shownAt = -Infinity;
+  return (line, final, step) => {
+    if (!final) {
+      const now = Date.now();
+      if (!(step !== undefined && step.step >= step.maxSteps) && now - shownAt < everyMs) return;
+      shownAt = now;
+    }
+    print(line.startsWith(`[${runId}]`) ? line : `[${runId}] ${line}`);
+  };
+}
+
+/** Records a run's slots and node into `p` as the sidecar shows them while it is RUNNING (GetRun at
+ *  its RUNNING event and again at its first step: a cluster names the node once the worker is
+ *  placed). `settled` waits for the answers. */
+function placementWatcher(client: SidecarClient, runId: string, p: SeedPlacement): { onEvent: (ev: RunEvent) => void; settled: () => Promise<unknown> } {
+  const asked: Array<Promise<unknown>> = [];
+  let atStep = false;
+  const ask = () =>
+    asked.push(
+      client.getRun(runId).then(
+        (r) => {
+          if (r.slots.length) p.slots = [...r.slots];
+          if (r.node) p.node = r.node;
+        },
+        () => undefined, // the placement is what was seen; a failed look leaves it as it was
+      ),
+    );
+  return {
+    onEvent: (ev) => {
+      if (ev.kind.case === "stateChange" && ev.kind.value.state === RunState.RUNNING) ask();
+      else if (ev.kind.case === "trainStep" && !atStep) {
+        atStep = true;
+        ask();
+      }
+    },
+    settled: () => Promise.all(asked),
+  };
+}
+
+/** Wakes everyone waiting for the next run of this sweep to end. */
+function endSignal(): { next: () => Promise<void>; fire: () => void } {
+  let waiters: Array<() => void> = [];
+  return {
+    next: () => new Promise<void>((res) => waiters.push(res)),
+    fire: () => {
+      const w = waiters;
+      waiters = [];
+      for (const f of w) f();
+    },
+  };
+}
+
+/** Runs `f`s one at a time, in call order (the sidecar evaluates one job at a time anyway; this
+ *  keeps each evaluation's lines together). */
+function oneAtATime(): <T>(f: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T>(f: () => Promise<T>) => {
+    const p = tail.then(f);
+    tail = p.catch(() => undefined);
+    return p;
+  };
+}
+
 export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -119,6 +239,7 @@ export const command: CommandHandler = async (argv, client) => {
       "from-run": { type: "string" },
       seeds: { type: "string" },
       "first-seed": { type: "string" },
+      parallel: { type: "string" },
       "sweep-id": { type: "string" },
       resume: { type: "string" },
       tasks: { type: "string" },
@@ -137,6 +258,7 @@ export const command: CommandHandler = async (argv, client) => {
   }
   const plan = resume !== undefined ? readPlan(evalsDirOrDefault(values["evals-dir"]), resume) : null;
   const n = plan ? plan.n : values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
+  const parallel = Math.min(n, values.parallel === undefined ? (plan?.parallel ?? n) : numberFlag("--parallel", values.parallel, { min: 1, max: 1000, integer: true }));
   const sweepId = resume ?? values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
   let target0 = evalTargetFromFlags({ tasks: plan?.tasksPath ?? values.tasks, limit: plan ? String(plan.limit) : values.limit, "evals-dir": values["evals-dir"] });
@@ -158,64 +280,129 @@ export const command: CommandHandler = async (argv, client) => {
     return 1;
   }
   await ensureBaseline(client, target, "sweep", t0);
-  console.log(`[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${described}`);
+  console.log(
+    `[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${described}; ` +
+      (parallel > 1 ? `up to ${parallel} on the sidecar at once (its slots decide how many train at once)` : "one at a time"),
+  );
 
   mkdirSync(dir, { recursive: true });
   if (!plan) {
-    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit };
+    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit, parallel };
     writeFileAtomic(join(dir, SWEEP_PLAN), JSON.stringify(written, null, 2) + "\n");
   }
+  const recorded = plan ? recordedPlacements(dir) : new Map<number, SeedPlacement>();
   const seeds: SeedRun[] = [];
-  let allSucceeded = true;
-  for (let seed = first; seed < first + n; seed++) {
+  const notStarted = new Set(Array.from({ length: n }, (_, i) => first + i));
+  /** run ids submitted to the sidecar and not over yet (what Ctrl-C leaves training) */
+  const inFlight = new Set<string>();
+  const ended = endSignal();
+  const evaluating = oneAtATime();
+  let submitted = 0;
+
+  const summarize = () => summarizeSweep(sweepId, described, [...seeds].sort((a, b) => a.seed - b.seed), parallel);
+
+  /** Train `req` on the sidecar; a full queue waits for another run of this sweep to end. */
+  const submit = async (req: TrainRequest, seed: number, log: TrainLog, onEvent: (ev: RunEvent) => void): Promise<TrainOutcome> => {
+    for (;;) {
+      try {
+        return await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log, onEvent });
+      } catch (err) {
+        if (!(err instanceof SidecarError && err.code === Code.ResourceExhausted) || inFlight.size <= 1) throw err;
+        inFlight.delete(req.runId);
+        notStarted.add(seed);
+        log(`[${req.runId}] not admitted (${err.message}): submitted again when another run of this sweep ends`, true);
+        await ended.next();
+        notStarted.delete(seed);
+        inFlight.add(req.runId);
+      }
+    }
+  };
+
+  const runSeed = async (seed: number): Promise<SeedRun> => {
     const s0 = Date.now();
     const req = clone(TrainRequestSchema, request);
     req.grpo ??= create(GrpoConfigSchema);
     req.grpo.seed = BigInt(seed);
     req.runId = `${sweepId}-s${seed}`;
-    console.log(`[sweep] seed ${seed} (${seeds.length + 1}/${n}): run ${req.runId}`);
-    const progress = trainProgressPrinter({ stepsOffTty: false, everySteps: 50 });
-    const left = Array.from({ length: first + n - seed - 1 }, (_, i) => seed + 1 + i);
-    const stopWatching = onInterrupt(() => ({ command: "sweep", runId: req.runId, seedsLeft: left, sweepId, flags: values }));
-    const resumed = plan ? await resumedSeed(client, target.evalsDir, req.runId, progress.log) : undefined;
-    if (resumed) console.log(`[sweep] seed ${seed}: ${resumed.evaluated ? "already trained and evaluated: kept" : "followed on the sidecar"}`);
-    const out = resumed?.out ?? (await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log: progress.log }).finally(stopWatching));
-    stopWatching();
-    progress.end();
+    console.log(`[sweep] seed ${seed} (${++submitted}/${n}): run ${req.runId}`);
+    const placement: SeedPlacement = recorded.get(seed) ?? { slots: [], node: "", startMs: null, endMs: null };
+    const watcher = placementWatcher(client, req.runId, placement);
+    const log = seedLog(req.runId);
+    notStarted.delete(seed);
+    inFlight.add(req.runId);
+    let resumed: { out: TrainOutcome; evaluated: boolean } | undefined;
+    let out: TrainOutcome;
+    try {
+      resumed = plan ? await resumedSeed(client, target.evalsDir, req.runId, log, watcher.onEvent) : undefined;
+      if (resumed) console.log(`[sweep] seed ${seed}: ${resumed.evaluated ? "already trained and evaluated: kept" : "followed on the sidecar"}`);
+      out = resumed?.out ?? (await submit(req, seed, log, watcher.onEvent));
+    } finally {
+      inFlight.delete(req.runId);
+      ended.fire();
+    }
+    await watcher.settled();
+    const local = readLocalRun(target.evalsDir, out.runId);
+    if (local?.startTime) placement.startMs = timestampMs(local.startTime);
+    if (local?.endTime) placement.endMs = timestampMs(local.endTime);
     console.log(`[sweep] ${outcomeLine(out)}`);
-    if (out.state === RunState.SUCCEEDED && !resumed?.evaluated) await evalRun(client, out.runId, target);
-    else if (out.state !== RunState.SUCCEEDED) allSucceeded = false;
-    const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
-    // the held-out-template split's row, as report.md shows it (the verdict's splits)
-    const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
-    const r = out.result;
-    const h = analysis.reward;
-    const d = analysis.downstream;
-    seeds.push({
-      seed,
-      runId: out.runId,
-      state: runStateName(out.state),
-      heldOut: h ? { start: h.startMean, end: h.endMean, relativeChange: h.relativeChange, ciLow: h.relativeChangeCiLow, ciHigh: h.relativeChangeCiHigh } : null,
-      downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
-      heldOutTemplate: templ,
-      verdict: analysis.milestone.verdict,
-      rewardVerdict: analysis.milestone.reward.verdict,
-      downstreamVerdict: analysis.milestone.downstream.verdict,
-      trainSeconds: r?.trainSeconds ?? NaN,
-      wallSeconds: (Date.now() - s0) / 1000,
-      report: relative(target.evalsDir, reportPath),
+    return evaluating(async () => {
+      if (out.state === RunState.SUCCEEDED && !resumed?.evaluated) await evalRun(client, out.runId, target);
+      const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
+      // the held-out-template split's row, as report.md shows it (the verdict's splits)
+      const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
+      const r = out.result;
+      const h = analysis.reward;
+      const d = analysis.downstream;
+      console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
+      return {
+        seed,
+        runId: out.runId,
+        state: runStateName(out.state),
+        heldOut: h ? { start: h.startMean, end: h.endMean, relativeChange: h.relativeChange, ciLow: h.relativeChangeCiLow, ciHigh: h.relativeChangeCiHigh } : null,
+        downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
+        heldOutTemplate: templ,
+        verdict: analysis.milestone.verdict,
+        rewardVerdict: analysis.milestone.reward.verdict,
+        downstreamVerdict: analysis.milestone.downstream.verdict,
+        trainSeconds: r?.trainSeconds ?? NaN,
+        wallSeconds: (Date.now() - s0) / 1000,
+        report: relative(target.evalsDir, reportPath),
+        placement,
+      };
     });
-    console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
-    const summary = summarizeSweep(sweepId, described, seeds);
-    writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify({ ...summary, codeRevision: codeRevision() }, null, 2) + "\n");
-    writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
+  };
+
+  // `parallel` lanes take the seeds in order; after a failure no lane starts another seed, and the
+  // seeds already on the sidecar are followed to their end (their records are written)
+  const order = [...notStarted];
+  let failure: { err: unknown } | undefined;
+  const stopWatching = onInterrupt(() => ({ command: "sweep", runId: "", runIds: [...inFlight], seedsLeft: [...notStarted].sort((a, b) => a - b), sweepId, flags: values }));
+  const lane = async () => {
+    while (order.length && !failure) {
+      try {
+        seeds.push(await runSeed(order.shift()!));
+      } catch (err) {
+        failure ??= { err };
+        continue;
+      }
+      const summary = summarize();
+      writeFileAtomic(join(dir, SWEEP_FILE), JSON.stringify({ ...summary, codeRevision: codeRevision() }, null, 2) + "\n");
+      writeFileAtomic(join(dir, SWEEP_REPORT), renderSweepReport(summary, links));
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: parallel }, lane));
+  } finally {
+    stopWatching();
   }
+  if (failure) throw failure.err;
   // every run's report names the sweep and carries its replicate section (the final summary)
   for (const s of seeds) writeReport(target.evalsDir, s.runId);
-  const summary = summarizeSweep(sweepId, described, seeds);
+  const summary = summarize();
   console.log("");
   console.log(`[sweep] ${passLine(summary)}`);
   console.log(`[sweep] ${effectLine(summary)}`);
+  console.log(`[sweep] placement: ${placementLine(summary)}`);
   console.log(`[sweep] shown in detail: ${summary.detailRunId}; report: ${join(dir, SWEEP_REPORT)} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
-  return allSucceeded ? 0 : 1;
+  return seeds.every((s) => s.state === "SUCCEEDED") ? 0 : 1;
 };

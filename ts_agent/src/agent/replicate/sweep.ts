@@ -1,13 +1,14 @@
 /**
- * A recipe judged over training seeds (`agent sweep`): one TrainRequest trained under N seeds, one
- * after another, each evaluated on the same tasks and judged by the same milestone rules. A single
+ * A recipe judged over training seeds (`agent sweep`): one TrainRequest trained under N seeds,
+ * submitted together to one sidecar (its slots decide how many train at once), each evaluated on
+ * the same tasks and judged by the same milestone rules. A single
  * run's verdict is one draw of the training randomness (the seed, and the floating-point order of
  * the machine it ran on); the recipe's effect is the distribution of those draws.
  *
  * What this file owns: the per-seed record (`SeedRun`), the summary over seeds (`summarizeSweep`:
  * mean and per-seed downstream delta, between-seed SD, an interval over seeds from
  * stats.intervalOverRuns with its method named, the share of seeds that PASS with a Wilson
- * interval, the run shown in detail) and its Markdown (`renderSweepReport`). Pure: the command
+ * interval, the run shown in detail, where the seeds ran: `placementOf`) and its Markdown (`renderSweepReport`). Pure: the command
  * (commands/sweep.ts) does the training, the I/O and the per-run reports.
  *
  * Units: deltas and relative changes are FRACTIONS here and percentage points / percent in text.
@@ -48,6 +49,25 @@ export interface SeedRun {
   wallSeconds: number;
   /** runs/<run_id>/report.md relative to the evals dir */
   report: string;
+  /** where and when it trained (absent in a sweep.json written before sweeps ran seeds at once) */
+  placement?: SeedPlacement;
+}
+
+/** Where a seed's run trained: the sidecar's Run.slots / Run.node seen while it was RUNNING, and
+ *  its RUNNING interval (Run.start_time / end_time, epoch ms; null when it never ran). */
+export interface SeedPlacement {
+  slots: number[];
+  node: string;
+  startMs: number | null;
+  endMs: number | null;
+}
+
+/** How a sweep's seeds were placed: how many it let wait or train on the sidecar at once, and
+ *  how many RUNNING intervals did overlap at most (>= 2: seeds trained concurrently). */
+export interface SweepPlacement {
+  inFlight: number;
+  maxOverlap: number;
+  concurrent: boolean;
 }
 
 export interface SweepSummary {
@@ -66,6 +86,8 @@ export interface SweepSummary {
   detailRunId: string;
   medianWallSeconds: number;
   maxWallSeconds: number;
+  /** absent in a sweep.json written before sweeps ran seeds at once */
+  placement?: SweepPlacement;
 }
 
 export function passedBoth(v: Verdict): boolean {
@@ -87,7 +109,26 @@ function detailRun(seeds: SeedRun[]): string {
   return sorted[Math.floor((sorted.length - 1) / 2)].runId;
 }
 
-export function summarizeSweep(sweepId: string, request: string, seeds: SeedRun[]): SweepSummary {
+/** The most RUNNING intervals that hold one instant (intervals touching end-to-start do not overlap). */
+export function maxOverlap(intervals: Array<{ startMs: number | null; endMs: number | null }>): number {
+  const points: Array<[number, number]> = [];
+  for (const i of intervals) {
+    if (i.startMs === null || i.endMs === null || !(i.endMs > i.startMs)) continue;
+    points.push([i.startMs, 1], [i.endMs, -1]);
+  }
+  points.sort((a, b) => a[0] - b[0] || a[1] - b[1]); // an end before a start at the same instant
+  let now = 0;
+  let most = 0;
+  for (const [, d] of points) most = Math.max(most, (now += d));
+  return most;
+}
+
+export function placementOf(seeds: SeedRun[], inFlight: number): SweepPlacement {
+  const most = maxOverlap(seeds.map((s) => s.placement ?? { startMs: null, endMs: null }));
+  return { inFlight, maxOverlap: most, concurrent: most >= 2 };
+}
+
+export function summarizeSweep(sweepId: string, request: string, seeds: SeedRun[], inFlight = 1): SweepSummary {
   const deltas = seeds.map((s) => s.downstream?.delta).filter((d): d is number => d !== undefined && Number.isFinite(d));
   const rel = seeds.map((s) => s.heldOut?.relativeChange).filter((d): d is number => d !== undefined && Number.isFinite(d));
   const passed = seeds.filter((s) => passedBoth(s.verdict)).length;
@@ -103,6 +144,7 @@ export function summarizeSweep(sweepId: string, request: string, seeds: SeedRun[
     detailRunId: detailRun(seeds),
     medianWallSeconds: median(walls),
     maxWallSeconds: walls.length ? Math.max(...walls) : NaN,
+    placement: placementOf(seeds, inFlight),
   };
 }
 
@@ -145,12 +187,29 @@ export interface ReportLinks {
   runs: string;
 }
 
+/** "slots 0,1" / "slots 1 on node 10.0.0.2 ab12" / "-": a seed's placement cell. */
+export function placementCell(p: SeedPlacement | undefined): string {
+  if (!p || (!p.slots.length && !p.node)) return "-";
+  return [p.slots.length ? `slot${p.slots.length === 1 ? "" : "s"} ${p.slots.join(",")}` : "", p.node ? `on node ${p.node}` : ""].filter(Boolean).join(" ");
+}
+
+/** How the seeds ran, in one sentence: together (up to how many at once) or one after another. */
+export function placementLine(s: SweepSummary): string {
+  const p = s.placement;
+  if (!p) return "one after another on the same sidecar";
+  const asked = p.inFlight > 1 ? `submitted to one sidecar up to ${p.inFlight} at a time` : "submitted to one sidecar one at a time";
+  const ran = p.concurrent
+    ? `up to ${p.maxOverlap} trained at once (overlapping RUNNING intervals; the sidecar's slots admit them)`
+    : "they trained one after another (no two RUNNING intervals overlap)";
+  return `${asked}; ${ran}`;
+}
+
 export function renderReplicateSection(s: SweepSummary, links: ReportLinks): string {
   const out: string[] = [];
   out.push("## Replicates: the recipe over seeds", "");
   out.push(
     `One request trained under ${s.seeds.length} seed${s.seeds.length === 1 ? "" : "s"} (${s.seeds.map((x) => x.seed).join(", ")}), ` +
-      `one after another on the same sidecar, each evaluated on the same tasks and judged by the same rules ` +
+      `${placementLine(s)}, each evaluated on the same tasks and judged by the same rules ` +
       `([docs/verdict.md](${links.docs}/verdict.md)). Request: ${s.request}.`,
     "",
   );
@@ -162,15 +221,15 @@ export function renderReplicateSection(s: SweepSummary, links: ReportLinks): str
     out.push(`- held-out reward relative change: mean ${pctText(r.mean)} over ${r.n} seeds${ci}`);
   }
   out.push(`- shown in detail: \`${s.detailRunId}\` (the median downstream delta): [its report](${links.runs}/${s.detailRunId}/report.md)`);
-  out.push(`- wall time per seed: median ${s.medianWallSeconds.toFixed(0)} s, max ${s.maxWallSeconds.toFixed(0)} s`, "");
-  out.push("| seed | run | held-out reward | relative change (95% CI) | downstream delta (decision CI) | held-out templates | verdict | train s |");
-  out.push("|---|---|---|---|---|---|---|---|");
+  out.push(`- wall time per seed (submitted to reported, queue wait included): median ${s.medianWallSeconds.toFixed(0)} s, max ${s.maxWallSeconds.toFixed(0)} s`, "");
+  out.push("| seed | run | held-out reward | relative change (95% CI) | downstream delta (decision CI) | held-out templates | verdict | train s | placement |");
+  out.push("|---|---|---|---|---|---|---|---|---|");
   for (const x of s.seeds) {
     const h = x.heldOut;
     out.push(
       `| ${x.seed} | ${x.runId} | ${h ? `${h.start.toFixed(3)} -> ${h.end.toFixed(3)}` : "-"} | ` +
         `${h ? `${pctText(h.relativeChange)} (${pctText(h.ciLow)} to ${pctText(h.ciHigh)})` : "-"} | ${deltaCell(x.downstream)} | ` +
-        `${deltaCell(x.heldOutTemplate)} | ${x.verdict}${x.state === "SUCCEEDED" ? "" : ` (${x.state})`} | ${x.trainSeconds.toFixed(0)} |`,
+        `${deltaCell(x.heldOutTemplate)} | ${x.verdict}${x.state === "SUCCEEDED" ? "" : ` (${x.state})`} | ${x.trainSeconds.toFixed(0)} | ${placementCell(x.placement)} |`,
     );
   }
   out.push("");

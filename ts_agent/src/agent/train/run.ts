@@ -305,6 +305,8 @@ export interface FollowOptions {
   log?: TrainLog;
   evalsDir?: string;
   signal?: AbortSignal;
+  /** every event as it arrives, after the log's line (agent sweep reads a run's slots at RUNNING) */
+  onEvent?: (ev: RunEvent) => void;
 }
 
 async function followAndDownload(
@@ -314,7 +316,8 @@ async function followAndDownload(
 ): Promise<TrainOutcome> {
   const log = opts.log ?? (() => undefined);
   const logger = eventLogger(log);
-  const { runId, events } = await followRun(client, stream, logger.onEvent, { signal: opts.signal, runId: opts.runId });
+  const onEvent = opts.onEvent ? (ev: RunEvent) => (logger.onEvent(ev), opts.onEvent!(ev)) : logger.onEvent;
+  const { runId, events } = await followRun(client, stream, onEvent, { signal: opts.signal, runId: opts.runId });
   const onWait = (pid: number) => log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`, true);
   const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait });
   return { runId, state: dl.run.state, reason: dl.run.reason || logger.reason(), result: dl.run.result, events, localDir: dl.localDir };
