@@ -2,14 +2,18 @@
  * Issue 28, item 4: a sweep's seeds go to the sidecar together. What it records and prints of
  * where they ran (pure parts; sweep-e2e.test.ts runs it on a real 2-slot sidecar): the most
  * RUNNING intervals at one instant, the placement sentence and cell, Ctrl-C with several runs on
- * the sidecar, and the per-run log lines that name their run.
+ * the sidecar, the per-run log lines that name their run, and a seed the sidecar's full queue
+ * refuses (submitted again when another run of the sweep ends).
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { Code } from "@connectrpc/connect";
+
 import { maxOverlap, placementCell, placementLine, renderSweepReport, summarizeSweep, type SeedRun } from "../src/agent/replicate/sweep.js";
 import { interruptLines } from "../src/commands/interrupt.js";
-import { seedLog } from "../src/commands/sweep.js";
+import { seedLog, untilAdmitted } from "../src/commands/sweep.js";
+import { SidecarError } from "../src/sidecar/client.js";
 
 const seed = (s: number, startMs: number | null, endMs: number | null, slots: number[] = []): SeedRun => ({
   seed: s,
@@ -72,4 +76,32 @@ test("each seed's lines name its run; step lines at most every interval and at t
   log("warning [W] at step 2: x", true);
   log("step 4/4 reward 0.2", false, { step: 4, maxSteps: 4 });
   assert.deepEqual(printed, ["[sw-s3] RUNNING", "[sw-s3] step 1/4 reward 0.1", "[sw-s3] warning [W] at step 2: x", "[sw-s3] step 4/4 reward 0.2"]);
+});
+
+test("a seed the full queue refuses is submitted again when another run of the sweep ends; with none on the sidecar the refusal stands", async () => {
+  const full = () => new SidecarError("the run queue is full (8 waiting); retry later", Code.ResourceExhausted, undefined);
+  let tries = 0;
+  let ends = 0;
+  const refused: string[] = [];
+  const got = await untilAdmitted(
+    async () => {
+      if (++tries < 3) throw full();
+      return "admitted";
+    },
+    { othersOnSidecar: () => 1, nextEnd: async () => void ends++, onRefused: (e) => refused.push(e.message) },
+  );
+  assert.equal(got, "admitted");
+  assert.equal(tries, 3);
+  assert.equal(ends, 2); // waited for a run of the sweep to end before each new try
+  assert.equal(refused.length, 2);
+  // no other run of the sweep on the sidecar: nothing of ours frees a place
+  const never = async () => {
+    throw new Error("waited for a run of the sweep that is not on the sidecar");
+  };
+  await assert.rejects(untilAdmitted(() => Promise.reject(full()), { othersOnSidecar: () => 0, nextEnd: never }), /queue is full/);
+  // another refusal (a bad request) is never retried
+  let bad = 0;
+  const invalid = () => new SidecarError("grpo.seed: bad", Code.InvalidArgument, undefined);
+  await assert.rejects(untilAdmitted(() => (bad++, Promise.reject(invalid())), { othersOnSidecar: () => 3, nextEnd: async () => undefined }), /grpo\.seed/);
+  assert.equal(bad, 1);
 });

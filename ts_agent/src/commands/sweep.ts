@@ -207,6 +207,28 @@ function placementWatcher(client: SidecarClient, runId: string, p: SeedPlacement
   };
 }
 
+/**
+ * `attempt()` until the sidecar admits it: a RESOURCE_EXHAUSTED refusal (its queue is full) waits
+ * for `nextEnd()` (another run of this sweep ended, so its queue has room) and tries again, as long
+ * as `othersOnSidecar()` > 0; with none, nothing of ours will free a place and the refusal stands.
+ * Any other error is thrown at once.
+ */
+export async function untilAdmitted<T>(
+  attempt: () => Promise<T>,
+  opts: { othersOnSidecar: () => number; nextEnd: () => Promise<void>; onRefused?: (err: SidecarError) => void; onRetry?: () => void },
+): Promise<T> {
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!(err instanceof SidecarError && err.code === Code.ResourceExhausted) || opts.othersOnSidecar() <= 0) throw err;
+      opts.onRefused?.(err);
+      await opts.nextEnd();
+      opts.onRetry?.();
+    }
+  }
+}
+
 /** Wakes everyone waiting for the next run of this sweep to end. */
 function endSignal(): { next: () => Promise<void>; fire: () => void } {
   let waiters: Array<() => void> = [];
@@ -302,21 +324,20 @@ export const command: CommandHandler = async (argv, client) => {
   const summarize = () => summarizeSweep(sweepId, described, [...seeds].sort((a, b) => a.seed - b.seed), parallel);
 
   /** Train `req` on the sidecar; a full queue waits for another run of this sweep to end. */
-  const submit = async (req: TrainRequest, seed: number, log: TrainLog, onEvent: (ev: RunEvent) => void): Promise<TrainOutcome> => {
-    for (;;) {
-      try {
-        return await trainViaSidecar(client, req, { evalsDir: target.evalsDir, log, onEvent });
-      } catch (err) {
-        if (!(err instanceof SidecarError && err.code === Code.ResourceExhausted) || inFlight.size <= 1) throw err;
+  const submit = (req: TrainRequest, seed: number, log: TrainLog, onEvent: (ev: RunEvent) => void): Promise<TrainOutcome> =>
+    untilAdmitted(() => trainViaSidecar(client, req, { evalsDir: target.evalsDir, log, onEvent }), {
+      othersOnSidecar: () => inFlight.size - 1,
+      nextEnd: ended.next,
+      onRefused: (err) => {
         inFlight.delete(req.runId);
         notStarted.add(seed);
         log(`[${req.runId}] not admitted (${err.message}): submitted again when another run of this sweep ends`, true);
-        await ended.next();
+      },
+      onRetry: () => {
         notStarted.delete(seed);
         inFlight.add(req.runId);
-      }
-    }
-  };
+      },
+    });
 
   const runSeed = async (seed: number): Promise<SeedRun> => {
     const s0 = Date.now();
