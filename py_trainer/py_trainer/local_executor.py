@@ -2,9 +2,10 @@
 
 An executor starts a run's worker command (`launch.launch_argv`), hands every event line the
 worker sends to the registry, asks the worker to stop after its step or kills it, and returns its
-exit code; the registry (`runs.py`) records the events and the end. A cluster executor would do
-the same on a node (`can_reattach`, `keeps_running`: its workers outlive the sidecar). Here the worker's events come over a Unix
-socket ($PY_TRAINER_EVENTS_SOCK) and its output goes to the run folder's worker.log.
+exit code; the registry (`runs.py`) records the events and the end. The Ray executor
+(`ray_executor.py`) does the same on a cluster node (`can_reattach`, `keeps_running`: its workers
+outlive the sidecar). Here the worker's events come over a Unix socket ($PY_TRAINER_EVENTS_SOCK)
+and its output goes to the run folder's worker.log.
 """
 
 from __future__ import annotations

@@ -273,9 +273,10 @@ def unbindable(host: str, port: int) -> str:
 async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token: str = "",
                 tls_cert: Path | None = None, tls_key: Path | None = None, max_queue: int = 8,
                 grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None,
-                slots: int | None = None) -> None:
+                slots: int | None = None, executor=None) -> None:
     """Run the sidecar until SIGTERM/SIGINT. `ready(port)` is called once it is listening.
-    `slots`: runs that train at once (None: one per visible GPU, 1 on CPU)."""
+    `slots`: runs that train at once (None: one per visible GPU, 1 on CPU, or the Ray cluster's
+    size). `executor`: where workers run (None: `LocalExecutor`; `ray_executor.RayExecutor`)."""
     if not is_loopback(host) and not token and not (tls_cert and tls_key):
         raise InsecureBindError(
             f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
@@ -283,7 +284,8 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
         print(f"py-trainer serve: --host/--port: cannot listen on {host}:{port}: {why}", file=sys.stderr, flush=True)
         raise SystemExit(2)
     try:
-        registry = RunRegistry(runs_root, data_root, max_queue=max_queue, slots=slots, executor=LocalExecutor())
+        registry = RunRegistry(runs_root, data_root, max_queue=max_queue, slots=slots,
+                                executor=executor or LocalExecutor())
         await registry.start()
     except (RunsRootBusy, ExecutorUnavailable) as err:
         print(f"py-trainer serve: {err}", file=sys.stderr, flush=True)

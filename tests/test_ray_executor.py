@@ -1,0 +1,217 @@
+"""The Ray executor (issue 28, items 2 and 5): `py-trainer serve --executor ray` on a real two-node
+Ray cluster on 127.0.0.1 (no mocks): a head and a second node started with `ray start`, one CPU
+each, a small object store, no dashboard; both are stopped by the PIDs of their processes.
+
+Each node has one CPU, so two runs at once take one node each. Node loss is the worker node's
+processes killed (SIGKILL) mid-run; the head's GCS is told to notice a dead node within ~2 s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from _builders import small_request
+from _sidecar import TERMINAL, launch, sidecar_env, stub_for, wait_for, wait_state
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.launch import free_port
+
+pytest.importorskip("ray")
+
+RAY = str(Path(sys.executable).with_name("ray"))
+# Small and quiet: the object store at Ray's floor, no dashboard, no usage report; a dead node is
+# noticed after two failed health checks 0.5 s apart (Ray's default takes ~30 s).
+NODE_ARGS = ["--num-cpus", "1", "--object-store-memory", str(78643200), "--disable-usage-stats",
+             "--node-ip-address", "127.0.0.1"]
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_health_check_initial_delay_ms": "0",
+           "RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
+           "RAY_health_check_failure_threshold": "2"}
+
+
+def node_pids(temp_dir: Path) -> list[int]:
+    """Every process of the Ray node whose temp dir is `temp_dir` (its daemons and their children)."""
+    parents: dict[int, int] = {}
+    own: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if str(temp_dir).encode() in cmd:
+            own.add(int(entry.name))
+    grown = True
+    while grown:
+        kids = {p for p, pp in parents.items() if pp in own} - own
+        grown = bool(kids)
+        own |= kids
+    return sorted(own)
+
+
+def node_id(temp_dir: Path) -> str:
+    """The node id its raylet was started with."""
+    for pid in node_pids(temp_dir):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for a in args:
+            if a.startswith(b"--node_id="):
+                return a.split(b"=", 1)[1].decode()
+    raise AssertionError(f"no raylet under {temp_dir}")
+
+
+def kill_node(temp_dir: Path, sig: int = signal.SIGKILL) -> None:
+    for pid in node_pids(temp_dir):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class Cluster:
+    def __init__(self, root: Path):
+        self.root = root
+        self.port = free_port()
+        self.head, self.worker = root / "head", root / "worker"
+        self.env = dict(sidecar_env(), **RAY_ENV)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start_head(self) -> None:
+        subprocess.run([RAY, "start", "--head", "--port", str(self.port), "--include-dashboard=false",
+                        "--temp-dir", str(self.head), *NODE_ARGS], env=self.env, check=True, capture_output=True)
+
+    def start_worker(self) -> None:
+        subprocess.run([RAY, "start", "--address", self.address, "--temp-dir", str(self.worker), *NODE_ARGS],
+                       env=self.env, check=True, capture_output=True)
+
+    def stop(self) -> None:
+        for temp in (self.worker, self.head):
+            kill_node(temp, signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and (node_pids(self.worker) or node_pids(self.head)):
+            time.sleep(0.2)
+        for temp in (self.worker, self.head):
+            kill_node(temp)
+
+
+def test_the_event_tail_hands_on_complete_lines_and_skips_those_the_log_already_holds(tmp_path):
+    from py_trainer.ray_executor import EventTail
+
+    path, got = tmp_path / "worker-events.jsonl", []
+    tail = EventTail(path, skip=2)
+    tail.pump(got.append)  # no file yet
+    path.write_bytes(b'{"train_step": 1}\n{"warning": 2}\n{"train_step": 3}\n{"train_st')
+    tail.pump(got.append)
+    with open(path, "ab") as f:
+        f.write(b'ep": 4}\n{"state_change": 5}\n')
+    tail.pump(got.append)
+    assert got == [b'{"train_step": 3}\n', b'{"train_step": 4}\n', b'{"state_change": 5}\n']
+
+
+def test_serve_with_the_ray_executor_and_no_address_is_one_line_and_exit_2(capsys, monkeypatch):
+    from py_trainer.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["serve", "--executor", "ray", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "py-trainer serve: --executor ray needs --ray-address HOST:PORT (or $RAY_ADDRESS)"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(Path(tmp_path_factory.mktemp("ray")))
+    try:
+        c.start_head()
+        c.start_worker()
+        yield c
+    finally:
+        c.stop()
+
+
+def ray_sidecar(tmp_path: Path, cluster: Cluster, home: Path, runs: Path | None = None):
+    return launch(runs or tmp_path / "runs", tmp_path, "--executor", "ray", "--ray-address", cluster.address,
+                  env=sidecar_env(PY_TRAINER_HOME=str(home)), timeout=120)
+
+
+def running_on_nodes(stub, run_ids) -> dict[str, pb.Run]:
+    """The runs, once all are RUNNING and placed on a node."""
+    def placed():
+        runs = {r: stub.GetRun(pb.GetRunRequest(run_id=r), timeout=10).run for r in run_ids}
+        ended = [r for r in runs.values() if r.state in TERMINAL]
+        assert not ended, f"{ended[0].run_id} ended before it was seen placed: {ended[0].reason}"
+        return all(r.state == pb.RUN_STATE_RUNNING and r.node for r in runs.values()) and runs
+    return wait_for(placed, 120)
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_train_on_the_cluster_and_a_restarted_sidecar_reattaches(tmp_path, cluster, tiny_model_home):
+    sc = ray_sidecar(tmp_path, cluster, tiny_model_home)
+    try:
+        ch, stub = stub_for(sc)
+        for run_id in ("a", "b"):
+            next(stub.Train(small_request(run_id, max_steps=3), timeout=60))  # QUEUED: the stream may go
+        placed = running_on_nodes(stub, ("a", "b"))
+        assert {r.node.split()[1] for r in placed.values()} == {node_id(cluster.head), node_id(cluster.worker)}
+        ch.close()
+        assert sc.stop() == 0  # SIGTERM: the workers run on
+        sc = ray_sidecar(tmp_path, cluster, tiny_model_home)
+        ch, stub = stub_for(sc)
+        ends = {r: wait_state(stub, r, TERMINAL, 240)
+                for r in ("a", "b")}
+        events = {r: [w.event for w in stub.WatchRun(pb.WatchRunRequest(run_id=r), timeout=30)] for r in ("a", "b")}
+        ch.close()
+    finally:
+        sc.stop()
+    for run_id, run in ends.items():
+        assert run.state == pb.RUN_STATE_SUCCEEDED, run.reason
+        assert (tmp_path / "runs" / run_id / "adapter" / "adapter_model.safetensors").is_file()
+        steps = [e.train_step.step for e in events[run_id] if e.HasField("train_step")]
+        assert steps == sorted(set(steps)) and steps[-1] == 3, f"{run_id}: each step once, in order: {steps}"
+    assert sc.log().count("reattaching to its Ray worker") == 2
+
+
+@pytest.mark.slow
+def test_a_lost_node_fails_its_run_naming_it_and_resume_finishes_it_on_the_node_left(tmp_path, cluster,
+                                                                                       tiny_model_home):
+    from py_trainer.artifacts import latest_checkpoint
+
+    lost = node_id(cluster.worker)
+    sc = ray_sidecar(tmp_path, cluster, tiny_model_home)
+    try:
+        ch, stub = stub_for(sc)
+        for run_id in ("c", "d"):
+            next(stub.Train(small_request(run_id, max_steps=4), timeout=60))
+        placed = running_on_nodes(stub, ("c", "d"))
+        victim = next(r.run_id for r in placed.values() if r.node.split()[1] == lost)
+        survivor = next(r for r in placed if r != victim)
+        wait_for(lambda: latest_checkpoint(tmp_path / "runs" / victim), 120, every=0.05)
+        kill_node(cluster.worker)
+        failed = wait_state(stub, victim, TERMINAL, 60)
+        stub.ResumeRun(pb.ResumeRunRequest(run_id=victim), timeout=30)
+        resumed_on = running_on_nodes(stub, (victim,))[victim].node
+        resumed = wait_state(stub, victim, TERMINAL, 240)
+        other = wait_state(stub, survivor, TERMINAL, 240)
+        ch.close()
+    finally:
+        sc.stop()
+    assert failed.state == pb.RUN_STATE_FAILED, failed.reason
+    assert re.fullmatch(rf"Ray node \S+ {lost} was lost during the run; last checkpoint kept at checkpoints/checkpoint-\d+",
+                        failed.reason), failed.reason
+    assert resumed_on.split()[1] == node_id(cluster.head)
+    assert resumed.state == pb.RUN_STATE_SUCCEEDED, resumed.reason
+    assert other.state == pb.RUN_STATE_SUCCEEDED, other.reason
+    assert "resumed from" in (tmp_path / "runs" / victim / "events.jsonl").read_text()
