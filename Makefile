@@ -13,8 +13,11 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
-# One cache for the embedded default model, shared by pytest, the TS tests and their sidecars.
-export PY_TRAINER_HOME ?= $(CURDIR)/.cache/py-trainer
+# One cache for built and converted models (the embedded models, a GGUF file's converted folder),
+# shared by the demo, pytest, the TS tests and their sidecars: the sidecar's own default,
+# ~/.cache/py-trainer, keyed by content (task file, builder version, GGUF bytes), so every checkout
+# on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
+export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
 .PHONY: setup proto lint arch typecheck test test-fast test-ts test-py parity demo demo-real serve bench bench-seeds clean
 

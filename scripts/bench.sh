@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$PWD/.cache/py-trainer}"
+export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$HOME/.cache/py-trainer}"
 echo "== CLI start: agent --help from the compiled dist/ vs through tsx"
 scripts/bench_cli.sh
 echo

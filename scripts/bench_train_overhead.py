@@ -92,7 +92,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=8, help="interleaved pairs (ABBA order)")
     args = ap.parse_args()
-    env = sidecar_env(PY_TRAINER_HOME=os.environ.get("PY_TRAINER_HOME", str(REPO / ".cache/py-trainer")))
+    env = sidecar_env(PY_TRAINER_HOME=os.environ.get("PY_TRAINER_HOME", str(Path.home() / ".cache/py-trainer")))
     subprocess.run([sys.executable, "-m", "py_trainer.cli", "init-model"], check=True, env=env, cwd=REPO,
                    stdout=subprocess.DEVNULL)
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))

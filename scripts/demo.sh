@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$PWD/.cache/py-trainer}"
+export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$HOME/.cache/py-trainer}"
 mkdir -p sidecar-data
 LOG=sidecar-data/sidecar.log
 

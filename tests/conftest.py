@@ -59,8 +59,8 @@ def unit_tier_starts_no_process(request, monkeypatch):
 def py_trainer_home(tmp_path_factory) -> Path:
     """A PY_TRAINER_HOME for this session; the default model is cached under <home>/models.
 
-    `make test` sets $PY_TRAINER_HOME to the repo's .cache/py-trainer so pytest, the TS tests and
-    the sidecars they start build the model once; run alone, pytest uses a fresh temp folder.
+    `make test` sets $PY_TRAINER_HOME (default ~/.cache/py-trainer) so pytest, the TS tests and
+    the sidecars they start build each model once; run alone, pytest uses a fresh temp folder.
     """
     env = os.environ.get("PY_TRAINER_HOME")
     return Path(env) if env else tmp_path_factory.mktemp("py_trainer_home")

@@ -3,7 +3,7 @@ wheel (base_model "smollm2-135m-instruct"), a few GRPO steps through a real side
 base vs adapter, and a merged export verified with its tied embeddings kept.
 
 The GGUF conversion runs once per PY_TRAINER_HOME (`real_model_home`, about 40-70 s on 2 cores;
-`make test` shares the repo's .cache/py-trainer, so later sessions find it converted). Shapes are
+`make test` shares ~/.cache/py-trainer, so later runs find it converted). Shapes are
 the smallest that still run every path: 2 prompts x 2 generations, 6 new tokens.
 """
 
