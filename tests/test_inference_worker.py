@@ -216,3 +216,37 @@ def test_concurrent_evaluate_and_sample_groups_match_a_solo_run(sc):
         for i, got in enumerate(outcomes):
             assert got == (solo_eval if i < 4 else solo_groups), f"round {round_} call {i}: {str(got)[:300]}"
     ch.close()
+
+
+def test_a_cancelled_call_stops_the_model_build_it_started(sc, tiny_model_home):
+    """Issue 30, item 2: an Evaluate on an embedded base not built yet builds it in the inference
+    worker; a build has no batch to stop at, so a caller that left (a cancel, or its deadline) left
+    the worker building for nobody, for as long as the build takes (minutes for a large task file).
+    Now the worker drops the half-built folder and exits at the cancel; the next call gets a fresh one."""
+    ch, stub = stub_for(sc)
+    assert list(stub.Evaluate(eval_request(), timeout=300))[-1].HasField("result")  # a warm worker takes the job at once
+    rows = [json.loads(l) for l in TASKS.read_text().splitlines()]
+    (sc.data_root / "build-me.jsonl").write_text("".join(json.dumps(dict(r, id=f"b{r['id']}")) + "\n" for r in rows))
+    models = tiny_model_home / "models"
+    built = lambda: [p for p in models.glob("tiny-qwen2-build-me-*") if p.is_dir()]  # noqa: E731
+    building = lambda: [p for p in models.glob(".tiny-qwen2-build-me-*.tmp-*") if p.is_dir()]  # noqa: E731
+    for p in built() + building():  # left by a run of this test without the fix
+        shutil.rmtree(p)
+    call = stub.Evaluate(eval_request(base_model="embedded:build-me.jsonl"), timeout=600)
+    deadline = time.monotonic() + 120
+    while not building() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert building(), "the build never started"
+    pid = worker_pid(sc.proc.pid)
+    call.cancel()
+    time.sleep(1.5)
+    tree0 = tree_cpu_seconds(sc.proc.pid)
+    time.sleep(4)
+    tree_spent = tree_cpu_seconds(sc.proc.pid) - tree0
+    print(f"CPU 1.5-5.5 s after the cancel: process tree {tree_spent:.2f} s; worker {pid} -> {worker_pid(sc.proc.pid)}")
+    assert tree_spent < 0.5, f"still building for nobody ({tree_spent:.2f} CPU-s in 4 s)"
+    assert building() == [] and built() == [], "a half-built model was left"
+    assert serving(sc) == health_pb2.HealthCheckResponse.SERVING
+    assert list(stub.Evaluate(eval_request(), timeout=300))[-1].HasField("result")  # a fresh worker serves the next
+    assert worker_pid(sc.proc.pid) not in (None, pid)
+    ch.close()

@@ -10,9 +10,12 @@ queued), then hands the planned job to this process and streams back what it yie
 - one job at a time (`InferenceWorker.run` holds a lock), which is what made concurrent calls
   identical to solo ones when they shared the sidecar's inference thread; inside the worker a job
   runs on that process's `models.INFERENCE` thread, exactly as it did in the sidecar;
-- a caller that goes away sends CANCEL: the job stops at its next batch (or draw) and the worker
-  stays warm; the next job waits until it has stopped (a worker that does not stop within
-  CANCEL_GRACE_S is killed);
+- a caller that goes away (a cancel, its deadline) sends CANCEL: the job stops at its next batch
+  (or draw) and the worker stays warm; the next job waits until it has stopped (a worker that does
+  not stop within CANCEL_GRACE_S is killed). A job building a model (an embedded base not built
+  yet, a GGUF conversion: `tiny_model.build_once`) has no batch to stop at and would build on for
+  nobody, for minutes on a large task file (issue 30, item 2): the worker removes the half-built
+  folder and exits (`stop_building`), and the next job gets a fresh worker;
 - a job's RequestError comes back with its status; an out-of-memory (MemoryError, an allocator
   failure, a CUDA OOM) is RESOURCE_EXHAUSTED, and a worker killed by SIGKILL (the kernel's OOM
   killer) is RESOURCE_EXHAUSTED too; either way that worker is discarded and the next job gets a
@@ -39,6 +42,7 @@ import logging
 import os
 import pickle
 import resource
+import shutil
 import signal
 import struct
 import sys
@@ -52,6 +56,7 @@ from py_trainer.evaluate import stream_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.inference import InferenceFailed, cause_text, is_out_of_memory
 from py_trainer.sampling import stream_groups
+from py_trainer.tiny_model import BUILDS_IN_PROGRESS
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +259,20 @@ async def serve_jobs(out) -> None:
         if tag == JOB:
             job = asyncio.create_task(run_job(body, out))
         elif tag == CANCEL and job is not None:
+            if BUILDS_IN_PROGRESS:
+                stop_building()
             job.cancel()
+
+
+def stop_building() -> None:
+    """The cancelled job is building a model on the inference thread, which cannot be interrupted:
+    remove the half-built folders and exit, so no CPU goes on a build nobody waits for. Its lock
+    (an flock) goes with the process; `build_once` clears any leftover of a build cut short."""
+    for tmp in list(BUILDS_IN_PROGRESS):
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.warning("a cancelled job was building a model: half-built folder removed, inference worker exits")
+    logging.shutdown()
+    os._exit(0)
 
 
 def main() -> int:

@@ -452,6 +452,11 @@ def models_home() -> Path:
     return _trainer_home() / "models"
 
 
+BUILDS_IN_PROGRESS: set[Path] = set()
+"""The temp folders `build_once` is building into now (the inference worker drops them and exits
+when the call that started a build is cancelled: a build has no batch to stop at)."""
+
+
 def build_once(final: Path, build: Callable[[Path], object], what: str) -> Path:
     """`final`, built by `build(tmp folder)` first when it holds no build_info.json (which `build`
     writes last): built in a temp folder renamed into place, under an fcntl lock on
@@ -470,6 +475,7 @@ def build_once(final: Path, build: Callable[[Path], object], what: str) -> Path:
             if final.exists():  # not built by us (no build_info.json): never reuse it
                 shutil.rmtree(final)
             tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+            BUILDS_IN_PROGRESS.add(tmp)
             try:
                 log.info("building %s into %s", what, final)
                 build(tmp)
@@ -478,6 +484,8 @@ def build_once(final: Path, build: Callable[[Path], object], what: str) -> Path:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            finally:
+                BUILDS_IN_PROGRESS.discard(tmp)
             _fsync(final.parent)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
