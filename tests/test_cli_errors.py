@@ -175,7 +175,11 @@ EXIT_CODES = [
     ("serve", ["serve", "--port", "70000"], {}, None, 2, "argument --port: must be in [0, 65535], got 70000"),
     ("serve", ["serve", "--port", "{busy}", "--runs-root", "{d}/runs"], {}, None, 2, 
      "--host/--port: cannot listen on 127.0.0.1:{busy}: address already in use"),
+    ("serve", ["serve", "--port", "0", "--runs-root", "{d}/afile"], {"afile": "x"}, None, 2,
+     "runs root {d}/afile: {d}/afile is a file, not a folder"),
     ("train", ["train", "--config", "{d}/nope.yaml"], {}, None, 2, "{d}/nope.yaml: no such file"),
+    ("train", ["train", "--config", "{d}/c.yaml", "--runs-root", "{d}/afile/runs", "--data-root", "{d}"],
+     {"c.yaml": TRAIN, "afile": "x"}, None, 2, "runs root {d}/afile/runs: {d}/afile is a file, not a folder"),
     ("train", ["train", "--config", "{d}/c.yaml", "--runs-root", "{d}/runs", "--data-root", "{d}"],
      {"c.yaml": TRAIN}, "train", 1, ""),  # a run that FAILED: its state line on stdout
     ("evaluate", ["evaluate", "--config", "{d}/e.yaml", "--runs-root", "{d}/runs", "--data-root", "{d}"],

@@ -109,8 +109,7 @@ class RunRegistry:
 
     async def start(self) -> None:
         """Lock the runs root (RunsRootBusy if another sidecar holds it), load every run, schedule."""
-        self.runs_root.mkdir(parents=True, exist_ok=True)
-        self.lock.acquire()
+        self.lock.acquire()  # creates the runs root
         self.reserve.ensure()
         try:
             await self.executor.start(self.runs_root, self.data_root)  # Ray: every node sees the runs root

@@ -30,7 +30,8 @@ MIN_FREE_BYTES = 1024 * 1024
 
 
 class RunsRootBusy(RuntimeError):
-    """Another live process holds the runs root."""
+    """Another live process holds the runs root, or a file stands where it should be: a refusal
+    before any work either way (one line, exit 2)."""
 
 
 class RunsRootLock:
@@ -41,8 +42,13 @@ class RunsRootLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise RunsRootBusy naming the holder's pid."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Take the lock (creating the runs root) or raise RunsRootBusy naming the holder's pid, or
+        the file in the way (was a FileExistsError / NotADirectoryError traceback)."""
+        root = self.path.parent
+        blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise RunsRootBusy(f"runs root {root}: {blocker} is a file, not a folder; pick another --runs-root")
+        root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
