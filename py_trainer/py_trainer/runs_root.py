@@ -45,8 +45,8 @@ class RunsRootLock:
         """Take the lock (creating the runs root) or raise RunsRootBusy naming the holder's pid, or
         the file in the way (was a FileExistsError / NotADirectoryError traceback)."""
         root = self.path.parent
-        blocker = next((p for p in (root, *root.parents) if p.exists()), None)
-        if blocker is not None and not blocker.is_dir():
+        blocker = next((p for p in (root, *root.parents) if os.path.exists(p)), None)  # os.path: EACCES is no answer
+        if blocker is not None and not os.path.isdir(blocker):
             raise RunsRootBusy(f"runs root {root}: {blocker} is a file, not a folder; pick another --runs-root")
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
