@@ -4,7 +4,10 @@ initialised Qwen2.5-0.5B-shaped model (its config built here, no hub), one GRPO 
 child that only imports the libraries (the framework's own footprint, which the estimate leaves
 out), and memory_estimate.estimate's total for the same effective request.
 
-    .venv/bin/python scripts/bench_memory.py [--only tiny|qwen]
+    .venv/bin/python scripts/bench_memory.py [--only tiny|qwen|real]
+
+`real` is SmolLM2-135M-Instruct (base_model "smollm2-135m-instruct", issue 27) with the real
+recipe's request (agent-evals/demo-real-request.json) cut to one step.
 
 Prints one line per model: estimate, peak RSS, peak minus the import baseline, and the ratio
 estimate / (peak - baseline). A benchmark, not a test: nothing is asserted.
@@ -77,12 +80,25 @@ def estimate_total(config: Path, data_root: Path, model_folder: Path) -> tuple[i
     return sum(c.bytes for c in comps), comps
 
 
-def measure(name: str, key: str, base_model: str, model_folder: Path, work: Path, baseline: int) -> None:
+def real_request() -> dict:
+    """The real recipe's request (proto JSON) cut to one step, as proto field names."""
+    from google.protobuf import json_format
+
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+    req = json_format.Parse((REPO / "agent-evals" / "demo-real-request.json").read_text(), pb.TrainRequest())
+    req.grpo.max_steps, req.grpo.save_steps = 1, 1
+    req.held_out.num_prompts, req.held_out.samples_per_prompt = 2, 2
+    return json_format.MessageToDict(req, preserving_proto_field_name=True)
+
+
+def measure(name: str, key: str, base_model: str, model_folder: Path, work: Path, baseline: int,
+            body: dict | None = None, data_root: Path | None = None) -> None:
     config = work / f"{key}.json"
-    config.write_text(json.dumps(request(base_model)))
-    total, comps = estimate_total(config, work, model_folder)
-    peak = child_peak([sys.executable, "-m", "py_trainer.cli", "train", "--config", config.name, "--runs-root",
-                       str(work / f"runs-{key}"), "--data-root", "."], work)
+    config.write_text(json.dumps(body or request(base_model)))
+    total, comps = estimate_total(config, data_root or work, model_folder)
+    peak = child_peak([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(config), "--runs-root",
+                       str(work / f"runs-{key}"), "--data-root", str(data_root or work)], work)
     mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
     parts = ", ".join(f"{c.name} {mib(c.bytes)}" for c in comps)
     print(f"{name}: estimate {mib(total)} ({parts}); peak RSS {mib(peak)}, minus the import baseline "
@@ -91,7 +107,7 @@ def measure(name: str, key: str, base_model: str, model_folder: Path, work: Path
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=("tiny", "qwen"))
+    ap.add_argument("--only", choices=("tiny", "qwen", "real"))
     args = ap.parse_args()
     from py_trainer.tiny_model import ensure_default_model
 
@@ -105,6 +121,11 @@ def main() -> int:
         if args.only in (None, "qwen"):
             folder = qwen_shaped_model(work / "qwen25-05b-shaped")
             measure("Qwen2.5-0.5B-shaped (random init)", "qwen", "qwen25-05b-shaped", folder, work, baseline)
+        if args.only in (None, "real"):
+            from py_trainer.base_models import resolve_base_model
+
+            measure("SmolLM2-135M-Instruct (the real recipe's request, 1 step)", "real", "smollm2-135m-instruct",
+                    Path(resolve_base_model("smollm2-135m-instruct")), work, baseline, body=real_request(), data_root=REPO)
     return 0
 
 
