@@ -70,6 +70,15 @@ export async function defaultDemoRequest(tasksPath?: string): Promise<TrainReque
   return tasksPath ? requestForTasks(request, tasksPath, true) : request;
 }
 
+/** The advice on how the recipe replicates: the default request's sweep is in docs/demo.md; a
+ *  --config / --tasks demo (make demo-real) gets the sweep of its own request and task file. */
+export function replicateLine(seed: bigint, given: { config?: string; tasks?: string }): string {
+  const head = `[demo] this verdict is one draw of the training randomness (seed ${String(seed)} on this machine); how the recipe replicates: `;
+  if (!given.config && !given.tasks) return head + "agent sweep --seeds 10, or make bench-seeds (docs/demo.md has this recipe's 10-seed sweep)";
+  const args = [given.config ? `--config ${given.config}` : "", given.tasks ? `--tasks ${given.tasks}` : ""].filter((a) => a !== "").join(" ");
+  return head + `agent sweep ${args} --seeds 5, or .venv/bin/python scripts/bench_seeds.py ${args} --seeds 5`;
+}
+
 function elapsed(t0: number): string {
   return `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 }
@@ -138,10 +147,7 @@ export const command: CommandHandler = async (argv, client) => {
   console.log("");
   console.log(`[demo] ${milestoneLine(m)}`);
   console.log(`       ${m.reason}`);
-  console.log(
-    `[demo] this verdict is one draw of the training randomness (seed ${String(request.grpo?.seed ?? 0n)} on this machine); ` +
-      `how the recipe replicates: agent sweep --seeds 10, or make bench-seeds (docs/demo.md has this recipe's 10-seed sweep)`,
-  );
+  console.log(replicateLine(request.grpo?.seed ?? 0n, { config: values.config, tasks: values.tasks }));
   console.log(`[demo] done in ${elapsed(t0)}. Files:`);
   const lines: Array<[string, string]> = [
     ["report", reportPath],
