@@ -282,39 +282,3 @@ def test_standalone_train_runs_every_rank_too(tmp_path, env):
     assert sorted(steps_of(events)) == [1, 2]
     assert json.loads((folder / "summary.json").read_text())["world_size"] == 2
     assert "SUCCEEDED" in proc.stdout
-
-
-def test_a_run_lost_to_a_sidecar_crash_resumes_after_restart(tmp_path, env):
-    """kill -9 of the sidecar mid-run: after a restart the run reads FAILED (its worker died with
-    the sidecar) and ResumeRun carries it on from its last complete checkpoint to SUCCEEDED."""
-    import signal
-
-    from _sidecar import launch
-
-    runs, data = tmp_path / "runs", tmp_path / "data"
-    data.mkdir()
-    sc = launch(runs, data, env=env)
-    try:
-        with grpc.insecure_channel(sc.address) as ch:
-            stub = pb_grpc.TrainerServiceStub(ch)
-            for r in stub.Train(small_request("crash", max_steps=8, save_steps=2), timeout=900):
-                if r.event.WhichOneof("kind") == "checkpoint" and r.event.checkpoint.step >= 2:
-                    break
-        sc.stop(signal.SIGKILL)
-    finally:
-        if sc.proc.poll() is None:
-            sc.proc.kill()
-    sc = launch(runs, data, env=env)
-    try:
-        with grpc.insecure_channel(sc.address) as ch:
-            stub = pb_grpc.TrainerServiceStub(ch)
-            run = stub.GetRun(pb.GetRunRequest(run_id="crash"), timeout=30).run
-            assert run.state == pb.RUN_STATE_FAILED and "checkpoint" in run.reason, run.reason
-            stub.ResumeRun(pb.ResumeRunRequest(run_id="crash"), timeout=30)
-            events = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="crash"), timeout=900)]
-    finally:
-        sc.stop()
-    assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED, events[-1].state_change.reason
-    assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    csv_steps = [int(l.split(",")[0]) for l in (runs / "crash" / "reward-vs-step.csv").read_text().splitlines()[1:]]
-    assert csv_steps == list(range(1, 9))

@@ -203,7 +203,7 @@ test("the sidecar killed under an attached agent train: the run id and the watch
   const dir = own.dir;
   let restarted: RunningSidecar | undefined;
   try {
-    const proc = spawn(AGENT, ["train", "--config", config("lost-1", 40), "--address", own.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(AGENT, ["train", "--config", config("lost-1", 12), "--address", own.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     proc.stdout.on("data", (d) => (out += d));
@@ -211,7 +211,7 @@ test("the sidecar killed under an attached agent train: the run id and the watch
     const exited = new Promise<number | null>((res) => proc.on("close", (code) => res(code)));
     await new Promise<void>((res, rej) => {
       const timer = setTimeout(() => rej(new Error(`no step 6 in:\n${out}${err}`)), 300_000);
-      proc.stdout.on("data", () => /^step ([6-9]|\d\d)\/40 /m.test(out) && (clearTimeout(timer), res()));
+      proc.stdout.on("data", () => /^step ([6-9]|1[0-2])\/12 /m.test(out) && (clearTimeout(timer), res()));
     });
     await own.stop("SIGKILL");
     assert.equal(await exited, 1, out + err);
