@@ -83,8 +83,8 @@ test: lint arch typecheck
 # every test (CI).
 TS_UNIT_TESTS = $(shell cd ts_agent && find test -name '*.test.ts' ! -name '*-e2e.test.ts' | sort)
 test-fast: setup
-	$(PYTEST) -q -m "not slow" tests
-	cd ts_agent && node --import tsx --import ./test/helpers/unit-tier.ts --test $(TS_UNIT_TESTS)
+	$(PYTEST) -q -n 2 -m "not slow" tests
+	cd ts_agent && node --import tsx --import ./test/helpers/unit-tier.ts --test --test-concurrency=2 $(TS_UNIT_TESTS)
 
 parity: setup
 	scripts/parity.sh
