@@ -90,9 +90,19 @@ class Cluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start_head(self) -> None:
-        subprocess.run([RAY, "start", "--head", "--port", str(self.port), "--include-dashboard=false",
-                        "--temp-dir", str(self.head), *NODE_ARGS], env=self.env, check=True, capture_output=True)
+    def start_head(self, tries: int = 3) -> None:
+        """`ray start --head`; a start that fails (on a loaded machine: a port free_port picked and
+        another process took, a GCS that did not come up in time) is stopped and tried again on a
+        fresh port; the last failure's output is in the error."""
+        for attempt in range(1, tries + 1):
+            r = subprocess.run([RAY, "start", "--head", "--port", str(self.port), "--include-dashboard=false",
+                                "--temp-dir", str(self.head), *NODE_ARGS], env=self.env, capture_output=True, text=True)
+            if r.returncode == 0:
+                return
+            kill_node(self.head)
+            if attempt == tries:
+                raise RuntimeError(f"ray start --head failed {tries} times; the last said:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+            self.port = free_port()
 
     def start_worker(self) -> None:
         subprocess.run([RAY, "start", "--address", self.address, "--temp-dir", str(self.worker), *NODE_ARGS],

@@ -15,6 +15,8 @@ from py_trainer.stats.distributions import clamp_p, student_critical, z_critical
 from py_trainer.stats.rng import Interval
 from py_trainer.stats.descriptive import average_ranks, sum_of
 
+__all__ = ["StartVsEnd", "start_vs_end", "Trend", "trend", "HamedRaoTrend", "hamed_rao_trend"]
+
 
 @dataclass(frozen=True)
 class StartVsEnd:
