@@ -6,13 +6,26 @@ import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { FUNCTIONS, compareValues, decode, runCase, type VectorFile } from "../src/parity/harness.js";
-import { CURVE_THRESHOLDS_JSON, buildVectorFiles, formatVectorFile } from "../src/parity/vectors.js";
+import { CURVE_THRESHOLDS_JSON, buildVectorFiles, formatVectorFile, loadInputs, parseInputs } from "../src/parity/vectors.js";
 import { CURVE_THRESHOLDS, formatCurveThresholds } from "../src/agent/report/thresholds.js";
 
 const VECTORS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "tests", "vectors");
 const files = readdirSync(VECTORS)
   .filter((f) => f.endsWith(".json"))
   .sort();
+
+test("the inputs' data files: every function has cases, and NaN, infinities and -0 survive JSON", () => {
+  const inputs = loadInputs();
+  assert.deepEqual(Object.keys(inputs).sort(), Object.keys(FUNCTIONS).sort());
+  const normalCdfArgs = inputs.normalCdf.map(([, args]) => args[0]);
+  assert.ok(normalCdfArgs.some((x) => Object.is(x, -0)), "normalCdf's -0 case decodes to -0");
+  assert.ok(normalCdfArgs.some((x) => Number.isNaN(x)));
+  assert.ok(normalCdfArgs.includes(-Infinity));
+  const parsed = parseInputs('{"mean": [["a", [[1, "NaN", "-0"]], {"eps": "Infinity"}]]}');
+  assert.ok(Number.isNaN((parsed.mean[0][1][0] as number[])[1]));
+  assert.ok(Object.is((parsed.mean[0][1][0] as number[])[2], -0));
+  assert.equal(parsed.mean[0][2]?.eps, Infinity);
+});
 
 test("there is one vector file per function under test", () => {
   assert.deepEqual(files, Object.keys(FUNCTIONS).map((f) => `${f}.json`).sort());
