@@ -76,7 +76,8 @@ def estimate_total(config: Path, data_root: Path, model_folder: Path) -> tuple[i
     from py_trainer.validate import validate_train_request
 
     eff = validate_train_request(json_format.ParseDict(json.loads(config.read_text()), pb.TrainRequest()), data_root)
-    comps = me.estimate(eff, me.read_config(model_folder), precision="fp32")
+    comps = me.estimate(eff, me.read_config(model_folder), precision="fp32",
+                        prompt_tokens=me.longest_prompt_tokens(eff, data_root))
     return sum(c.bytes for c in comps), comps
 
 

@@ -168,3 +168,49 @@ def test_an_embedded_base_not_built_yet_is_estimated_from_its_builders_shape(tmp
                                      "tie_word_embeddings": True}).parameters()
         assert weights.name == "weights" and weights.bytes == want * 4, (base, weights)
     assert not any((tmp_path / "home").rglob("config.json"))
+
+
+@pytest.mark.slow
+def test_the_activations_and_kv_cache_follow_the_longest_training_prompt(tmp_path, tiny_model_dir, tiny_model_home,
+                                                                         monkeypatch):
+    """Issue 27 item 6: the estimate took max_prompt_length (256) as every prompt's length, 3.9x the
+    measured peak on SmolLM2-135M's recipe (47-token prompts). TRL pads a batch to its longest
+    prompt and truncates none: the prompt term is the longest *training* prompt (a longer held-out
+    row does not count), tokenized as TRL feeds it (here raw text, no special tokens)."""
+    from transformers import AutoTokenizer
+
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tiny_model_home))
+    req = effective(tmp_path)
+    req.runtime.prompt_format = "raw"
+    rows = req.dataset.inline.rows
+    rows[-1].prompt = "a held-out prompt far longer than any training prompt " * 20  # the last 4 rows are held out
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    train = [r.prompt for r in rows[:-req.held_out.num_prompts]]
+    want = max(len(tok(p, add_special_tokens=False)["input_ids"]) for p in train)
+    assert want < len(tok(rows[-1].prompt, add_special_tokens=False)["input_ids"])
+    assert me.longest_prompt_tokens(req, tmp_path) == want  # the default model's folder is its tokenizer's
+    g = req.grpo
+    comps = {c.name: c for c in me.estimate(req, QWEN25_05B, precision="bf16", prompt_tokens=want)}
+    upper = {c.name: c for c in me.estimate(req, QWEN25_05B, precision="bf16")}
+    seq = want + g.max_completion_length
+    assert comps["kv_cache"].bytes == g.per_device_train_batch_size * g.gradient_accumulation_steps * seq * 2 * 24 * 2 * 64 * 2
+    assert comps["activations"].bytes < upper["activations"].bytes
+    assert f"the longest training prompt, {want} + {g.max_completion_length}" in comps["activations"].formula
+    assert "max_prompt_length 256 (no local tokenizer" in upper["activations"].formula
+    res = me.estimate_request(req, tmp_path)  # the RPC's path measures the prompts itself
+    assert f"the longest training prompt, {want} +" in next(c.formula for c in res.components if c.name == "activations")
+    assert isinstance(res, pb.EstimateMemoryResponse)
+
+
+def test_a_base_whose_tokenizer_is_not_on_disk_falls_back_to_max_prompt_length(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))  # the embedded base is not built here
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "tasks.jsonl").write_text("")
+    req = effective(tmp_path / "data")
+    for base in ("", "embedded:tasks.jsonl"):
+        req.base_model = base
+        assert me.longest_prompt_tokens(req, tmp_path / "data") == 0
+        acts = next(c for c in me.estimate_request(req, tmp_path / "data").components if c.name == "activations")
+        assert "max_prompt_length 256" in acts.formula

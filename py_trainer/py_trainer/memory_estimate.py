@@ -10,11 +10,18 @@ component (bytes):
   target_modules is empty), in fp32 (PEFT keeps adapters in fp32 under a 16-bit base);
 - optimizer_state: AdamW's two moments and the gradient of every LoRA parameter, fp32 (3 x 4 bytes);
 - activations: what backward keeps for one micro-batch of per_device_train_batch_size sequences
-  of max_prompt_length + max_completion_length tokens: per layer and token about 18 hidden-sized
+  of prompt + max_completion_length tokens: per layer and token about 18 hidden-sized
   values plus the attention probabilities (n_heads x sequence) when the kernel materialises them
   (eager / sdpa on CPU), only the layer inputs with gradient checkpointing; plus the fp32 logits
   of the completion tokens over the vocabulary (and their log-softmax: x 2), which dominate for
   large vocabularies;
+- the prompt: TRL pads a batch to its longest prompt and (TRL >= 1.0) truncates none, so the
+  prompt length is the longest training prompt as the model sees it (the chat template applied
+  when the run uses it), tokenized with the base's own tokenizer when that is on disk; otherwise
+  (a GGUF base not converted yet, an embedded base not built yet) max_prompt_length stands in, an
+  upper bound for prompts within it. On SmolLM2-135M-Instruct's recipe (47-token prompts against
+  max_prompt_length 256) this term took the estimate from 3.9x the measured peak to within it
+  (docs/real-model.md, scripts/bench_memory.py --only real);
 - kv_cache: generation of one batch of per_device_train_batch_size x gradient_accumulation_steps
   completions (TRL generates a whole generation batch at once): 2 x layers x kv_heads x head_dim x
   (prompt + completion) x the dtype's bytes per sequence (0 with use_vllm, whose cache is in
@@ -33,6 +40,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from py_trainer.config import EMBEDDED_PREFIX
 from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
@@ -131,9 +139,10 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def estimate(req, cfg: dict, *, precision: str, device_total_bytes: int = 0) -> list[Component]:
+def estimate(req, cfg: dict, *, precision: str, device_total_bytes: int = 0, prompt_tokens: int = 0) -> list[Component]:
     """The components for an effective (validated) GRPO TrainRequest `req` on a model of config `cfg`
-    at `precision` ("fp32" / "bf16" / "fp16")."""
+    at `precision` ("fp32" / "bf16" / "fp16"); `prompt_tokens`: the longest training prompt in
+    tokens (`longest_prompt_tokens`), 0 when unknown (max_prompt_length stands in)."""
     s, g, lora = Shape.from_config(cfg), req.grpo, req.lora
     wb = DTYPE_BYTES[precision]
     n = s.parameters()
@@ -144,7 +153,10 @@ def estimate(req, cfg: dict, *, precision: str, device_total_bytes: int = 0) -> 
     out.append(Component("lora_parameters", lp * 4, f"{lp / 1e6:.2f}M LoRA params (r {lora.r} on {', '.join(targets)} "
                                                     f"x {s.layers} layers) x 4 bytes (fp32)"))
     out.append(Component("optimizer_state", lp * 12, f"{lp / 1e6:.2f}M x (gradient + AdamW's 2 moments) x 4 bytes"))
-    seq = g.max_prompt_length + g.max_completion_length
+    prompt = prompt_tokens or g.max_prompt_length
+    seq = prompt + g.max_completion_length
+    prompt_how = (f"the longest training prompt, {prompt_tokens}" if prompt_tokens
+                  else f"max_prompt_length {g.max_prompt_length} (no local tokenizer to measure the prompts)")
     b = g.per_device_train_batch_size
     if req.runtime.gradient_checkpointing:
         per_token, how = s.layers * s.hidden * wb, f"{s.layers} layer inputs x hidden {s.hidden} (gradient checkpointing)"
@@ -156,7 +168,8 @@ def estimate(req, cfg: dict, *, precision: str, device_total_bytes: int = 0) -> 
         attn = 0 if flash else s.layers * s.heads * seq * wb
     logits = 2 * g.max_completion_length * s.vocab * 4
     act = b * (seq * (per_token + attn) + logits)
-    out.append(Component("activations", act, f"{b} sequences x {seq} tokens x ({how} x {wb} bytes"
+    out.append(Component("activations", act, f"{b} sequences x {seq} tokens ({prompt_how} + {g.max_completion_length}) x "
+                                             f"({how} x {wb} bytes"
                                              f"{f' + attention {s.heads} heads x {seq}' if attn else ''}) + fp32 logits "
                                              f"and log-softmax of {g.max_completion_length} completion tokens x vocab {s.vocab}"))
     gen = b * g.gradient_accumulation_steps
@@ -220,7 +233,6 @@ def embedded_config(name: str, data_root: Path) -> dict | None:
     its builder will give it (`tiny_model.SPEC`, the vocabulary at its BPE ceiling: an upper bound);
     None for any other base. Nothing is built (issue 30, item 2: EstimateMemory built the model in
     the sidecar, 19-20 s)."""
-    from py_trainer.config import EMBEDDED_PREFIX
     from py_trainer.tiny_model import SPEC
 
     if name != "" and not name.startswith(EMBEDDED_PREFIX):
@@ -234,6 +246,39 @@ def embedded_config(name: str, data_root: Path) -> dict | None:
             "num_hidden_layers": SPEC.num_hidden_layers, "num_attention_heads": SPEC.num_attention_heads,
             "num_key_value_heads": SPEC.num_key_value_heads, "intermediate_size": SPEC.intermediate_size,
             "tie_word_embeddings": True}
+
+
+def local_tokenizer_folder(base_model: str, data_root: Path) -> Path | None:
+    """A folder on disk holding the base's tokenizer, found without building, converting or
+    downloading anything; None when there is none yet."""
+    from py_trainer.base_models import is_gguf_base, model_dir_for
+    from py_trainer.models import model_files_folder, resolve_model_path
+
+    if base_model == "" or base_model.startswith(EMBEDDED_PREFIX) or is_gguf_base(base_model):
+        folder = model_dir_for(base_model, data_root)
+    else:
+        folder = model_files_folder(resolve_model_path(base_model, data_root))
+    if folder is None or not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        return None
+    return folder
+
+
+def longest_prompt_tokens(effective: pb.TrainRequest, data_root: Path) -> int:
+    """The longest training prompt of an effective GRPO request in tokens, as TRL will feed it (the
+    chat template when runtime.prompt_format resolves to chat; no special tokens added), or 0 when
+    the base's tokenizer is not on disk."""
+    folder = local_tokenizer_folder(effective.base_model, data_root)
+    if folder is None:
+        return 0
+    from transformers import AutoTokenizer
+
+    from py_trainer.data import split_rows
+    from py_trainer.models import format_prompts
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    train, _ = split_rows(effective, data_root)
+    texts = format_prompts(tokenizer, [r.prompt for r in train], effective.runtime.prompt_format)
+    return max((len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0)
 
 
 def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.EstimateMemoryResponse:
@@ -254,7 +299,8 @@ def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.Estimate
         cfg = read_config(folder)
     device, free, total = device_memory(effective.runtime.device)
     precision = effective.runtime.precision or ("bf16" if device.startswith("cuda") else "fp32")
-    comps = estimate(effective, cfg, precision=precision, device_total_bytes=total)
+    comps = estimate(effective, cfg, precision=precision, device_total_bytes=total,
+                     prompt_tokens=longest_prompt_tokens(effective, data_root))
     return pb.EstimateMemoryResponse(components=[pb.MemoryComponent(name=c.name, bytes=c.bytes, formula=c.formula)
                                                  for c in comps],
                                      total_bytes=sum(c.bytes for c in comps), device=device, device_free_bytes=free,
@@ -264,5 +310,7 @@ def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.Estimate
 def preflight(effective: pb.TrainRequest, data_root: Path) -> None:
     """Before a CUDA run loads its model: FAILED_PRECONDITION naming the knob to lower when the
     estimate exceeds the device's free memory (nothing on CPU)."""
+    if not device_memory(effective.runtime.device)[0].startswith("cuda"):
+        return  # never enforced on CPU (check_fits): skip the estimate and its prompt tokenization
     res = estimate_request(effective, data_root)
     check_fits([Component(c.name, c.bytes, c.formula) for c in res.components], res.device, res.device_free_bytes)
