@@ -2,12 +2,14 @@
 Ray cluster on 127.0.0.1 (no mocks): a head and a second node started with `ray start`, one CPU
 each, a small object store, no dashboard; both are stopped by the PIDs of their processes.
 
-Each node has one CPU, so two runs at once take one node each. Node loss is the worker node's
-processes killed (SIGKILL) mid-run; the head's GCS is told to notice a dead node within ~2 s.
+Each node has one CPU, so two runs at once take one node each, and a run of num_nodes 2 takes
+one rank on each (item 3). Node loss is the worker node's processes killed (SIGKILL) mid-run; the
+head's GCS is told to notice a dead node within ~2 s (that test runs last: it leaves one node).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -192,6 +194,49 @@ def test_two_runs_at_once_train_on_the_cluster_and_a_restarted_sidecar_reattache
         steps = [e.train_step.step for e in events[run_id] if e.HasField("train_step")]
         assert steps == sorted(set(steps)) and steps[-1] == 3, f"{run_id}: each step once, in order: {steps}"
     assert sc.log().count("reattaching to its Ray worker") == 2
+
+
+@pytest.mark.slow
+def test_a_two_node_run_one_rank_per_node_trains_and_returns_one_adapter(tmp_path, cluster, tiny_model_home,
+                                                                         tiny_model_dir):
+    """Issue 28 item 3: num_nodes 2, num_processes 2 on the 2-node cluster (one CPU each): a
+    placement group puts one launcher on each node, the two ranks meet over gloo; rank 0 alone
+    reports; one adapter comes back. Before the cluster's other test kills its worker node."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    req = small_request("spread", max_steps=2)
+    req.runtime.num_processes, req.runtime.num_nodes, req.runtime.device = 2, 2, "cpu"
+    sc = ray_sidecar(tmp_path, cluster, tiny_model_home)
+    try:
+        ch, stub = stub_for(sc)
+        next(stub.Train(req, timeout=60))
+        placed = running_on_nodes(stub, ("spread",))["spread"]
+        end = wait_state(stub, "spread", TERMINAL, 300)
+        events = [w.event for w in stub.WatchRun(pb.WatchRunRequest(run_id="spread"), timeout=30)]
+        ch.close()
+    finally:
+        sc.stop()
+    assert end.state == pb.RUN_STATE_SUCCEEDED, end.reason
+    assert sorted(n.split()[1] for n in placed.node.split(", ")) == sorted([node_id(cluster.head),
+                                                                            node_id(cluster.worker)]), placed.node
+    folder = tmp_path / "runs" / "spread"
+    machine0, machine1 = (folder / "worker.log").read_text(), (folder / "worker-node1.log").read_text()
+    assert "rank 0/2 finished step 2" in machine0 and "rank 1/2" not in machine0, machine0[-3000:]
+    assert "rank 1/2 finished step 2" in machine1 and "rank 0/2" not in machine1, machine1[-3000:]
+    # rank 0 alone reports: each step once, gap-free seqs, one adapter, one summary of 2 ranks
+    assert [e.train_step.step for e in events if e.HasField("train_step")] == [1, 2]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert json.loads((folder / "summary.json").read_text())["world_size"] == 2
+    assert not list(folder.glob(".adapter.*"))
+    # the adapter loads with PEFT and moves the model off its base
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    ids = torch.tensor([[1, 5, 9, 13, 17, 21]])
+    with torch.no_grad():
+        before = base(ids).logits
+        after = PeftModel.from_pretrained(base, folder / "adapter")(ids).logits
+    assert (after - before).abs().max().item() > 1e-6
 
 
 @pytest.mark.slow

@@ -77,7 +77,9 @@ EXAMPLES = {
               "py-trainer serve --host 0.0.0.0 --token \"$PY_TRAINER_TOKEN\"   # another machine may call it",
               "py-trainer serve --slots 2                          # two runs train at once (CPU: threads split)",
               "py-trainer serve --executor ray --ray-address HEAD:6379 --runs-root /shared/runs   # workers on a Ray cluster"],
-    "train": ["py-trainer train --config run.yaml", "py-trainer train --config run.yaml --run-id aml-v2 --runs-root runs"],
+    "train": ["py-trainer train --config run.yaml", "py-trainer train --config run.yaml --run-id aml-v2 --runs-root runs",
+              "py-trainer train --config run.yaml --run-id job-7 --machine-rank 1 --main-process-ip 10.0.0.7   "
+              "# one node of a runtime.num_nodes run (docs/scale.md)"],
     "evaluate": ["py-trainer evaluate --config eval.yaml --out eval-result.json",
                  "  (eval.yaml: {tasks: {jsonl_path: tasks.jsonl, split: test}, adapters: [{name: a, run_id: r1, "
                  "checkpoint_step: 40}]})"],
@@ -142,7 +144,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from py_trainer.standalone import train_from_config
 
-    return train_from_config(args.config, args.runs_root, args.data_root, run_id=args.run_id)
+    return train_from_config(args.config, args.runs_root, args.data_root, run_id=args.run_id,
+                             machine_rank=args.machine_rank, main_process_ip=args.main_process_ip,
+                             main_process_port=args.main_process_port)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -341,6 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="run one training request from a YAML/JSON file, no server")
     p.add_argument("--config", type=Path, required=True, help="TrainRequest as YAML or JSON (proto field names)")
     p.add_argument("--run-id", default="", help="overrides run_id in the config")
+    p.add_argument("--machine-rank", type=int_in(0), default=None,
+                   help="runtime.num_nodes > 1: this node's machine rank (Slurm: $SLURM_NODEID); run once per node")
+    p.add_argument("--main-process-ip", default="",
+                   help="runtime.num_nodes > 1: machine rank 0's address (Slurm: the job's first host)")
+    p.add_argument("--main-process-port", type=int_in(1, 65535), default=29500,
+                   help="runtime.num_nodes > 1: the ranks' rendezvous port on machine rank 0 (default: 29500)")
     _add_roots(p)
     p.set_defaults(func=_cmd_train)
 

@@ -230,7 +230,8 @@ HELD_OUT: dict[str, Knob] = {
 RUNTIME: dict[str, Knob] = {
     "device": Knob("auto", Choices(("auto", "cpu", "cuda")), "auto = cuda when available"),
     "precision": Knob("", Choices(("fp32", "bf16", "fp16")), "empty = fp32 on CPU, bf16 on CUDA"),
-    "num_processes": Knob(1, Range(1, 64), ">1 launches the worker through accelerate launch"),
+    "num_processes": Knob(1, Range(1, 64), "ranks over all nodes; >1 launches the worker through accelerate launch"),
+    "num_nodes": Knob(1, Range(1, 64), "machines the ranks span, num_processes / num_nodes each (Ray, or Slurm)"),
     # GRPO passes it to GRPOConfig; ranked preference checkpoints exactly when on CUDA (train_preference.py)
     "gradient_checkpointing": Knob(False, None, "trade compute for memory (also disables the KV cache in generation)",
                                    trl="gradient_checkpointing"),
@@ -352,32 +353,41 @@ def check_knobs(msg, table: Mapping[str, Knob], prefix: str, only: tuple[str, ..
         check_knob(prefix + name, knob, value)
 
 
-def check_runtime(rt, data_root: Path | None = None, *, training: bool = False) -> None:
+def check_runtime(rt, data_root: Path | None = None, *, training: bool = False, this_machine: bool = True) -> None:
     """Fill and check RuntimeSettings. What this machine cannot honour is FAILED_PRECONDITION naming
     the field (CUDA, more processes than devices, a missing attention kernel), never silently changed.
-    Only training runs in several processes or through an accelerate config (`training`)."""
-    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "gradient_checkpointing", "report_to", "prompt_format"))
+    Only training runs in several processes or through an accelerate config (`training`).
+    `this_machine` False: the workers run elsewhere (a Ray cluster, whose executor checks the
+    devices and ranks per node), so CUDA and the ranks are not checked against this machine."""
+    fill_defaults(rt, RUNTIME, only=("device", "num_processes", "num_nodes", "gradient_checkpointing", "report_to",
+                                     "prompt_format"))
     check_knobs(rt, RUNTIME, "runtime.")
-    check_launch(rt, data_root, training=training)
+    check_launch(rt, data_root, training=training, this_machine=this_machine)
     for i, name in enumerate(rt.report_to):
         if name not in REPORT_TO_CHOICES:
             raise InvalidArgument(f"runtime.report_to[{i}]", f"must be one of {REPORT_TO_CHOICES}, got {name!r}")
         if name == "none" and len(rt.report_to) > 1:
             raise InvalidArgument(f"runtime.report_to[{i}]", '"none" cannot be combined with an integration')
-    if rt.device == "cuda":
+    if rt.device == "cuda" and this_machine:
         import torch
 
         if not torch.cuda.is_available():
             raise FailedPrecondition("runtime.device", "cuda requested but no CUDA device is available")
 
 
-def check_launch(rt, data_root: Path | None, *, training: bool) -> None:
-    """num_processes, accelerate_config and attn_implementation against this machine."""
+def check_launch(rt, data_root: Path | None, *, training: bool, this_machine: bool = True) -> None:
+    """num_processes (per node), num_nodes, accelerate_config and attn_implementation against this machine."""
     import os
 
     if not training:
         if rt.num_processes > 1:
             raise InvalidArgument("runtime.num_processes", f"only training runs in several processes, got {rt.num_processes}")
+        if rt.num_nodes > 1:
+            raise InvalidArgument("runtime.num_nodes", f"only training runs across nodes, got {rt.num_nodes}")
+    nodes = max(1, rt.num_nodes)
+    if rt.num_processes % nodes:
+        raise InvalidArgument("runtime.num_processes", f"{rt.num_processes} ranks do not split evenly over "
+                                                       f"runtime.num_nodes = {nodes}: give a multiple of {nodes}")
         if rt.accelerate_config:
             raise InvalidArgument("runtime.accelerate_config", "only applies to training")
     if rt.accelerate_config:
@@ -386,15 +396,16 @@ def check_launch(rt, data_root: Path | None, *, training: bool) -> None:
         path = resolve_under(data_root, rt.accelerate_config, "runtime.accelerate_config")
         if not path.is_file():
             raise InvalidArgument("runtime.accelerate_config", f"{rt.accelerate_config!r} is not a file")
-    if rt.num_processes > 1:
+    if (per_node := rt.num_processes // nodes) > 1 and this_machine:
         import torch
 
         cuda = rt.device == "cuda" or (rt.device == "auto" and torch.cuda.is_available())
         have = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
-        if rt.num_processes > have:
+        if per_node > have:
             where = f"{have} CUDA device(s)" if cuda else f"{have} CPU core(s)"
+            each = f" on each of {nodes} nodes" if nodes > 1 else ""
             raise FailedPrecondition("runtime.num_processes",
-                                     f"{rt.num_processes} processes asked for, this machine has {where}")
+                                     f"{per_node} processes asked for{each}, this machine has {where}")
     impl = rt.attn_implementation
     if impl:
         if not all(c.isalnum() or c in "_-" for c in impl):

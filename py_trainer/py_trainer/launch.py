@@ -3,7 +3,8 @@ ranks through `accelerate launch`.
 
 - One process: ``python -m py_trainer.worker``.
 - ``runtime.num_processes`` > 1 or ``runtime.accelerate_config``: ``accelerate launch`` with that
-  many ranks (torchrun underneath; without CUDA the ranks train on CPU over the gloo backend).
+  many ranks (torchrun underneath; without CUDA the ranks train on CPU over the gloo backend);
+  with ``runtime.num_nodes`` > 1, one launcher per node (accelerate's multi-node settings).
   Every rank trains; rank 0 alone writes run files and events. A user's accelerate config
   (DeepSpeed ZeRO, FSDP) goes to ``--config_file`` unchanged.
 - Stop after the current step: `CANCEL_FILE` in the run folder, which every rank checks at each
@@ -34,18 +35,41 @@ def is_multi_process(rt: pb.RuntimeSettings) -> bool:
     return rt.num_processes > 1 or bool(rt.accelerate_config)
 
 
-def launch_argv(rt: pb.RuntimeSettings, data_root: Path) -> list[str]:
-    """The command that starts a run's training (the caller appends --run-dir/--data-root)."""
+def launch_argv(rt: pb.RuntimeSettings, data_root: Path, machine: tuple[int, str, int] | None = None) -> list[str]:
+    """The command that starts a run's training (the caller appends --run-dir/--data-root).
+
+    ``runtime.num_nodes`` > 1: one such command runs on each node, with accelerate's multi-node
+    settings: ``--num_processes`` stays the total rank count (accelerate runs num_processes /
+    num_machines on each node), and `machine` = (machine rank, main process ip, main process port)
+    says which node this is and where machine rank 0's rendezvous listens. Without `machine` the
+    three values are the placeholders `MACHINE_SETTINGS`, which each node's launcher fills
+    (`fill_machine`: the Ray executor knows them only once machine 0 is placed)."""
     if not is_multi_process(rt):
         return [sys.executable, *WORKER]
+    nodes = max(1, rt.num_nodes)
     argv = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(max(1, rt.num_processes)),
-            "--num_machines", "1", "--main_process_port", str(free_port())]
+            "--num_machines", str(nodes)]
+    if nodes > 1:
+        rank, ip, port = machine or MACHINE_SETTINGS
+        argv += ["--machine_rank", str(rank), "--main_process_ip", str(ip), "--main_process_port", str(port)]
+    else:
+        argv += ["--main_process_port", str(free_port())]
     if rt.accelerate_config:
         argv += ["--config_file", str(resolve_under(data_root, rt.accelerate_config, "runtime.accelerate_config"))]
     else:
         # --multi_gpu selects accelerate's torchrun launcher; without CUDA the ranks run on CPU (gloo)
         argv += ["--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
     return argv + WORKER
+
+
+MACHINE_SETTINGS = ("{machine_rank}", "{main_process_ip}", "{main_process_port}")
+"""Placeholders in a multi-node argv built without a machine (`launch_argv`)."""
+
+
+def fill_machine(argv: list[str], rank: int, ip: str, port: int) -> list[str]:
+    """`argv` with `MACHINE_SETTINGS` replaced by this node's machine rank and machine 0's address."""
+    subs = dict(zip(MACHINE_SETTINGS, (str(rank), ip, str(port))))
+    return [subs.get(a, a) for a in argv]
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from py_trainer.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.launch import ask_to_stop
 from py_trainer.run_folder import disk_full_path, tail_text
@@ -75,7 +76,16 @@ class LocalExecutor:
         return None
 
     def uses_local_devices(self) -> bool:
+        """Whether requests are checked against this machine's devices and cores (`config.check_launch`)."""
         return True
+
+    def check_request(self, req: pb.TrainRequest) -> None:
+        """What these workers cannot run, refused at Train naming the field: ranks on other nodes."""
+        if req.runtime.num_nodes > 1:
+            raise FailedPrecondition("runtime.num_nodes", f"{req.runtime.num_nodes} nodes asked for, but this sidecar "
+                                     "trains on its own machine (--executor local): serve with --executor ray "
+                                     "--ray-address HEAD:PORT to span a Ray cluster's nodes, or run py-trainer train "
+                                     "--machine-rank R on each node (Slurm: docs/scale.md)")
 
     def can_reattach(self, rec) -> str:
         """'' when a restarted sidecar can follow the run's worker again, else why not."""

@@ -18,7 +18,13 @@ same worker command as the local executor on its node. What the sidecar sees:
   skipping the event lines its log already holds, or fails it with the reason.
 
 At start, `start` has a task on every alive node write a probe file into the runs root and reads
-each back here: a node that does not share the runs root refuses the start, naming the path.
+each back here: a node that does not share the runs root refuses the start, naming the path. The
+probe also lists each alive node's CPUs and GPUs: a Train the cluster cannot hold (more nodes
+than it has, ranks per node no node can hold, cuda without a GPU) is refused up front naming the
+field (`check_fits`), instead of waiting for resources that never come.
+
+A run with ``runtime.num_nodes`` > 1 spans that many nodes: the bridge places one actor per node
+in a placement group, each running ``accelerate launch`` with its machine rank (ray_bridge.py).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import sys
 from pathlib import Path
 
 from py_trainer.atomic import write_json_atomic
+from py_trainer.errors import FailedPrecondition
 from py_trainer.launch import ask_to_stop
 from py_trainer.local_executor import ExecutorUnavailable, OnLine, WorkerLost
 from py_trainer.run_folder import tail_text
@@ -83,6 +90,8 @@ class RayExecutor:
         self.cpus_per_rank = cpus_per_rank
         self.runs_root = Path()
         self.cpus = self.gpus = 0
+        self.nodes: list[dict] = []
+        """The alive nodes at start, each {"node", "cpus", "gpus"} (`check_fits`)."""
         self.bridges: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, runs_root: Path, data_root: Path) -> None:
@@ -113,7 +122,7 @@ class RayExecutor:
                 raise ExecutorUnavailable(
                     f"--executor ray: the runs root {self.runs_root} is not shared with Ray node {p['node']}: the "
                     f"probe file it wrote, {path}, {seen}; every node must mount the runs root at the same path")
-        self.cpus, self.gpus = answer["cpus"], answer["gpus"]
+        self.cpus, self.gpus, self.nodes = answer["cpus"], answer["gpus"], answer["nodes"]
 
     def default_slots(self) -> int | None:
         """One slot per GPU of the cluster, else one per `cpus_per_rank` of its CPUs."""
@@ -122,34 +131,39 @@ class RayExecutor:
     def uses_local_devices(self) -> bool:
         return False
 
+    def check_request(self, req) -> None:
+        """What the cluster cannot hold, refused at Train naming the field (`check_fits`)."""
+        check_fits(req.runtime, self.nodes, self.cpus_per_rank)
+
     def can_reattach(self, rec) -> str:
         if (rec.folder / MARKER_FILE).is_file():
             return ""
         return "it was not placed on the Ray cluster"
 
-    def resources(self, rec) -> tuple[int, int]:
-        """(CPUs, GPUs) the run's actor asks for."""
+    def resources(self, rec) -> tuple[int, int, int]:
+        """(CPUs, GPUs) each node's actor asks for, and the number of nodes (one actor on each)."""
         rt = rec.request.runtime
-        ranks = max(1, rt.num_processes)
-        on_gpu = rt.device == "cuda" or (rt.device in ("", "auto") and self.gpus > 0)
-        return ranks * self.cpus_per_rank, ranks if on_gpu else 0
+        nodes = max(1, rt.num_nodes)
+        ranks = max(1, rt.num_processes) // nodes
+        return ranks * self.cpus_per_rank, ranks if on_gpu(rt, self.gpus) else 0, nodes
 
     async def run(self, rec, argv: list[str], env: dict[str, str], on_line: OnLine, *, cursor: int = 0,
                   reattach: bool = False) -> int:
         """Run the worker on the cluster to its end; every event line to `on_line`; its exit code.
         WorkerLost when its node or actor died (or, reattaching, is gone)."""
         events = rec.folder / EVENTS_FILE
-        command = [*BRIDGE, "run", "--address", self.address, "--runs-root", str(self.runs_root), "--run-id", rec.run_id]
+        cpus, gpus, nodes = self.resources(rec)
+        command = [*BRIDGE, "run", "--address", self.address, "--runs-root", str(self.runs_root), "--run-id", rec.run_id,
+                   "--nodes", str(nodes)]
         if reattach:
             log.info("run %s: reattaching to its Ray worker", rec.run_id)
             command.append("--attach")
         else:
             events.unlink(missing_ok=True)
             write_json_atomic(rec.folder / MARKER_FILE, {"address": self.address, "runs_root": str(self.runs_root)})
-        cpus, gpus = self.resources(rec)
         threads = str(self.cpus_per_rank)
         spec = {"argv": argv, "env": {**forwarded_env(), **env, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},
-                "cwd": os.getcwd(), "cpus": cpus, "gpus": gpus, "events_file": str(events),
+                "cwd": os.getcwd(), "cpus": cpus, "gpus": gpus, "nodes": nodes, "events_file": str(events),
                 "log_file": str(rec.folder / "worker.log")}
         with open(rec.folder / BRIDGE_LOG, "ab") as bridge_log:
             bridge = await asyncio.create_subprocess_exec(
@@ -217,6 +231,36 @@ class RayExecutor:
             bridge.send_signal(signal.SIGTERM)
         if running:
             await asyncio.wait([asyncio.ensure_future(b.wait()) for b in running], timeout=10)
+
+
+def on_gpu(rt, cluster_gpus: int) -> bool:
+    """Whether a run's ranks take a GPU each: device cuda, or auto on a cluster with GPUs."""
+    return rt.device == "cuda" or (rt.device in ("", "auto") and cluster_gpus > 0)
+
+
+def check_fits(rt, nodes: list[dict], cpus_per_rank: int) -> None:
+    """FailedPrecondition naming the field when the cluster's alive nodes (`nodes`: each
+    {"node", "cpus", "gpus"}, as the start-up probe saw them) cannot hold the run: cuda on a
+    cluster with no GPU, more nodes than it has, or ranks per node (num_processes / num_nodes)
+    that fewer than num_nodes of its nodes can hold (cpus_per_rank CPUs, and a GPU on GPU, each)."""
+    want = max(1, rt.num_nodes)
+    per_node = max(1, rt.num_processes) // want
+    gpus = sum(n["gpus"] for n in nodes)
+    if rt.device == "cuda" and not gpus:
+        raise FailedPrecondition("runtime.device", f"cuda requested but the Ray cluster's {len(nodes)} node(s) "
+                                                   "have no GPU")
+    if want > len(nodes):
+        raise FailedPrecondition("runtime.num_nodes", f"{want} nodes asked for, the Ray cluster has {len(nodes)} "
+                                                      "alive node(s)")
+    need_cpus, need_gpus = per_node * cpus_per_rank, per_node if on_gpu(rt, gpus) else 0
+    fit = sum(1 for n in nodes if n["cpus"] >= need_cpus and n["gpus"] >= need_gpus)
+    if fit < want:
+        need = f"{need_cpus} CPU(s)" + (f" and {need_gpus} GPU(s)" if need_gpus else "")
+        largest = max(nodes, key=lambda n: (n["gpus"], n["cpus"]), default=None)
+        have = f" (the largest: {largest['cpus']} CPU(s), {largest['gpus']} GPU(s))" if largest else ""
+        raise FailedPrecondition("runtime.num_processes",
+                                 f"{per_node} rank(s) on each of {want} node(s) need {need} per node (--ray-cpus-per-rank "
+                                 f"{cpus_per_rank}); {fit} of the Ray cluster's {len(nodes)} node(s) have that{have}")
 
 
 def forwarded_env() -> dict[str, str]:

@@ -104,9 +104,17 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
         self.registry = registry
         self.inference = InferenceWorker()  # Evaluate and SampleGroups run there, one job at a time
 
+    def _validate(self, request: pb.TrainRequest) -> pb.TrainRequest:
+        """The effective request, checked against where its workers run: this machine's devices
+        (local executor) or the cluster's nodes (`executor.check_request`)."""
+        executor = self.registry.executor
+        effective = validate_train_request(request, self.registry.data_root, this_machine=executor.uses_local_devices())
+        executor.check_request(effective)
+        return effective
+
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
-        effective = validate_train_request(request, self.registry.data_root)
+        effective = self._validate(request)
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
         async for ev in self.registry.watch(rec.run_id, 0):
@@ -130,7 +138,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     async def ResumeRun(self, request: pb.ResumeRunRequest, context) -> pb.ResumeRunResponse:
         # request.json is re-validated as Train validated it: the data root or the models may have changed.
         rec = await self.registry.resume(request.run_id,
-                                         validate=lambda req: validate_train_request(req, self.registry.data_root))
+                                         validate=self._validate)
         return pb.ResumeRunResponse(run=rec.to_proto(self.registry.queue_position(rec.run_id)))
 
     @_guard
@@ -158,7 +166,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard
     async def EstimateMemory(self, request: pb.EstimateMemoryRequest, context) -> pb.EstimateMemoryResponse:
         # validated as Train validates it (errors name the TrainRequest's fields); config.json only, off the loop
-        effective = validate_train_request(request.request, self.registry.data_root)
+        effective = self._validate(request.request)
         return await asyncio.to_thread(estimate_request, effective, self.registry.data_root)
 
     @_guard_stream

@@ -23,6 +23,7 @@ from py_trainer.evaluate import plan_evaluation, run_evaluation
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.events import EventLog
 from py_trainer.launch import is_multi_process
+from py_trainer.multinode import DEFAULT_PORT, Machine, check_machine_flags, train_on_other_machine
 from py_trainer.run_folder import create_run_folder, find_stored_run, tail_text
 from py_trainer.training import RunStopped
 from py_trainer.validate import validate_train_request
@@ -219,10 +220,14 @@ class TrainProgress:
 # Jobs
 
 
-def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "") -> int:
+def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id: str = "",
+                      machine_rank: int | None = None, main_process_ip: str = "",
+                      main_process_port: int = DEFAULT_PORT) -> int:
     """One run with no server. The request is checked first (a mistake creates nothing); then the
     run holds the runs root's lock like a sidecar (a sidecar serving the same root is refused in
-    one line, exit 2), and a full disk ends it with one line, never a traceback."""
+    one line, exit 2), and a full disk ends it with one line, never a traceback. A request with
+    runtime.num_nodes > 1 runs once per node (`multinode.py`): machine rank 0 is this run, the
+    others run their ranks in its folder."""
     from py_trainer.errors import DiskFull
     from py_trainer.runs_root import RunsRootBusy, RunsRootLock
 
@@ -231,9 +236,12 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         if run_id:
             req.run_id = run_id
         eff = validate_train_request(req, data_root)
+        machine = check_machine_flags(eff, machine_rank, main_process_ip, main_process_port)
     except RequestError as err:
         print(f"py-trainer train: {err.message if err.field == 'config' else err}", file=sys.stderr)
         return 2
+    if machine is not None and machine.rank > 0:
+        return train_on_other_machine(eff, machine, runs_root, data_root)
     lock = RunsRootLock(runs_root)
     try:
         lock.acquire()
@@ -241,7 +249,7 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         print(f"py-trainer train: {err}", file=sys.stderr)
         return 2
     try:
-        return _train_locked(eff, runs_root, data_root)
+        return _train_locked(eff, runs_root, data_root, machine)
     except DiskFull as err:
         print(f"py-trainer train: {err}", file=sys.stderr)
         return 1
@@ -249,7 +257,7 @@ def train_from_config(config: Path, runs_root: Path, data_root: Path, *, run_id:
         lock.release()
 
 
-def _train_locked(eff: pb.TrainRequest, runs_root: Path, data_root: Path) -> int:
+def _train_locked(eff: pb.TrainRequest, runs_root: Path, data_root: Path, machine: Machine | None = None) -> int:
     try:
         folder, eff = create_run_folder(runs_root, eff)
     except RequestError as err:
@@ -273,7 +281,7 @@ def _train_locked(eff: pb.TrainRequest, runs_root: Path, data_root: Path) -> int
     signal.signal(signal.SIGINT, lambda *_: stop.__setitem__("flag", True))
     log.append(state_change=pb.StateChange(state=pb.RUN_STATE_RUNNING))
     if is_multi_process(eff.runtime):
-        state, reason = train_in_ranks(folder, Path(data_root), eff.runtime, log, progress, line)
+        state, reason = train_in_ranks(folder, Path(data_root), eff.runtime, log, progress, line, machine)
         line.end()
         print(f"{eff.run_id}: {pb.RunState.Name(state)} {reason}".rstrip())
         print(f"run folder: {folder}")
@@ -292,16 +300,19 @@ def _train_locked(eff: pb.TrainRequest, runs_root: Path, data_root: Path) -> int
     return 0 if state == pb.RUN_STATE_SUCCEEDED else 1
 
 
-def train_in_ranks(folder: Path, data_root: Path, rt: pb.RuntimeSettings, log: EventLog, progress, line):
-    """Several ranks through `accelerate launch` (`launch.launch_argv`), as the sidecar runs them;
-    rank 0 appends the events itself (``--events-log``) and this process shows them as they come.
-    Ctrl-C asks every rank to stop after its step. Returns (state, reason)."""
+def train_in_ranks(folder: Path, data_root: Path, rt: pb.RuntimeSettings, log: EventLog, progress, line,
+                   machine: Machine | None = None):
+    """Several ranks through `accelerate launch` (`launch.launch_argv`; on machine rank 0 of several
+    `machine`), as the sidecar runs them; rank 0 appends the events itself (``--events-log``) and
+    this process shows them as they come. Ctrl-C asks every rank to stop after its step. Returns
+    (state, reason)."""
     import subprocess
 
     from py_trainer.launch import ask_to_stop, clear_stop, launch_argv
 
     clear_stop(folder)
-    argv = launch_argv(rt, data_root) + ["--run-dir", str(folder), "--data-root", str(data_root), "--events-log"]
+    where = (machine.rank, machine.ip, machine.port) if machine else None
+    argv = launch_argv(rt, data_root, where) + ["--run-dir", str(folder), "--data-root", str(data_root), "--events-log"]
     with open(folder / "worker.log", "ab") as worker_log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=worker_log, stderr=worker_log)
     signal.signal(signal.SIGINT, lambda *_: ask_to_stop(folder, proc, launched=True))

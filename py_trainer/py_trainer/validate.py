@@ -28,11 +28,13 @@ from py_trainer.paths import validate_run_id
 from py_trainer.rewards import check_reward_specs
 
 
-def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainRequest:
+def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machine: bool = True) -> pb.TrainRequest:
     """Return the effective request (a copy, every default filled) or raise naming the field.
 
     The effective request is what runs: stored as the run's ``request.json``, echoed in
-    `Run.request`, read back by the worker. No second config struct exists.
+    `Run.request`, read back by the worker. No second config struct exists. `this_machine` False:
+    the workers run on a cluster, whose executor checks devices and ranks per node
+    (`ray_executor.check_fits`), not this machine.
     """
     out = pb.TrainRequest()
     out.CopyFrom(req)
@@ -47,7 +49,7 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path) -> pb.TrainReq
         raise InvalidArgument("mode", f"unknown mode {out.mode}")
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
-    check_runtime(out.runtime, data_root, training=True)
+    check_runtime(out.runtime, data_root, training=True, this_machine=this_machine)
     check_chat_template(out.runtime, out.base_model, data_root)
     MODE_CHECKS[out.mode](out, data_root)
     check_target_modules(out.lora, out.base_model, data_root, model_dir_for(out.base_model, data_root))
