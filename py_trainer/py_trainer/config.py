@@ -131,7 +131,8 @@ SCHEDULE: dict[str, Knob] = {
     "save_steps": Knob(20, Range(1, None), "steps between checkpoints", trl="save_steps"),
     # ours, not TRL's name-for-name: 0 (keep all) is transformers' None (training.trainer_args)
     "save_total_limit": Knob(2, Range(0, 100_000), "checkpoints kept, newest first; 0 = keep every checkpoint"),
-    "max_prompt_length": Knob(256, Range(1, 131_072), "prompt tokens kept (left-truncated)"),
+    "max_prompt_length": Knob(256, Range(1, 131_072), "prompt tokens held-out scoring keeps (left-truncated); "
+                                                       "TRL trains on whole prompts"),
     # GRPOConfig's field; DPOConfig has none: ranked preference sets its max_length to
     # max_prompt_length + max_completion_length (train_preference.py)
     "max_completion_length": Knob(32, Range(1, 32_768), "tokens generated per completion (GRPO) or kept per response",
