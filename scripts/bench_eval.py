@@ -21,6 +21,16 @@
 
     .venv/bin/python scripts/bench_eval.py                          # both, as `make bench`
     .venv/bin/python scripts/bench_eval.py --sizes --repeats 5      # lm-eval comparison only
+
+`--model real` runs comparison 1 on SmolLM2-135M-Instruct (base_model "smollm2-135m-instruct",
+docs/real-model.md) over the test split of agent-evals/tasks/arithmetic_chat.jsonl: one user message
+through the model's chat template on both sides (Evaluate's runtime.prompt_format "chat";
+lm-eval's apply_chat_template), graded by final_number_match (scripts/lm_eval_tasks/
+arithmetic_chat.yaml). Give it a trained adapter of that model (--adapter; a random LoRA is not
+made for it):
+
+    .venv/bin/python scripts/bench_eval.py --model real --sizes --max-new-tokens 16 \
+        --adapter agent-evals/real-model/runs/<run_id>/adapter
 """
 
 from __future__ import annotations
@@ -39,9 +49,22 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's, datasets' and transformers' progress bars
 REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 LM_EVAL_TASKS = REPO / "scripts" / "lm_eval_tasks"
-LM_EVAL_TASK = "aml_typology"
+
+
+class Bench:
+    """What one model's comparison runs on: its task file, the lm-eval task over its test split, the
+    grader both sides use, and the prompt format both sides apply."""
+
+    def __init__(self, base_model: str, tasks: str, lm_eval_task: str, grader: str, chat: bool):
+        self.base_model, self.tasks = base_model, REPO / "agent-evals" / "tasks" / tasks
+        self.lm_eval_task, self.grader, self.chat = lm_eval_task, grader, chat
+
+
+BENCHES = {"embedded": Bench("", "aml_typology.jsonl", "aml_typology", "exact_match", chat=False),
+           "real": Bench("smollm2-135m-instruct", "arithmetic_chat.jsonl", "arithmetic_chat", "final_number_match",
+                         chat=True)}
+BENCH = BENCHES["embedded"]
 
 
 def make_adapter(model_dir: str, out: Path) -> Path:
@@ -122,10 +145,11 @@ def ours(data_root: Path, adapter: Path, rows_file: Path, n: int, max_new_tokens
         def get(self, run_id):
             return None
 
-    req = pb.EvaluateRequest(tasks=pb.Dataset(jsonl_path=rows_file.name, limit=n),
+    req = pb.EvaluateRequest(base_model=BENCH.base_model, tasks=pb.Dataset(jsonl_path=rows_file.name, limit=n),
                              adapters=[pb.AdapterRef(name="adapter", path=adapter.name)],
                              max_new_tokens=max_new_tokens, batch_size=batch_size, temperature=0.0,
-                             graders=[pb.RewardSpec(name="exact_match")])
+                             graders=[pb.RewardSpec(name=BENCH.grader)],
+                             runtime=pb.RuntimeSettings(prompt_format="chat" if BENCH.chat else "raw"))
     t0 = time.perf_counter()
     plan = plan_evaluation(req, Registry(data_root))
     result = run_evaluation(plan, data_root)
@@ -135,7 +159,8 @@ def ours(data_root: Path, adapter: Path, rows_file: Path, n: int, max_new_tokens
 
 def lm_eval_run(model_dir: str, adapter: Path, max_new_tokens: int, batch_size: int, device: str,
                 dtype: str, limit: int | None = None) -> tuple[float, dict[str, dict[str, str]]]:
-    """lm-evaluation-harness on the aml_typology task, base then adapter: (seconds, completions)."""
+    """lm-evaluation-harness on the bench's task (aml_typology, arithmetic_chat), base then adapter:
+    (seconds, completions)."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -144,10 +169,11 @@ def lm_eval_run(model_dir: str, adapter: Path, max_new_tokens: int, batch_size: 
     out: dict[str, dict[str, str]] = {}
     for variant, peft in (("base", None), ("adapter", str(adapter))):
         lm = HFLM(pretrained=model_dir, peft=peft, device=device, dtype=dtype, batch_size=batch_size)
-        res = simple_evaluate(model=lm, tasks=[LM_EVAL_TASK], num_fewshot=0, limit=limit, log_samples=True,
+        res = simple_evaluate(model=lm, tasks=[BENCH.lm_eval_task], num_fewshot=0, limit=limit, log_samples=True,
                               bootstrap_iters=0, gen_kwargs={"max_gen_toks": max_new_tokens},
+                              apply_chat_template=BENCH.chat,
                               task_manager=TaskManager(include_path=str(LM_EVAL_TASKS), include_defaults=False))
-        out[variant] = {s["doc"]["id"]: s["resps"][0][0] for s in res["samples"][LM_EVAL_TASK]}
+        out[variant] = {s["doc"]["id"]: s["resps"][0][0] for s in res["samples"][BENCH.lm_eval_task]}
     return time.perf_counter() - t0, out
 
 
@@ -166,8 +192,8 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
 
     test = [r for r in rows if r["split"] == "test"]
     test_file = tmp / "test.jsonl"
-    test_file.write_text("".join(json.dumps({"id": r["id"], "prompt": r["prompt"], "answers": r["answers"]}) + "\n"
-                                 for r in test))
+    test_file.write_text("".join(json.dumps({"id": r["id"], "split": "test", "prompt": r["prompt"], "answers": r["answers"]})
+                                 + "\n" for r in test))
     device = str(pick_device("auto"))
     dtype = "bfloat16" if device == "cuda" else "float32"  # what Evaluate's runtime.precision "auto" picks
     os.chdir(REPO)  # the task YAML's data_files path is relative to the repo root
@@ -228,16 +254,29 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32, help="Evaluate's default")
     ap.add_argument("--batch-size", type=int, default=64, help="Evaluate's default; lm-eval gets the same")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default, one per core)")
-    ap.add_argument("--adapter", default="", help="a trained PEFT adapter folder of the embedded model "
-                    "(default: a random LoRA made here)")
+    ap.add_argument("--adapter", default="", help="a trained PEFT adapter folder of the model "
+                    "(default: a random LoRA made here; --model real needs one)")
+    ap.add_argument("--model", choices=sorted(BENCHES), default="embedded",
+                    help="embedded: the default model on aml_typology; real: SmolLM2-135M-Instruct on arithmetic_chat")
     args = ap.parse_args()
+    global BENCH
+    BENCH = BENCHES[args.model]
+    if args.model == "real" and not args.adapter:
+        ap.error("--model real needs --adapter (a trained adapter of smollm2-135m-instruct)")
+    if args.model == "real" and args.sizes:
+        ap.error("--model real runs the lm-eval comparison only: give --sizes with no value")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    from py_trainer.tiny_model import ensure_default_model
+    if args.model == "real":
+        from py_trainer.base_models import resolve_base_model
 
-    model_dir = str(ensure_default_model())
+        model_dir = resolve_base_model(BENCH.base_model)  # converted once, then cached
+    else:
+        from py_trainer.tiny_model import ensure_default_model
+
+        model_dir = str(ensure_default_model())
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     if args.adapter:
         import shutil
@@ -245,7 +284,7 @@ def main() -> int:
         adapter = Path(shutil.copytree(args.adapter, tmp / "adapter"))
     else:
         adapter = make_adapter(model_dir, tmp / "adapter")
-    rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
+    rows = [json.loads(line) for line in BENCH.tasks.read_text().splitlines()]
     print(f"model {model_dir}; adapter {args.adapter or 'random LoRA (make_adapter)'}")
     if args.repeats > 0:
         print("-- vs lm-evaluation-harness (same tasks, same model folder, same decoding)")
