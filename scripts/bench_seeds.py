@@ -49,6 +49,19 @@ PY_TRAINER = REPO / ".venv" / "bin" / "py-trainer"
 AGENT = REPO / "ts_agent" / "bin" / "agent"
 
 
+def bench_env(prog: str) -> dict[str, str] | None:
+    """The offline environment for the sidecar and the agent, set in this process too; None (after
+    one line on stderr) when `make setup` has not built them. The model cache is the sidecar's own
+    default ($PY_TRAINER_HOME, else ~/.cache/py-trainer), as `make` uses."""
+    for tool in (PY_TRAINER, AGENT):
+        if not tool.exists():
+            print(f"{prog}: {tool} not found (run `make setup`)", file=sys.stderr)
+            return None
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    os.environ.update(env)
+    return env
+
+
 def start_sidecar(runs_root: Path, log_path: Path) -> tuple[subprocess.Popen, int]:
     log = open(log_path, "w")
     proc = subprocess.Popen([str(PY_TRAINER), "serve", "--host", "127.0.0.1", "--port", "0", "--runs-root", str(runs_root),
@@ -128,13 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--config {args.config}: no such file")
     if args.tasks and not args.tasks.is_file():
         ap.error(f"--tasks {args.tasks}: no such file")
-    for tool in (PY_TRAINER, AGENT):
-        if not tool.exists():
-            print(f"bench_seeds: {tool} not found (run `make setup`)", file=sys.stderr)
-            return 2
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.setdefault("PY_TRAINER_HOME", str(REPO / ".cache" / "py-trainer"))
-    os.environ.update(env)
+    env = bench_env("bench_seeds")
+    if env is None:
+        return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-seeds-"))
     work.mkdir(parents=True, exist_ok=True)
     evals = work / "evals"

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "py_trainer"))
 sys.path.insert(0, str(REPO / "scripts"))
-from bench_seeds import AGENT, PY_TRAINER  # noqa: E402
+from bench_seeds import AGENT, PY_TRAINER, bench_env  # noqa: E402
 from py_trainer import stats  # noqa: E402
 from py_trainer.slots import cpu_cores  # noqa: E402
 
@@ -107,14 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     source = args.config or DEMO_REQUEST
     if not source.is_file():
         ap.error(f"--config {source}: no such file")
-    for tool in (PY_TRAINER, AGENT):
-        if not tool.exists():
-            print(f"bench_slots: {tool} not found (run `make setup`)", file=sys.stderr)
-            return 2
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.setdefault("PY_TRAINER_HOME", str(REPO / ".cache" / "py-trainer"))
+    env = bench_env("bench_slots")
+    if env is None:
+        return 2
     env.pop("OMP_NUM_THREADS", None)  # the sidecars split the machine's cores themselves
-    os.environ.update(env)
     os.environ.pop("OMP_NUM_THREADS", None)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-slots-"))
     work.mkdir(parents=True, exist_ok=True)
