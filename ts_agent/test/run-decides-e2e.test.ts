@@ -11,32 +11,22 @@ import assert from "node:assert/strict";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { main } from "../src/cli.js";
 import { captureConsole } from "./helpers/console.js";
 import { writeTrainConfig } from "./helpers/requests.js";
-import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { REPO, sidecarForFile } from "./helpers/sidecar.js";
 
-let sc: RunningSidecar;
-const savedRoot = process.env.PY_TRAINER_DATA_ROOT;
-before(async () => {
-  sc = await startSidecar();
-  process.env.PY_TRAINER_DATA_ROOT = sc.dataRoot; // where embedded:<file> is resolved
-});
-after(async () => {
-  if (savedRoot === undefined) delete process.env.PY_TRAINER_DATA_ROOT;
-  else process.env.PY_TRAINER_DATA_ROOT = savedRoot;
-  await sc?.stop("SIGTERM");
-});
+const sidecar = sidecarForFile(); // PY_TRAINER_DATA_ROOT = its data root: where embedded:<file> is resolved
 
 async function agent(args: string[]): Promise<{ code: number; text: string }> {
-  const { value: code, out, err } = await captureConsole(() => main([...args, "--address", sc.address]));
+  const { value: code, out, err } = await captureConsole(() => main([...args, "--address", sidecar().address]));
   return { code, text: [...out, ...err].join("\n") };
 }
 
 test("every command given the run follows its task file and embedded base", { timeout: 900_000 }, async () => {
-  const dir = join(sc.dataRoot, "tasks");
+  const dir = join(sidecar().dataRoot, "tasks");
   mkdirSync(dir, { recursive: true });
   for (const ext of [".jsonl", ".meta.json"]) copyFileSync(join(REPO, "agent-evals", "tasks", "ticket_routing" + ext), join(dir, "ticket_routing" + ext));
   const tasks = join(dir, "ticket_routing.jsonl");

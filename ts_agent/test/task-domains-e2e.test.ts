@@ -10,30 +10,19 @@ import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { main } from "../src/cli.js";
 import { compareSplits } from "../src/agent/verdict/verdict.js";
 import { captureConsole } from "./helpers/console.js";
 import { writeTrainConfig } from "./helpers/requests.js";
-import { REPO, startSidecar, type RunningSidecar } from "./helpers/sidecar.js";
+import { REPO, sidecarForFile } from "./helpers/sidecar.js";
 
-let sc: RunningSidecar;
-const savedRoot = process.env.PY_TRAINER_DATA_ROOT;
-
-before(async () => {
-  sc = await startSidecar();
-  process.env.PY_TRAINER_DATA_ROOT = sc.dataRoot; // where embedded:<file> is resolved
-});
-after(async () => {
-  if (savedRoot === undefined) delete process.env.PY_TRAINER_DATA_ROOT;
-  else process.env.PY_TRAINER_DATA_ROOT = savedRoot;
-  await sc?.stop("SIGTERM");
-});
+const sidecar = sidecarForFile(); // PY_TRAINER_DATA_ROOT = its data root: where embedded:<file> is resolved
 
 /** The shipped file and its metadata copied under the sidecar's data root. */
 function underDataRoot(name: string): string {
-  const dir = join(sc.dataRoot, "tasks");
+  const dir = join(sidecar().dataRoot, "tasks");
   mkdirSync(dir, { recursive: true });
   for (const ext of [".jsonl", ".meta.json"]) copyFileSync(join(REPO, "agent-evals", "tasks", name + ext), join(dir, name + ext));
   return join(dir, `${name}.jsonl`);
@@ -57,7 +46,7 @@ test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, p
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-tickets-"));
   const tasks = underDataRoot("ticket_routing");
   const base = "embedded:tasks/ticket_routing.jsonl";
-  const demo = await quietly(() => main(["demo", "--address", sc.address, "--config", tinyConfig(evalsDir, "tickets-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
+  const demo = await quietly(() => main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "tickets-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
   assert.equal(demo.code, 0, [...demo.out, ...demo.err].join("\n"));
   assert.ok(demo.out.some((l) => l.startsWith(`[demo] training ${base} on 140 inline train rows`)), demo.out.join("\n"));
 
@@ -80,7 +69,7 @@ test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, p
   assert.doesNotMatch(md, /Skipped for this task set/);
 
   // agent eval of the run on its own: the run's base, recorded
-  const again = await quietly(() => main(["eval", "tickets-e2e", "--address", sc.address, "--tasks", tasks, "--limit", "4", "--evals-dir", evalsDir]));
+  const again = await quietly(() => main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", tasks, "--limit", "4", "--evals-dir", evalsDir]));
   assert.equal(again.code, 0, again.err.join("\n"));
   assert.ok(again.out.some((l) => l.startsWith(`evaluating base (${base}) and tickets-e2e's adapter on 4 test tasks`)), again.out.join("\n"));
   assert.equal(JSON.parse(readFileSync(join(dir, "eval.json"), "utf8")).model.requested, base);
@@ -91,7 +80,7 @@ test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, p
   copyFileSync(tasks.replace(/\.jsonl$/, ".meta.json"), elsewhere.replace(/\.jsonl$/, ".meta.json"));
   rmSync(tasks);
   const before = readFileSync(join(dir, "eval.json"), "utf8");
-  const gone = await quietly(() => main(["eval", "tickets-e2e", "--address", sc.address, "--tasks", elsewhere, "--limit", "4", "--evals-dir", evalsDir]));
+  const gone = await quietly(() => main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", elsewhere, "--limit", "4", "--evals-dir", evalsDir]));
   assert.equal(gone.code, 2);
   assert.equal(gone.err.length, 1, gone.err.join("\n"));
   assert.match(gone.err[0], /^agent eval: tickets-e2e was trained on embedded:tasks\/ticket_routing\.jsonl, which is not available here \(not_found: base_model: .*does not exist\)$/);
@@ -101,7 +90,7 @@ test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, p
 test("agent demo --tasks arithmetic.jsonl: open answers, no templates; the report names what it skips", { timeout: 900_000 }, async () => {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-arith-"));
   const tasks = underDataRoot("arithmetic");
-  const demo = await quietly(() => main(["demo", "--address", sc.address, "--config", tinyConfig(evalsDir, "arith-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
+  const demo = await quietly(() => main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "arith-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
   assert.equal(demo.code, 0, [...demo.out, ...demo.err].join("\n"));
   const dir = join(evalsDir, "runs", "arith-e2e");
   const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));

@@ -4,6 +4,7 @@ import { mkdtempSync, mkdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { after, before } from "node:test";
 
 export const REPO = resolve(fileURLToPath(new URL("../../..", import.meta.url)));
 export const PYTHON = join(REPO, ".venv", "bin", "python");
@@ -67,5 +68,29 @@ export async function startSidecar(opts: { dir?: string; args?: string[]; env?: 
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;
     },
+  };
+}
+
+/**
+ * One sidecar for a whole test file: started before its tests, stopped (SIGTERM) after them, with
+ * PY_TRAINER_DATA_ROOT pointing at its data root meanwhile (where the agent resolves
+ * "embedded:<file>" bases) and restored afterwards. Call at the top level of the file; the
+ * returned function gives the running sidecar inside a test.
+ */
+export function sidecarForFile(opts: Parameters<typeof startSidecar>[0] = {}): () => RunningSidecar {
+  let sc: RunningSidecar | undefined;
+  const savedRoot = process.env.PY_TRAINER_DATA_ROOT;
+  before(async () => {
+    sc = await startSidecar(opts);
+    process.env.PY_TRAINER_DATA_ROOT = sc.dataRoot;
+  });
+  after(async () => {
+    if (savedRoot === undefined) delete process.env.PY_TRAINER_DATA_ROOT;
+    else process.env.PY_TRAINER_DATA_ROOT = savedRoot;
+    await sc?.stop("SIGTERM");
+  });
+  return () => {
+    if (sc === undefined) throw new Error("sidecarForFile: the sidecar is not started yet (use it inside a test)");
+    return sc;
   };
 }
