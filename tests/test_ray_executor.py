@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -93,9 +95,9 @@ class Cluster:
         return f"127.0.0.1:{self.port}"
 
     def start_head(self, tries: int = 3) -> None:
-        """`ray start --head`; a start that fails (on a loaded machine: a port free_port picked and
-        another process took, a GCS that did not come up in time) is stopped and tried again on a
-        fresh port; the last failure's output is in the error."""
+        """`ray start --head`; a start that fails (a port free_port picked and another process took,
+        a GCS that did not come up in time) is stopped and tried again on a fresh port; the last
+        failure's output is in the error (it named the socket path that was too long, see `cluster`)."""
         for attempt in range(1, tries + 1):
             r = subprocess.run([RAY, "start", "--head", "--port", str(self.port), "--include-dashboard=false",
                                 "--temp-dir", str(self.head), *NODE_ARGS], env=self.env, capture_output=True, text=True)
@@ -144,14 +146,20 @@ def test_serve_with_the_ray_executor_and_no_address_is_one_line_and_exit_2(capsy
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster(Path(tmp_path_factory.mktemp("ray")))
+def cluster():
+    # A short temp dir of its own, not tmp_path_factory's: Ray puts its Unix sockets under
+    # <temp dir>/session_<date>_<time>_<pid>/sockets/, and an AF_UNIX path cannot exceed 107 bytes.
+    # Under pytest-xdist (make test) the factory's dirs are /tmp/pytest-of-<user>/pytest-<n>/popen-gw<k>/
+    # ray0/head/: 111 bytes with the socket's name, and every `ray start --head` failed.
+    root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    c = Cluster(root)
     try:
         c.start_head()
         c.start_worker()
         yield c
     finally:
         c.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def ray_sidecar(tmp_path: Path, cluster: Cluster, home: Path, runs: Path | None = None):
