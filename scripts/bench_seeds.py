@@ -12,7 +12,8 @@ through the sidecar, evaluates base vs adapter on the test split and the held-ou
 - one row per seed: held-out reward start -> end, relative change with its CI, the downstream
   delta with its decision CI, the held-out-template delta, the verdict, training seconds;
 - the PASS count on both criteria with a Wilson interval (py_trainer.stats.wilson_interval), and
-  the median and maximum wall time per seed (train + download + eval + report).
+  the median and maximum wall time per seed (submitted to reported: with every seed submitted at
+  once, a seed's wait for a slot is included; the table's `train s` is its training alone).
 
 The last line is exactly `seeds: k/N PASS both criteria (Wilson 95% CI a-b), median T s`.
 
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     walls = [s["wallSeconds"] for s in summary["seeds"]]
     k, n = summary["passed"], len(summary["seeds"])
     w = stats.wilson_interval(k, n)
-    print(f"wall time per seed (train + download + eval + report): median {to_fixed(statistics.median(walls), 0)} s, max {to_fixed(max(walls), 0)} s")
+    print(f"wall time per seed (submitted to reported, queue wait included): median {to_fixed(statistics.median(walls), 0)} s, max {to_fixed(max(walls), 0)} s")
     print(f"sweep report: {evals / 'sweeps' / sweep_id / 'report.md'}" + ("" if args.work_dir else " (temp folder, removed)"))
     print(f"seeds: {k}/{n} PASS both criteria (Wilson 95% CI {to_fixed(w.lower, 2)}-{to_fixed(w.upper, 2)}), "
           f"median {to_fixed(statistics.median(walls), 0)} s")
