@@ -120,6 +120,27 @@ class Cluster:
             time.sleep(0.2)
         for temp in (self.worker, self.head):
             kill_node(temp)
+        for pid in client_server_pids(self.port):  # a daemon whose command line does not name the temp dir
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def client_server_pids(gcs_port: int) -> list[int]:
+    """The head's Ray client server (`ray.util.client.server --address=IP:<gcs port>`): it runs
+    detached from the node's processes, so `node_pids` does not find it, and it outlived the test."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ray.util.client.server" in cmd and f":{gcs_port}\0".encode() in cmd.replace(b" ", b"\0") + b"\0":
+            found.append(int(entry.name))
+    return found
 
 
 def test_the_event_tail_hands_on_complete_lines_and_skips_those_the_log_already_holds(tmp_path):
