@@ -14,7 +14,7 @@ estimate / (peak - baseline), twice: under glibc's default malloc, and with
 MALLOC_MMAP_THRESHOLD_=131072 (a fixed threshold: every block over 128 KiB is its own mapping,
 returned to the OS when freed). glibc's default raises the threshold as large blocks are freed, so
 later ones come from the heap and stay in RSS after they die: on SmolLM2-135M's recipe that kept
-~2.2 GiB more than the live tensors ever held (4038 -> 6299 MiB). The second peak follows live
+~2.2 GiB more than the live tensors ever held (4038 vs 6243 MiB, docs/real-model.md). The second peak follows live
 memory, which is what the estimate models (and what a CUDA device holds, less its allocator's
 cache). A benchmark, not a test: nothing is asserted.
 """
