@@ -118,3 +118,19 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (its children, theirs, ...): a sidecar's workers are its
+    fork server's children."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                kids = [int(c) for c in (task / "children").read_text().split()]
+                found += kids
+                todo += kids
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it exited meanwhile
+    return found

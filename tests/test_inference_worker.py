@@ -27,7 +27,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from _builders import TASKS, small_request
-from _sidecar import cpu_seconds, running_sidecar, sidecar_env, stub_for, wait_state
+from _sidecar import cpu_seconds, descendants, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 pytestmark = pytest.mark.slow  # sidecars, training, a worker process
@@ -42,17 +42,14 @@ def eval_request(**kw) -> pb.EvaluateRequest:
 
 
 def worker_pid(sidecar_pid: int) -> int | None:
-    """The sidecar's inference worker process, if it has one."""
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
+    """The sidecar's inference worker process (forked by the sidecar's fork server, or its child), if it has one."""
+    for pid in descendants(sidecar_pid):
         try:
-            stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (p / "cmdline").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[1]) == sidecar_pid and b"py_trainer.inference_worker" in cmd:
-            return int(p.name)
+        if b"py_trainer.inference_worker" in cmd and b"py_trainer.forkserver" not in cmd:
+            return pid
     return None
 
 
@@ -75,15 +72,12 @@ def big_model(tiny_model_dir: Path, dest: Path) -> None:
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """cpu_seconds of a process and every live descendant (the sidecar's inference worker, its
-    training workers): wherever generation runs, it is counted."""
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
+    """cpu_seconds of a process and every live descendant (the sidecar's fork server, its inference
+    worker, its training workers): wherever generation runs, it is counted."""
+    total = 0.0
+    for p in (pid, *descendants(pid)):
         try:
             total += cpu_seconds(p)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue  # it exited meanwhile
     return total

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.model_files import check_hub_model, check_model_folder
 from py_trainer.paths import resolve_under
+from py_trainer.slots import cuda_available, cuda_device_count
 
 # ---------------------------------------------------------------------------------------------
 # Knobs and their ranges
@@ -370,9 +371,7 @@ def check_runtime(rt, data_root: Path | None = None, *, training: bool = False, 
         if name == "none" and len(rt.report_to) > 1:
             raise InvalidArgument(f"runtime.report_to[{i}]", '"none" cannot be combined with an integration')
     if rt.device == "cuda" and this_machine:
-        import torch
-
-        if not torch.cuda.is_available():
+        if not cuda_available():
             raise FailedPrecondition("runtime.device", "cuda requested but no CUDA device is available")
 
 
@@ -398,10 +397,8 @@ def check_launch(rt, data_root: Path | None, *, training: bool, this_machine: bo
         if not path.is_file():
             raise InvalidArgument("runtime.accelerate_config", f"{rt.accelerate_config!r} is not a file")
     if (per_node := rt.num_processes // nodes) > 1 and this_machine:
-        import torch
-
-        cuda = rt.device == "cuda" or (rt.device == "auto" and torch.cuda.is_available())
-        have = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+        cuda = rt.device == "cuda" or (rt.device == "auto" and cuda_available())
+        have = cuda_device_count() if cuda else (os.cpu_count() or 1)
         if per_node > have:
             where = f"{have} CUDA device(s)" if cuda else f"{have} CPU core(s)"
             each = f" on each of {nodes} nodes" if nodes > 1 else ""
@@ -414,9 +411,7 @@ def check_launch(rt, data_root: Path | None, *, training: bool, this_machine: bo
         if impl.startswith("flash_attention"):
             import importlib.util
 
-            import torch
-
-            if not torch.cuda.is_available():
+            if not cuda_available():
                 raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs a CUDA device")
             if importlib.util.find_spec("flash_attn") is None:
                 raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs the flash-attn package")

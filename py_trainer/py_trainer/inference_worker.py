@@ -53,6 +53,7 @@ from google.protobuf.message import Message
 
 from py_trainer.errors import RequestError, ResourceExhausted
 from py_trainer.evaluate import stream_evaluation
+from py_trainer.forkserver import ForkServer, ForkServerUnavailable
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.inference import InferenceFailed, cause_text, is_out_of_memory
 from py_trainer.sampling import stream_groups
@@ -60,6 +61,7 @@ from py_trainer.tiny_model import BUILDS_IN_PROGRESS
 
 log = logging.getLogger(__name__)
 
+MODULE = "py_trainer.inference_worker"
 HEADER = struct.Struct(">cI")
 JOB, CANCEL, MSG, ERROR, END = b"J", b"C", b"M", b"E", b"."
 CANCEL_GRACE_S = 30.0
@@ -120,8 +122,10 @@ def error_from(body: bytes) -> RequestError:
 class InferenceWorker:
     """The sidecar's one inference worker process: started on first use, kept warm, one job at a time."""
 
-    def __init__(self, argv: list[str] | None = None):
-        self.argv = argv or [sys.executable, "-m", "py_trainer.inference_worker"]
+    def __init__(self, argv: list[str] | None = None, forks: ForkServer | None = None):
+        self.argv = argv or [sys.executable, "-m", MODULE]
+        self.forks = forks
+        """The sidecar's fork server, which forks the worker when there is one (forkserver.py)."""
         self._lock = asyncio.Lock()
         self._proc: asyncio.subprocess.Process | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=8)
@@ -133,12 +137,26 @@ class InferenceWorker:
     async def _process(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:
             self._tail.clear()
-            self._proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, limit=64 * 1024 * 1024)
+            self._proc = await self._fork()
+            if self._proc is None:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, limit=64 * 1024 * 1024)
             asyncio.get_running_loop().create_task(self._pump_log(self._proc))
             log.info("inference worker started (pid %d)", self._proc.pid)
         return self._proc
+
+    async def _fork(self):
+        """The worker forked by the fork server, or None (no fork server, one that refused, or an argv of a test's)."""
+        if self.forks is None or self.forks.refused or self.argv != [sys.executable, "-m", MODULE]:
+            return None
+        pipe = asyncio.subprocess.PIPE
+        try:
+            return await self.forks.spawn(MODULE, [], env=dict(os.environ), stdin=pipe, stdout=pipe, stderr=pipe,
+                                          title=" ".join(self.argv))
+        except ForkServerUnavailable as err:
+            log.warning("fork server unavailable (%s): starting the inference worker as a process of its own", err)
+            return None
 
     async def _pump_log(self, proc: asyncio.subprocess.Process) -> None:
         """The worker's stderr into the sidecar's, each line marked; the last lines kept for a crash message."""

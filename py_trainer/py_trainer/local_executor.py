@@ -11,17 +11,22 @@ and its output goes to the run folder's worker.log.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from py_trainer.errors import FailedPrecondition
+from py_trainer.forkserver import ForkServer, ForkServerUnavailable
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.launch import ask_to_stop
 from py_trainer.run_folder import disk_full_path, tail_text
+
+log = logging.getLogger(__name__)
 
 OnLine = Callable[[bytes], None]
 
@@ -61,8 +66,15 @@ def worker_end(rec, rc: int, proposed: pb.StateChange | None, closing: bool) -> 
     return pb.RUN_STATE_FAILED, f"disk full at {where}" if where else f"worker {why}; worker.log ends: {tail}"
 
 
+WORKER_MODULE = "py_trainer.worker"
+
+
 class LocalExecutor:
-    """Workers as child processes on this machine."""
+    """Workers as child processes on this machine: forked by the sidecar's fork server when it
+    has one (`forkserver.py`: a one-process run), else started as a process of their own."""
+
+    def __init__(self, forks: ForkServer | None = None):
+        self.forks = forks
 
     name = "local"
     keeps_running = False
@@ -107,11 +119,12 @@ class LocalExecutor:
 
         server = await asyncio.start_unix_server(on_connect, path=sock_path, limit=2**24)
         try:
+            env = dict(os.environ, **env, PY_TRAINER_EVENTS_SOCK=sock_path)
             with open(rec.folder / "worker.log", "ab") as worker_log:
-                rec.process = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log,
-                    env=dict(os.environ, **env, PY_TRAINER_EVENTS_SOCK=sock_path),
-                )
+                rec.process = await self._fork(argv, env, worker_log)
+                if rec.process is None:
+                    rec.process = await asyncio.create_subprocess_exec(
+                        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log, env=env)
             if rec.cancel_requested:  # cancelled in the instant between dequeue and spawn
                 self.stop(rec)
             rc = await rec.process.wait()
@@ -122,6 +135,18 @@ class LocalExecutor:
             await server.wait_closed()
             shutil.rmtree(sock_dir, ignore_errors=True)
         return rc
+
+    async def _fork(self, argv: list[str], env: dict[str, str], worker_log):
+        """The worker forked by the fork server, or None where it cannot be (no fork server, one
+        that refused, or a command other than `python -m py_trainer.worker`: an accelerate launch)."""
+        if self.forks is None or self.forks.refused or argv[:3] != [sys.executable, "-m", WORKER_MODULE]:
+            return None
+        try:
+            return await self.forks.spawn(WORKER_MODULE, argv[3:], env=env, stdout=worker_log, stderr=worker_log,
+                                          title=" ".join(argv))
+        except ForkServerUnavailable as err:
+            log.warning("fork server unavailable (%s): starting the worker as a process of its own", err)
+            return None
 
     def stop(self, rec) -> None:
         """Ask the worker to stop after its current step."""
@@ -136,4 +161,4 @@ class LocalExecutor:
         """Forget the run's worker after its end (nothing to free locally)."""
 
     async def close(self) -> None:
-        """Nothing outlives the sidecar here."""
+        """Nothing outlives the sidecar here (the fork server is closed by whoever made it)."""

@@ -43,6 +43,7 @@ from pathlib import Path
 from py_trainer.config import EMBEDDED_PREFIX
 from py_trainer.errors import FailedPrecondition, InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.slots import cuda_available
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -207,9 +208,9 @@ def knob_to_lower(components: list[Component], free: int) -> str:
 
 def device_memory(device: str) -> tuple[str, int, int]:
     """(device name, free bytes, total bytes): CUDA's mem_get_info, or the host's MemAvailable."""
-    import torch
+    if device == "cuda" or (device == "auto" and cuda_available()):
+        import torch
 
-    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         free, total = torch.cuda.mem_get_info()
         return f"cuda:{torch.cuda.current_device()}", int(free), int(total)
     info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)

@@ -41,6 +41,7 @@ from grpc_reflection.v1alpha import reflection
 
 from py_trainer.errors import FailedPrecondition, RequestError
 from py_trainer.evaluate import plan_evaluation
+from py_trainer.forkserver import ForkServer
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 from py_trainer.inference_worker import InferenceWorker
@@ -49,6 +50,7 @@ from py_trainer.memory_estimate import estimate_request
 from py_trainer.runs import RunRegistry
 from py_trainer.runs_root import RunsRootBusy
 from py_trainer.sampling import validate_sample_request
+from py_trainer.slots import gpu_driver_present
 from py_trainer.validate import validate_train_request
 from py_trainer.wire import UndecodableRequest, decode_request
 
@@ -97,12 +99,29 @@ def _guard_stream(method: Callable) -> Callable:
     return wrapper
 
 
+WORKER_PRELOAD = ["py_trainer.train_grpo", "py_trainer.train_preference", "py_trainer.evaluate", "py_trainer.sampling",
+                  "trl.trainer.grpo_trainer", "trl.trainer.dpo_trainer", "peft", "datasets", "matplotlib.pyplot",
+                  "transformers.models.qwen2.modeling_qwen2", "transformers.models.llama.modeling_llama"]
+"""What the fork server imports once for every worker it forks: what the two worker modules import
+and the libraries their runs import lazily (TRL's trainers, the Qwen2/Llama model code, the plot).
+Not the worker modules themselves: each child runs its module as __main__, as `python -m` does."""
+FORK_SERVER_ENV = "PY_TRAINER_FORK_SERVER"
+
+
+def make_fork_server() -> ForkServer | None:
+    """The sidecar's fork server (forkserver.py), or None: on a machine with a GPU driver (CUDA and
+    fork do not mix) or with $PY_TRAINER_FORK_SERVER=0, every worker starts as a process of its own."""
+    if gpu_driver_present() or os.environ.get(FORK_SERVER_ENV, "1") == "0":
+        return None
+    return ForkServer(WORKER_PRELOAD)
+
+
 class TrainerService(pb_grpc.TrainerServiceServicer):
     """Translates TrainerService RPCs onto the run registry and the evaluator."""
 
-    def __init__(self, registry: RunRegistry):
+    def __init__(self, registry: RunRegistry, forks: ForkServer | None = None):
         self.registry = registry
-        self.inference = InferenceWorker()  # Evaluate and SampleGroups run there, one job at a time
+        self.inference = InferenceWorker(forks=forks)  # Evaluate and SampleGroups run there, one job at a time
 
     def _validate(self, request: pb.TrainRequest) -> pb.TrainRequest:
         """The effective request, checked against where its workers run: this machine's devices
@@ -291,9 +310,10 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
     if why := unbindable(host, port):  # a user mistake, refused before anything starts: one line, exit 2
         print(f"py-trainer serve: --host/--port: cannot listen on {host}:{port}: {why}", file=sys.stderr, flush=True)
         raise SystemExit(2)
+    forks = make_fork_server()
     try:
         registry = RunRegistry(runs_root, data_root, max_queue=max_queue, slots=slots,
-                                executor=executor or LocalExecutor())
+                                executor=executor or LocalExecutor(forks))
         await registry.start()
     except (RunsRootBusy, ExecutorUnavailable) as err:
         print(f"py-trainer serve: {err}", file=sys.stderr, flush=True)
@@ -304,7 +324,7 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ])
-    pb_grpc.add_TrainerServiceServicer_to_server(TrainerService(registry), server)
+    pb_grpc.add_TrainerServiceServicer_to_server(TrainerService(registry, forks), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(
@@ -333,4 +353,6 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
     await health.enter_graceful_shutdown()
     await registry.close()
     await server.stop(grace_s)
+    if forks is not None:
+        await forks.close()
     log.info("stopped")

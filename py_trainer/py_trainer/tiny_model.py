@@ -67,9 +67,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import torch
-import torch.nn.functional as F
-
 from py_trainer.task_file import load_task_file
 
 log = logging.getLogger(__name__)
@@ -241,12 +238,15 @@ def _sft(
     *,
     steps: int,
     pad_id: int,
-    gen: torch.Generator,
+    gen: "torch.Generator",
 ) -> tuple[float, float]:
     """Trains prompt -> answer_ids[random] plus next-token loss on the prompt.
 
     Returns (answer loss, prompt LM loss), each the mean of the last 10 steps in nats per token.
     """
+    import torch  # here, not at the top: the sidecar imports this module and must not load torch
+    import torch.nn.functional as F
+
     n_prompts, reps = SPEC.sft_prompts_per_step, SPEC.sft_labels_per_prompt
     bs = n_prompts * reps
     opt = torch.optim.AdamW(model.parameters(), lr=SPEC.sft_learning_rate, weight_decay=SPEC.sft_weight_decay)
@@ -328,6 +328,7 @@ def build_tiny_model(
     LM loss likewise, task file sha256, wall seconds, parameter count). Leaves the caller's
     global torch RNG and thread count as they were.
     """
+    import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     t0 = time.time()

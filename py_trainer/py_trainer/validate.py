@@ -26,6 +26,7 @@ from py_trainer.model_files import check_target_modules
 from py_trainer.models import check_chat_template
 from py_trainer.paths import validate_run_id
 from py_trainer.rewards import check_reward_specs
+from py_trainer.slots import cuda_available
 
 
 def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machine: bool = True) -> pb.TrainRequest:
@@ -76,9 +77,7 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
             f"{g.per_device_train_batch_size * g.gradient_accumulation_steps} must be divisible by "
             f"num_generations = {g.num_generations} (each prompt's group must be complete)")
     if g.use_vllm:
-        import torch
-
-        if not torch.cuda.is_available() or out.runtime.device == "cpu":
+        if not cuda_available() or out.runtime.device == "cpu":
             raise FailedPrecondition("grpo.use_vllm", "vLLM generation needs a CUDA device")
         if importlib.util.find_spec("vllm") is None:
             raise FailedPrecondition("grpo.use_vllm", "the vllm package is not installed (pip install vllm)")
