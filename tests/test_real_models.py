@@ -27,9 +27,28 @@ pytestmark = pytest.mark.slow  # real sidecars train and evaluate
 TIME_METRICS = ("step_time",)  # wall-clock metrics TRL logs; everything else must repeat exactly
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def env(tiny_model_home):
     return sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("real-models")
+
+
+@pytest.fixture(scope="module")
+def sc(module_dir, env, chat_model):
+    """One sidecar for the module's tests that need no fresh one (each uses its own run ids); its
+    data root holds the chat-template model."""
+    with running_sidecar(module_dir, env=env) as sidecar:
+        yield sidecar
+
+
+@pytest.fixture
+def stub(sc):
+    with grpc.insecure_channel(sc.address) as ch:
+        yield pb_grpc.TrainerServiceStub(ch)
 
 
 def train(stub, req: pb.TrainRequest) -> list[pb.RunEvent]:
@@ -45,12 +64,11 @@ def steps_of(events) -> dict[int, dict]:
 # Several processes
 
 
-def test_two_ranks_on_cpu_both_train_and_one_adapter_comes_back(tmp_path, env):
+def test_two_ranks_on_cpu_both_train_and_one_adapter_comes_back(sc, stub):
     req = small_request("two-ranks", max_steps=3)
     req.runtime.num_processes = 2
     req.runtime.device = "cpu"
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        events = train(pb_grpc.TrainerServiceStub(ch), req)
+    events = train(stub, req)
     assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED, events[-1].state_change.reason
     folder = sc.runs_root / "two-ranks"
     worker_log = (folder / "worker.log").read_text()
@@ -65,7 +83,7 @@ def test_two_ranks_on_cpu_both_train_and_one_adapter_comes_back(tmp_path, env):
     assert not list(folder.glob(".adapter.*"))
 
 
-def test_what_the_machine_cannot_honour_is_refused_naming_the_field(tmp_path, env):
+def test_what_the_machine_cannot_honour_is_refused_naming_the_field(stub):
     import os
 
     import torch
@@ -74,36 +92,32 @@ def test_what_the_machine_cannot_honour_is_refused_naming_the_field(tmp_path, en
              ({"runtime": {"attn_implementation": "flash_attention_2"}}, "runtime.attn_implementation")]
     if not torch.cuda.is_available():
         cases.append(({"grpo": {"use_vllm": True}}, "grpo.use_vllm"))
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        stub = pb_grpc.TrainerServiceStub(ch)
-        for overrides, field in cases:
-            req = small_request("refused")
-            req.MergeFrom(json_format.ParseDict(overrides, pb.TrainRequest()))
-            with pytest.raises(grpc.RpcError) as ei:
-                train(stub, req)
-            assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION, (field, ei.value.details())
-            assert ei.value.details().startswith(field + ":"), ei.value.details()
-        # the knobs are echoed with TRL's names and defaults in the effective request
-        ev = train(stub, small_request("echo", max_steps=1))
-        run = stub.GetRun(pb.GetRunRequest(run_id="echo"), timeout=30).run
-        assert ev[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
-        g = run.request.grpo
-        assert (g.use_vllm, g.vllm_mode, g.vllm_gpu_memory_utilization) == (False, "colocate", pytest.approx(0.3))
-        assert run.request.runtime.prompt_format == "auto"
+    for overrides, field in cases:
+        req = small_request("refused")
+        req.MergeFrom(json_format.ParseDict(overrides, pb.TrainRequest()))
+        with pytest.raises(grpc.RpcError) as ei:
+            train(stub, req)
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION, (field, ei.value.details())
+        assert ei.value.details().startswith(field + ":"), ei.value.details()
+    # the knobs are echoed with TRL's names and defaults in the effective request
+    ev = train(stub, small_request("echo", max_steps=1))
+    run = stub.GetRun(pb.GetRunRequest(run_id="echo"), timeout=30).run
+    assert ev[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
+    g = run.request.grpo
+    assert (g.use_vllm, g.vllm_mode, g.vllm_gpu_memory_utilization) == (False, "colocate", pytest.approx(0.3))
+    assert run.request.runtime.prompt_format == "auto"
 
 
 # ---------------------------------------------------------------------------------------------
 # Determinism and portable adapters
 
 
-def test_same_request_same_seed_same_curve_and_adapter_bytes(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        stub = pb_grpc.TrainerServiceStub(ch)
-        runs = []
-        for run_id in ("det-a", "det-b"):
-            events = train(stub, small_request(run_id, max_steps=3))
-            assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
-            runs.append(events)
+def test_same_request_same_seed_same_curve_and_adapter_bytes(sc, stub):
+    runs = []
+    for run_id in ("det-a", "det-b"):
+        events = train(stub, small_request(run_id, max_steps=3))
+        assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
+        runs.append(events)
     a, b = (steps_of(e) for e in runs)
     assert sorted(a) == [1, 2, 3] and a == b
     res_a, res_b = ([e.result for e in ev if e.WhichOneof("kind") == "result"][0] for ev in runs)
@@ -115,14 +129,13 @@ def test_same_request_same_seed_same_curve_and_adapter_bytes(tmp_path, env):
     assert small_request("x", seed=4).grpo.seed != small_request("y").grpo.seed
 
 
-def test_adapter_names_its_base_as_the_user_did_and_loads_on_a_fresh_copy(tmp_path, env, tiny_model_dir):
+def test_adapter_names_its_base_as_the_user_did_and_loads_on_a_fresh_copy(tmp_path, sc, stub, tiny_model_dir):
     import torch
     from peft import PeftModel
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        events = train(pb_grpc.TrainerServiceStub(ch), small_request("portable", max_steps=2))
+    events = train(stub, small_request("portable", max_steps=2))
     assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED
     adapter = sc.runs_root / "portable" / "adapter"
     cfg = json.loads((adapter / "adapter_config.json").read_text())
@@ -148,10 +161,11 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['cont
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-@pytest.fixture
-def chat_model(tmp_path, tiny_model_dir) -> Path:
-    """The embedded model with a chat template on its tokenizer (as an instruct model has)."""
-    folder = shutil.copytree(tiny_model_dir, tmp_path / "data" / "chat-model")
+@pytest.fixture(scope="module")
+def chat_model(module_dir, tiny_model_dir) -> Path:
+    """The embedded model with a chat template on its tokenizer (as an instruct model has), under
+    the module sidecar's data root."""
+    folder = shutil.copytree(tiny_model_dir, module_dir / "data" / "chat-model")
     cfg_path = folder / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["chat_template"] = CHAT_TEMPLATE
@@ -179,60 +193,56 @@ def test_chat_prompts_render_exactly_as_trl_renders_them(chat_model):
     assert format_prompts(tok, prompts, "raw") == prompts
 
 
-def test_chat_format_through_training_and_evaluate(tmp_path, env, chat_model):
+def test_chat_format_through_training_and_evaluate(sc, stub, chat_model):
     req = small_request("chat", max_steps=2)
     req.base_model = "chat-model"
     req.runtime.prompt_format = "chat"
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        stub = pb_grpc.TrainerServiceStub(ch)
-        events = train(stub, req)
-        assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED, events[-1].state_change.reason
-        summary = json.loads((sc.runs_root / "chat" / "summary.json").read_text())
-        assert summary["prompt_format"] == "chat" and summary["base_model"] == "chat-model"
-        rows = [{"id": f"t{i}", "prompt": f"prompt {i}", "answers": ["structuring"]} for i in range(3)]
-        ev_req = json_format.ParseDict({"base_model": "chat-model", "tasks": {"inline": {"rows": rows}},
-                                        "adapters": [{"name": "adapter", "run_id": "chat"}],
-                                        "runtime": {"prompt_format": "chat"}, "max_new_tokens": 4},
-                                       pb.EvaluateRequest())
-        out = list(stub.Evaluate(ev_req, timeout=300))
-        assert out[-1].HasField("result") and [v.name for v in out[-1].result.variants] == ["base", "adapter"]
-        # a tokenizer without a template cannot do chat: refused up front, naming the field
-        bad = small_request("no-template", max_steps=1)
-        bad.runtime.prompt_format = "chat"
-        with pytest.raises(grpc.RpcError) as ei:
-            train(stub, bad)
-        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert ei.value.details().startswith("runtime.prompt_format:")
+    events = train(stub, req)
+    assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED, events[-1].state_change.reason
+    summary = json.loads((sc.runs_root / "chat" / "summary.json").read_text())
+    assert summary["prompt_format"] == "chat" and summary["base_model"] == "chat-model"
+    rows = [{"id": f"t{i}", "prompt": f"prompt {i}", "answers": ["structuring"]} for i in range(3)]
+    ev_req = json_format.ParseDict({"base_model": "chat-model", "tasks": {"inline": {"rows": rows}},
+                                    "adapters": [{"name": "adapter", "run_id": "chat"}],
+                                    "runtime": {"prompt_format": "chat"}, "max_new_tokens": 4},
+                                   pb.EvaluateRequest())
+    out = list(stub.Evaluate(ev_req, timeout=300))
+    assert out[-1].HasField("result") and [v.name for v in out[-1].result.variants] == ["base", "adapter"]
+    # a tokenizer without a template cannot do chat: refused up front, naming the field
+    bad = small_request("no-template", max_steps=1)
+    bad.runtime.prompt_format = "chat"
+    with pytest.raises(grpc.RpcError) as ei:
+        train(stub, bad)
+    assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert ei.value.details().startswith("runtime.prompt_format:")
 
 
 # ---------------------------------------------------------------------------------------------
 # Resume
 
 
-def test_cancel_at_step_3_resume_and_finish_at_8(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc, grpc.insecure_channel(sc.address) as ch:
-        stub = pb_grpc.TrainerServiceStub(ch)
-        req = small_request("resumable", max_steps=8, save_steps=100)
-        stream = stub.Train(req, timeout=900)
-        for r in stream:
-            if r.event.WhichOneof("kind") == "train_step" and r.event.train_step.step >= 3:
-                stub.CancelRun(pb.CancelRunRequest(run_id="resumable"), timeout=30)
-                break
-        deadline = time.monotonic() + 300
-        while stub.GetRun(pb.GetRunRequest(run_id="resumable"), timeout=30).run.state != pb.RUN_STATE_CANCELLED:
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
-        stopped_at = stub.GetRun(pb.GetRunRequest(run_id="resumable"), timeout=30).run.current_step
-        assert 3 <= stopped_at < 8
-        with pytest.raises(grpc.RpcError) as ei:  # only FAILED/CANCELLED runs resume; this one is
-            stub.ResumeRun(pb.ResumeRunRequest(run_id="nope"), timeout=30)
-        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
-        run = stub.ResumeRun(pb.ResumeRunRequest(run_id="resumable"), timeout=30).run
-        assert run.state in (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING)
-        events = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="resumable"), timeout=900)]
-        with pytest.raises(grpc.RpcError) as ei:
-            stub.ResumeRun(pb.ResumeRunRequest(run_id="resumable"), timeout=30)
-        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+def test_cancel_at_step_3_resume_and_finish_at_8(sc, stub):
+    req = small_request("resumable", max_steps=8, save_steps=100)
+    stream = stub.Train(req, timeout=900)
+    for r in stream:
+        if r.event.WhichOneof("kind") == "train_step" and r.event.train_step.step >= 3:
+            stub.CancelRun(pb.CancelRunRequest(run_id="resumable"), timeout=30)
+            break
+    deadline = time.monotonic() + 300
+    while stub.GetRun(pb.GetRunRequest(run_id="resumable"), timeout=30).run.state != pb.RUN_STATE_CANCELLED:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    stopped_at = stub.GetRun(pb.GetRunRequest(run_id="resumable"), timeout=30).run.current_step
+    assert 3 <= stopped_at < 8
+    with pytest.raises(grpc.RpcError) as ei:  # only FAILED/CANCELLED runs resume; this one is
+        stub.ResumeRun(pb.ResumeRunRequest(run_id="nope"), timeout=30)
+    assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+    run = stub.ResumeRun(pb.ResumeRunRequest(run_id="resumable"), timeout=30).run
+    assert run.state in (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING)
+    events = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="resumable"), timeout=900)]
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.ResumeRun(pb.ResumeRunRequest(run_id="resumable"), timeout=30)
+    assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert events[-1].state_change.state == pb.RUN_STATE_SUCCEEDED, events[-1].state_change.reason
     assert [e.seq for e in events] == list(range(1, len(events) + 1))  # one log, gap-free across the resume
     folder = sc.runs_root / "resumable"

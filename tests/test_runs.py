@@ -24,72 +24,77 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 pytestmark = pytest.mark.slow  # real sidecars train in worker processes
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def env(tiny_model_home):
     return sidecar_env(PY_TRAINER_HOME=str(tiny_model_home),
                        PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
                        PY_TRAINER_REWARD_PLUGINS="reward_plugins_for_tests:rewards")
 
 
-def test_cancel_mid_run_keeps_checkpoint(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        stream = stub.Train(small_request("cancel-me", max_steps=500), timeout=600)
-        steps = []
-        for res in stream:
-            if res.event.HasField("train_step"):
-                steps.append(res.event.train_step.step)
-                if res.event.train_step.step >= 3:
-                    break
-        stream.cancel()
-        t0 = time.monotonic()
-        run = stub.CancelRun(pb.CancelRunRequest(run_id="cancel-me"), timeout=10).run
-        assert run.state == pb.RUN_STATE_CANCELLING
-        run = wait_state(stub, "cancel-me", TERMINAL, timeout=120)
-        stopped_in = time.monotonic() - t0
-        assert run.state == pb.RUN_STATE_CANCELLED, run.reason
-        # Stopped within a step or two of the cancel, far short of max_steps.
-        assert run.current_step <= steps[-1] + 3, (run.current_step, steps)
-        folder = sc.runs_root / "cancel-me"
-        ckpts = sorted((folder / "checkpoints").glob("checkpoint-*"))
-        assert ckpts, "the last checkpoint must be kept"
-        assert (ckpts[-1] / "adapter_model.safetensors").exists()
-        assert (ckpts[-1] / "checkpoint-complete.json").exists(), "a checkpoint counts once marked complete"
-        assert (folder / "adapter" / "adapter_config.json").exists()
-        kinds = [e.WhichOneof("kind") for e in read_events(folder)]
-        assert "checkpoint" in kinds
-        with pytest.raises(grpc.RpcError) as ei:
-            stub.CancelRun(pb.CancelRunRequest(run_id="cancel-me"), timeout=10)
-        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        print(f"cancel took {stopped_in:.1f}s")
-        ch.close()
+@pytest.fixture(scope="module")
+def sc(tmp_path_factory, env):
+    """One sidecar for the tests that need no fresh one (each trains runs of its own ids)."""
+    with running_sidecar(tmp_path_factory.mktemp("runs-module"), env=env) as sidecar:
+        yield sidecar
 
 
-def test_dropped_stream_then_watch_from_seq(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        stream = stub.Train(small_request("dropped", max_steps=6), timeout=600)
-        got = []
-        for res in stream:
-            got.append(res.event)
-            if res.event.HasField("train_step"):
+def test_cancel_mid_run_keeps_checkpoint(sc):
+    ch, stub = stub_for(sc)
+    stream = stub.Train(small_request("cancel-me", max_steps=500), timeout=600)
+    steps = []
+    for res in stream:
+        if res.event.HasField("train_step"):
+            steps.append(res.event.train_step.step)
+            if res.event.train_step.step >= 3:
                 break
-        stream.cancel()  # the client goes away mid-run
-        ch.close()
-        ch, stub = stub_for(sc)
-        after = got[-1].seq
-        watched = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="dropped", after_seq=after), timeout=600)]
-        assert watched[0].seq == after + 1
-        assert [e.seq for e in watched] == list(range(after + 1, after + 1 + len(watched)))
-        final = watched[-1]
-        assert final.WhichOneof("kind") == "state_change" and final.state_change.state == pb.RUN_STATE_SUCCEEDED
-        steps = [e.train_step.step for e in watched if e.HasField("train_step")]
-        assert steps[-1] == 6
-        # A full replay equals the events log on disk, line for line.
-        replay = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="dropped"), timeout=60)]
-        assert replay == read_events(sc.runs_root / "dropped")
-        assert replay[:len(got)] == got
-        ch.close()
+    stream.cancel()
+    t0 = time.monotonic()
+    run = stub.CancelRun(pb.CancelRunRequest(run_id="cancel-me"), timeout=10).run
+    assert run.state == pb.RUN_STATE_CANCELLING
+    run = wait_state(stub, "cancel-me", TERMINAL, timeout=120)
+    stopped_in = time.monotonic() - t0
+    assert run.state == pb.RUN_STATE_CANCELLED, run.reason
+    # Stopped within a step or two of the cancel, far short of max_steps.
+    assert run.current_step <= steps[-1] + 3, (run.current_step, steps)
+    folder = sc.runs_root / "cancel-me"
+    ckpts = sorted((folder / "checkpoints").glob("checkpoint-*"))
+    assert ckpts, "the last checkpoint must be kept"
+    assert (ckpts[-1] / "adapter_model.safetensors").exists()
+    assert (ckpts[-1] / "checkpoint-complete.json").exists(), "a checkpoint counts once marked complete"
+    assert (folder / "adapter" / "adapter_config.json").exists()
+    kinds = [e.WhichOneof("kind") for e in read_events(folder)]
+    assert "checkpoint" in kinds
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.CancelRun(pb.CancelRunRequest(run_id="cancel-me"), timeout=10)
+    assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    print(f"cancel took {stopped_in:.1f}s")
+    ch.close()
+
+
+def test_dropped_stream_then_watch_from_seq(sc):
+    ch, stub = stub_for(sc)
+    stream = stub.Train(small_request("dropped", max_steps=6), timeout=600)
+    got = []
+    for res in stream:
+        got.append(res.event)
+        if res.event.HasField("train_step"):
+            break
+    stream.cancel()  # the client goes away mid-run
+    ch.close()
+    ch, stub = stub_for(sc)
+    after = got[-1].seq
+    watched = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="dropped", after_seq=after), timeout=600)]
+    assert watched[0].seq == after + 1
+    assert [e.seq for e in watched] == list(range(after + 1, after + 1 + len(watched)))
+    final = watched[-1]
+    assert final.WhichOneof("kind") == "state_change" and final.state_change.state == pb.RUN_STATE_SUCCEEDED
+    steps = [e.train_step.step for e in watched if e.HasField("train_step")]
+    assert steps[-1] == 6
+    # A full replay equals the events log on disk, line for line.
+    replay = [r.event for r in stub.WatchRun(pb.WatchRunRequest(run_id="dropped"), timeout=60)]
+    assert replay == read_events(sc.runs_root / "dropped")
+    assert replay[:len(got)] == got
+    ch.close()
 
 
 def test_kill9_sidecar_then_restart(tmp_path, env):
@@ -167,49 +172,47 @@ def test_two_runs_queue_and_queue_limit(tmp_path, env):
         ch.close()
 
 
-def test_raising_reward_fails_the_run_with_name_and_sample(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        req = small_request("explodes")
-        req.rewards.add(name="exact_match", weight=1.0)
-        req.rewards.add(name="explode", weight=1.0)
-        events = [r.event for r in stub.Train(req, timeout=600)]
-        final = events[-1].state_change
-        assert final.state == pb.RUN_STATE_FAILED
-        assert "reward 'explode' raised ValueError" in final.reason
-        assert "completion=" in final.reason and "answers=['" in final.reason
-        assert "(held-out task " in final.reason or "(training batch sample " in final.reason
-        assert not any(e.HasField("result") for e in events)
-        ch.close()
+def test_raising_reward_fails_the_run_with_name_and_sample(sc):
+    ch, stub = stub_for(sc)
+    req = small_request("explodes")
+    req.rewards.add(name="exact_match", weight=1.0)
+    req.rewards.add(name="explode", weight=1.0)
+    events = [r.event for r in stub.Train(req, timeout=600)]
+    final = events[-1].state_change
+    assert final.state == pb.RUN_STATE_FAILED
+    assert "reward 'explode' raised ValueError" in final.reason
+    assert "completion=" in final.reason and "answers=['" in final.reason
+    assert "(held-out task " in final.reason or "(training batch sample " in final.reason
+    assert not any(e.HasField("result") for e in events)
+    ch.close()
 
 
-def test_download_artifact_resumes_and_refuses_traversal(tmp_path, env):
-    with running_sidecar(tmp_path, env=env) as sc:
-        ch, stub = stub_for(sc)
-        events = [r.event for r in stub.Train(small_request("dl", max_steps=2), timeout=600)]
-        result = next(e.result for e in events if e.HasField("result"))
-        art = next(a for a in result.artifacts if a.path == "adapter/adapter_model.safetensors")
-        whole = b"".join(c.data for c in stub.DownloadArtifact(
-            pb.DownloadArtifactRequest(run_id="dl", path=art.path), timeout=60))
-        assert len(whole) == art.size_bytes
-        half = art.size_bytes // 2
-        chunks = list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=art.path, offset=half,
-                                                                       chunk_size=256 * 1024), timeout=60))
-        assert chunks[0].offset == half and chunks[-1].last and chunks[-1].sha256 == art.sha256
-        assert whole[:half] + b"".join(c.data for c in chunks) == whole
-        assert all(len(c.data) <= 256 * 1024 for c in chunks)
-        for bad in ("../dl/request.json", "/etc/passwd", "../../x"):
-            with pytest.raises(grpc.RpcError) as ei:
-                list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=bad), timeout=10))
-            assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details().startswith("path:")
+def test_download_artifact_resumes_and_refuses_traversal(sc):
+    ch, stub = stub_for(sc)
+    events = [r.event for r in stub.Train(small_request("dl", max_steps=2), timeout=600)]
+    result = next(e.result for e in events if e.HasField("result"))
+    art = next(a for a in result.artifacts if a.path == "adapter/adapter_model.safetensors")
+    whole = b"".join(c.data for c in stub.DownloadArtifact(
+        pb.DownloadArtifactRequest(run_id="dl", path=art.path), timeout=60))
+    assert len(whole) == art.size_bytes
+    half = art.size_bytes // 2
+    chunks = list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=art.path, offset=half,
+                                                                   chunk_size=256 * 1024), timeout=60))
+    assert chunks[0].offset == half and chunks[-1].last and chunks[-1].sha256 == art.sha256
+    assert whole[:half] + b"".join(c.data for c in chunks) == whole
+    assert all(len(c.data) <= 256 * 1024 for c in chunks)
+    for bad in ("../dl/request.json", "/etc/passwd", "../../x"):
         with pytest.raises(grpc.RpcError) as ei:
-            list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path="nope.bin"), timeout=10))
-        assert ei.value.code() == grpc.StatusCode.NOT_FOUND
-        with pytest.raises(grpc.RpcError) as ei:
-            list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=art.path,
-                                                                  offset=art.size_bytes + 1), timeout=10))
-        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details().startswith("offset:")
-        ch.close()
+            list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=bad), timeout=10))
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details().startswith("path:")
+    with pytest.raises(grpc.RpcError) as ei:
+        list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path="nope.bin"), timeout=10))
+    assert ei.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as ei:
+        list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="dl", path=art.path,
+                                                              offset=art.size_bytes + 1), timeout=10))
+    assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ei.value.details().startswith("offset:")
+    ch.close()
 
 
 def test_standalone_train_writes_the_same_run_folder(tmp_path, tiny_model_home):
