@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_trainer"))
 
-from py_trainer import curve_thresholds, stats, task_rewards  # noqa: E402
+from py_trainer import advantage, curve_thresholds, stats, task_rewards  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Codec and names
@@ -114,7 +114,7 @@ def _plain(fn: Callable) -> Callable[[list, dict], Any]:
 
 
 ADAPTERS: dict[str, Callable[[list, dict], Any]] = {
-    "group_relative_advantage": _plain(task_rewards.group_relative_advantage),
+    "group_relative_advantage": _plain(advantage.group_relative_advantage),
     "normalize_answer": _plain(task_rewards.normalize_answer),
     "extract_answer": _plain(task_rewards.extract_answer),
     "exact_match_reward": _plain(task_rewards.exact_match_reward),

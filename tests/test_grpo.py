@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from py_trainer.advantage import group_relative_advantage
 from py_trainer.task_rewards import (
     RewardInputError,
     WeightedScorer,
@@ -17,7 +18,6 @@ from py_trainer.task_rewards import (
     exact_match_reward,
     extract_answer,
     format_reward,
-    group_relative_advantage,
     normalize_answer,
     reward_names,
 )

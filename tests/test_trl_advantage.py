@@ -25,7 +25,8 @@ from datasets import Dataset  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
-from py_trainer.task_rewards import WeightedScorer, compose_rewards, group_relative_advantage  # noqa: E402
+from py_trainer.advantage import group_relative_advantage  # noqa: E402
+from py_trainer.task_rewards import WeightedScorer, compose_rewards  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains a throwaway model with TRL
 
