@@ -84,11 +84,10 @@ test-py-main: setup
 test-ray: setup
 	$(PYTEST) -q --durations=5 $(RAY_TESTS)
 
-# The TS suite and pytest at once, each printed whole when it ends (--output-sync), then the Ray
-# module alone. Most of a test's time is a process starting or waiting on one (a sidecar, a
-# training worker, bin/agent), so the streams overlap even on 2 cores. Clean clones here, idle
-# machine: TS beside pytest -n 2 took 21.6 min in all (TS 1110 s, pytest 1076 s); TS beside a
-# single pytest process took 30.8 min (pytest 1614 s). `make test-ts` / `make test-py` run one suite.
+# The TS suite (two test files at a time) and pytest at once, each printed whole when it ends
+# (--output-sync), then the Ray module alone. Most of a test's time is a process starting or
+# waiting on one (a sidecar, a training worker, bin/agent), so the streams overlap even on 2 cores.
+# `make test-ts` / `make test-py` run one suite.
 test: lint arch typecheck
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-ts test-py-main
 	$(MAKE) --no-print-directory test-ray
