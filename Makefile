@@ -88,9 +88,12 @@ test-ray: setup
 # (--output-sync), then the Ray module alone. Most of a test's time is a process starting or
 # waiting on one (a sidecar, a training worker, bin/agent), so the streams overlap even on 2 cores.
 # `make test-ts` / `make test-py` run one suite.
+# Workers train single-threaded under the suite (OMP_NUM_THREADS=1; each sidecar hands its slots
+# $OMP_NUM_THREADS cores): with several test processes on the 2 cores, a second OpenMP thread per
+# worker only waits for its partner to be scheduled.
 test: lint arch typecheck
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-ts test-py-main
-	$(MAKE) --no-print-directory test-ray
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 --output-sync=target test-ts test-py-main
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(MAKE) --no-print-directory test-ray
 
 # The unit tier of both languages, under 90 seconds, starting no process: pytest without the
 # `slow` mark (training, a sidecar, any subprocess; tests/conftest.py checks the marks) and the TS

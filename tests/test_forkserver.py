@@ -35,13 +35,13 @@ def run(coro):
 
 def test_a_forked_child_sees_exactly_what_python_dash_m_would(tmp_path, env):
     async def go():
-        forks = ForkServer(["torch"])
+        forks = ForkServer()
         out = open(tmp_path / "out.log", "wb")
         err = open(tmp_path / "err.log", "wb")
         child_env = {**env, "OMP_NUM_THREADS": "1", "ONLY_HERE": "yes"}
         child_env.pop("HOME", None)
         child = await forks.spawn("forkserver_child", ["report", "--x", "1"], env=child_env, stdout=out, stderr=err,
-                                  title=f"{sys.executable} -m forkserver_child report --x 1")
+                                  title=f"{sys.executable} -m forkserver_child report --x 1", preload=["torch"])
         rc = await child.wait()
         await forks.close()
         return rc, child_env
@@ -58,7 +58,7 @@ def test_a_forked_child_sees_exactly_what_python_dash_m_would(tmp_path, env):
 
 def test_exit_codes_are_those_of_the_command(tmp_path, env):
     async def go():
-        forks = ForkServer([])
+        forks = ForkServer()
         codes = {}
         for name, args in {"exit 3": ["exit", "3"], "raise": ["raise"], "return": ["report"]}.items():
             with open(tmp_path / f"{name}.log", "wb") as log:
@@ -88,7 +88,7 @@ def test_exit_codes_are_those_of_the_command(tmp_path, env):
 
 def test_pipes_carry_stdin_and_stdout(env):
     async def go():
-        forks = ForkServer([])
+        forks = ForkServer()
         child = await forks.spawn("forkserver_child", ["echo"], env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE)
         child.stdin.write(b"hello\n")
         await child.stdin.drain()
@@ -103,7 +103,7 @@ def test_pipes_carry_stdin_and_stdout(env):
 
 def test_children_die_with_the_fork_server(tmp_path, env):
     async def go():
-        forks = ForkServer([])
+        forks = ForkServer()
         with open(tmp_path / "sleep.log", "wb") as log:
             child = await forks.spawn("forkserver_child", ["sleep"], env=env, stdout=log, stderr=log)
         server_pid = forks._proc.pid
@@ -117,11 +117,14 @@ def test_children_die_with_the_fork_server(tmp_path, env):
              timeout=30)
 
 
-def test_a_preload_that_starts_a_thread_is_refused(env):
+def test_a_preload_that_starts_a_thread_is_refused(tmp_path, env):
     async def go():
-        forks = ForkServer(["forkserver_thread"])
+        forks = ForkServer()
+        with open(tmp_path / "first.log", "wb") as log:  # forks while nothing unsafe was imported
+            first = await forks.spawn("forkserver_child", ["exit", "0"], env=env, stdout=log, stderr=log)
+        assert await first.wait() == 0 and forks.refused == ""
         with pytest.raises(ForkServerUnavailable, match="started threads"):
-            await forks.spawn("forkserver_child", ["report"], env=env)
+            await forks.spawn("forkserver_child", ["report"], env=env, preload=["forkserver_thread"])
         return forks.refused
 
     assert "started threads" in run(go())

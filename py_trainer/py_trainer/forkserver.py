@@ -4,10 +4,11 @@ transformers, PEFT and TRL once, instead of each starting an interpreter and imp
 Why: a training or inference worker spends most of a short run importing (measured on the 2-core
 VM: 6.5-7 s of CPU for torch + transformers + peft + trl, against ~3 s for a 3-step run of the
 embedded model after that). A sidecar that trains several runs, or trains and evaluates, paid it
-for every worker. The fork server pays it once per sidecar, on the first worker it starts (never
-when the sidecar only answers calls that need no worker); every later worker is a fork of that
-state, ready in milliseconds. This is the `multiprocessing` "forkserver" idea with a preload list,
-kept as a process of our own so that a worker still looks and behaves like `python -m MODULE ARGS`:
+for every worker. The fork server imports, before each fork, what that worker is about to import
+(the spawn's `preload` list) unless it already has: each library is imported once per sidecar and
+never one a worker would not have imported itself, so a sidecar pays at most what its first
+workers paid before; every later worker is a fork of that state, ready in milliseconds. This is
+the `multiprocessing` "forkserver" idea with a preload list, kept as a process of our own so that a worker still looks and behaves like `python -m MODULE ARGS`:
 - its stdin, stdout and stderr are the files or pipes the sidecar gives it (passed over the
   control socket with SCM_RIGHTS), its environment is exactly the one the sidecar gives it, its
   cwd the sidecar's, its `sys.argv` and its process title (`ps`, `pgrep -f`) those of the command;
@@ -29,9 +30,10 @@ driver the sidecar never uses it (CUDA cannot be used in a forked child once the
 touched it, and a GPU machine does not miss the seconds).
 
 Control protocol, one JSON object per message on a Unix socket pair (fds in SCM_RIGHTS):
-sidecar -> server {"id", "module", "args", "env", "title"} with the child's stdin/stdout/stderr
-fds; server -> sidecar {"ready": true} once, then {"id", "pid"} or {"id", "error"} per request
-and {"exit": pid, "rc": code} when a child ends. The server exits when the socket closes, after
+sidecar -> server {"id", "module", "args", "env", "title", "preload"} with the child's
+stdin/stdout/stderr fds; server -> sidecar {"ready": true} once, then {"id", "pid"}, {"id",
+"error"} or {"id", "refused": why} (forking became unsafe while importing) per request, and
+{"exit": pid, "rc": code} when a child ends. The server exits when the socket closes, after
 its children have ended.
 """
 
@@ -82,7 +84,7 @@ def recv_message(sock: socket.socket, max_fds: int = 3) -> tuple[dict | None, li
 
 
 # ---------------------------------------------------------------------------------------------
-# The server (its own process: python -m py_trainer.forkserver FD MODULE...)
+# The server (its own process: python -m py_trainer.forkserver FD)
 
 
 def exit_code(exc: BaseException | None) -> int:
@@ -168,10 +170,10 @@ def preload(modules: list[str]) -> str:
     return ""
 
 
-def serve(ctl: socket.socket, modules: list[str]) -> int:
+def serve(ctl: socket.socket) -> int:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the sidecar's to handle
-    why = preload(["setproctitle", *modules])
+    why = preload(["setproctitle"])
     if why:
         send_message(ctl, {"ready": False, "why": why})
         return 1
@@ -206,6 +208,16 @@ def serve(ctl: socket.socket, modules: list[str]) -> int:
                 open_ = False
                 continue
             try:
+                why = preload(request.get("preload", []))
+            except Exception as err:  # noqa: BLE001 - the child would fail the same import: let it say so
+                why, request["preload"] = "", []
+                log.warning("preloading for %s: %s", request["module"], err)
+            if why:
+                send_message(ctl, {"id": request["id"], "refused": why})
+                for fd in fds:
+                    os.close(fd)
+                continue
+            try:
                 me = os.getpid()
                 pid = os.fork()
             except OSError as err:
@@ -226,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ctl = socket.socket(fileno=int(argv[0]))
     os.dup2(2, 1)  # a library's print goes to stderr, never onto the control socket
-    return serve(ctl, argv[1:])
+    return serve(ctl)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,8 +300,7 @@ class ForkServerUnavailable(RuntimeError):
 class ForkServer:
     """The sidecar's fork server: started by the first `spawn`, restarted after it dies."""
 
-    def __init__(self, preload_modules: list[str], argv: list[str] | None = None):
-        self.preload_modules = list(preload_modules)
+    def __init__(self, argv: list[str] | None = None):
         self.argv = argv or [sys.executable, "-m", "py_trainer.forkserver"]
         self.refused = ""
         """Why the fork server would not start ('' until it refused): the caller spawns instead."""
@@ -307,7 +318,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.argv, str(theirs.fileno()), *self.preload_modules, pass_fds=[theirs.fileno()],
+                *self.argv, str(theirs.fileno()), pass_fds=[theirs.fileno()],
                 stdin=asyncio.subprocess.DEVNULL)
         finally:
             theirs.close()
@@ -315,7 +326,7 @@ class ForkServer:
         self._sock = ours
         self._ready = loop.create_future()
         loop.add_reader(ours.fileno(), self._on_readable)
-        log.info("fork server started (pid %d), importing %s", self._proc.pid, ", ".join(self.preload_modules))
+        log.info("fork server started (pid %d)", self._proc.pid)
         ok, why = await self._ready
         if not ok:
             self.refused = why
@@ -365,9 +376,10 @@ class ForkServer:
             await proc.wait()
 
     async def spawn(self, module: str, args: list[str], *, env: dict[str, str], stdin=None, stdout=None,
-                    stderr=None, title: str = "") -> ForkedProcess:
+                    stderr=None, title: str = "", preload: list[str] = ()) -> ForkedProcess:
         """Fork `python -m module args` with exactly `env`; stdin/stdout/stderr: an fd, a file, PIPE or
-        None (/dev/null for stdin, the sidecar's own for the others)."""
+        None (/dev/null for stdin, the sidecar's own for the others). `preload`: modules the child
+        would import, imported in the fork server first (once: later children find them loaded)."""
         async with self._lock:
             if self._proc is None:
                 await self._start()
@@ -397,7 +409,7 @@ class ForkServer:
                 fut = asyncio.get_running_loop().create_future()
                 self._pending[self._next_id] = fut
                 send_message(self._sock, {"id": self._next_id, "module": module, "args": list(args),
-                                          "env": dict(env), "title": title}, theirs)
+                                          "env": dict(env), "title": title, "preload": list(preload)}, theirs)
                 answer = await fut
             except BaseException:
                 for fd in ends:
@@ -407,6 +419,12 @@ class ForkServer:
             finally:
                 for fd in closing:
                     os.close(fd)
+            if "refused" in answer:
+                self.refused = answer["refused"]
+                for fd in ends:
+                    if fd >= 0:
+                        os.close(fd)
+                raise ForkServerUnavailable(self.refused)
             if "error" in answer:
                 for fd in ends:
                     if fd >= 0:

@@ -62,6 +62,10 @@ from py_trainer.tiny_model import BUILDS_IN_PROGRESS
 log = logging.getLogger(__name__)
 
 MODULE = "py_trainer.inference_worker"
+PRELOAD = ["py_trainer.evaluate", "py_trainer.sampling", "py_trainer.inference", "grpc", "peft",
+           "transformers.models.auto.modeling_auto", "transformers.models.auto.tokenization_auto"]
+"""What the worker imports before its first job (this module's imports and main()'s), imported
+once in the fork server; not this module itself, which the child runs as __main__."""
 HEADER = struct.Struct(">cI")
 JOB, CANCEL, MSG, ERROR, END = b"J", b"C", b"M", b"E", b"."
 CANCEL_GRACE_S = 30.0
@@ -153,7 +157,7 @@ class InferenceWorker:
         pipe = asyncio.subprocess.PIPE
         try:
             return await self.forks.spawn(MODULE, [], env=dict(os.environ), stdin=pipe, stdout=pipe, stderr=pipe,
-                                          title=" ".join(self.argv))
+                                          title=" ".join(self.argv), preload=PRELOAD)
         except ForkServerUnavailable as err:
             log.warning("fork server unavailable (%s): starting the inference worker as a process of its own", err)
             return None

@@ -67,6 +67,12 @@ def worker_end(rec, rc: int, proposed: pb.StateChange | None, closing: bool) -> 
 
 
 WORKER_MODULE = "py_trainer.worker"
+WORKER_PRELOAD = {pb.TRAIN_MODE_GRPO: ["trl.trainer.grpo_trainer"],
+                  pb.TRAIN_MODE_RANKED_PREFERENCE: ["trl.trainer.dpo_trainer"]}
+"""What a forked training worker imports anyway, by mode, imported once in the fork server (with
+what every run imports: PEFT, datasets, the plot): not the worker module itself, which each child
+runs as __main__, as `python -m` does."""
+RUN_PRELOAD = ["py_trainer.train_grpo", "py_trainer.train_preference", "peft", "datasets", "matplotlib.pyplot"]
 
 
 class LocalExecutor:
@@ -121,7 +127,7 @@ class LocalExecutor:
         try:
             env = dict(os.environ, **env, PY_TRAINER_EVENTS_SOCK=sock_path)
             with open(rec.folder / "worker.log", "ab") as worker_log:
-                rec.process = await self._fork(argv, env, worker_log)
+                rec.process = await self._fork(argv, env, worker_log, rec.request.mode)
                 if rec.process is None:
                     rec.process = await asyncio.create_subprocess_exec(
                         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=worker_log, stderr=worker_log, env=env)
@@ -136,14 +142,14 @@ class LocalExecutor:
             shutil.rmtree(sock_dir, ignore_errors=True)
         return rc
 
-    async def _fork(self, argv: list[str], env: dict[str, str], worker_log):
+    async def _fork(self, argv: list[str], env: dict[str, str], worker_log, mode: int):
         """The worker forked by the fork server, or None where it cannot be (no fork server, one
         that refused, or a command other than `python -m py_trainer.worker`: an accelerate launch)."""
         if self.forks is None or self.forks.refused or argv[:3] != [sys.executable, "-m", WORKER_MODULE]:
             return None
         try:
             return await self.forks.spawn(WORKER_MODULE, argv[3:], env=env, stdout=worker_log, stderr=worker_log,
-                                          title=" ".join(argv))
+                                          title=" ".join(argv), preload=[*WORKER_PRELOAD.get(mode, []), *RUN_PRELOAD])
         except ForkServerUnavailable as err:
             log.warning("fork server unavailable (%s): starting the worker as a process of its own", err)
             return None

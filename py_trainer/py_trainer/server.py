@@ -99,12 +99,6 @@ def _guard_stream(method: Callable) -> Callable:
     return wrapper
 
 
-WORKER_PRELOAD = ["py_trainer.train_grpo", "py_trainer.train_preference", "py_trainer.evaluate", "py_trainer.sampling",
-                  "trl.trainer.grpo_trainer", "trl.trainer.dpo_trainer", "peft", "datasets", "matplotlib.pyplot",
-                  "transformers.models.qwen2.modeling_qwen2", "transformers.models.llama.modeling_llama"]
-"""What the fork server imports once for every worker it forks: what the two worker modules import
-and the libraries their runs import lazily (TRL's trainers, the Qwen2/Llama model code, the plot).
-Not the worker modules themselves: each child runs its module as __main__, as `python -m` does."""
 FORK_SERVER_ENV = "PY_TRAINER_FORK_SERVER"
 
 
@@ -113,7 +107,7 @@ def make_fork_server() -> ForkServer | None:
     fork do not mix) or with $PY_TRAINER_FORK_SERVER=0, every worker starts as a process of its own."""
     if gpu_driver_present() or os.environ.get(FORK_SERVER_ENV, "1") == "0":
         return None
-    return ForkServer(WORKER_PRELOAD)
+    return ForkServer()
 
 
 class TrainerService(pb_grpc.TrainerServiceServicer):
