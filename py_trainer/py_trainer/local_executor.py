@@ -1,4 +1,5 @@
-"""The local executor: a run's worker as a child process of the sidecar (the default).
+"""The local executor: a run's worker as a process of the sidecar's own (the default): a child, or
+on a CPU machine a child of its fork server (`forkserver.py`), which dies with it.
 
 An executor starts a run's worker command (`launch.launch_argv`), hands every event line the
 worker sends to the registry, asks the worker to stop after its step or kills it, and returns its
