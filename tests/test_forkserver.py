@@ -125,6 +125,8 @@ def test_a_preload_that_starts_a_thread_is_refused(tmp_path, env):
         assert await first.wait() == 0 and forks.refused == ""
         with pytest.raises(ForkServerUnavailable, match="started threads"):
             await forks.spawn("forkserver_child", ["report"], env=env, preload=["forkserver_thread"])
+        # from then on the caller is told to start its workers itself
+        assert await forks.spawn_or_none("forkserver_child", ["report"], env=env) is None
         return forks.refused
 
     assert "started threads" in run(go())

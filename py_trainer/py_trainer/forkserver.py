@@ -39,7 +39,6 @@ its children have ended.
 
 from __future__ import annotations
 
-import array
 import asyncio
 import ctypes
 import errno
@@ -437,6 +436,17 @@ class ForkServer:
                 self._children[child.pid] = child
             await _attach_pipes(child, ends)
             return child
+
+    async def spawn_or_none(self, module: str, args: list[str], **kw) -> ForkedProcess | None:
+        """`spawn`, or None once the fork server refused or could not start (logged): the caller
+        then starts the worker as a process of its own."""
+        if self.refused:
+            return None
+        try:
+            return await self.spawn(module, args, **kw)
+        except ForkServerUnavailable as err:
+            log.warning("fork server unavailable (%s): starting %s as a process of its own", err, module)
+            return None
 
     async def close(self) -> None:
         """Close the control socket: the fork server exits once its children have ended (an

@@ -53,7 +53,7 @@ from google.protobuf.message import Message
 
 from py_trainer.errors import RequestError, ResourceExhausted
 from py_trainer.evaluate import stream_evaluation
-from py_trainer.forkserver import ForkServer, ForkServerUnavailable
+from py_trainer.forkserver import ForkServer
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.inference import InferenceFailed, cause_text, is_out_of_memory
 from py_trainer.sampling import stream_groups
@@ -152,15 +152,11 @@ class InferenceWorker:
 
     async def _fork(self):
         """The worker forked by the fork server, or None (no fork server, one that refused, or an argv of a test's)."""
-        if self.forks is None or self.forks.refused or self.argv != [sys.executable, "-m", MODULE]:
+        if self.forks is None or self.argv != [sys.executable, "-m", MODULE]:
             return None
         pipe = asyncio.subprocess.PIPE
-        try:
-            return await self.forks.spawn(MODULE, [], env=dict(os.environ), stdin=pipe, stdout=pipe, stderr=pipe,
-                                          title=" ".join(self.argv), preload=PRELOAD)
-        except ForkServerUnavailable as err:
-            log.warning("fork server unavailable (%s): starting the inference worker as a process of its own", err)
-            return None
+        return await self.forks.spawn_or_none(MODULE, [], env=dict(os.environ), stdin=pipe, stdout=pipe, stderr=pipe,
+                                              title=" ".join(self.argv), preload=PRELOAD)
 
     async def _pump_log(self, proc: asyncio.subprocess.Process) -> None:
         """The worker's stderr into the sidecar's, each line marked; the last lines kept for a crash message."""

@@ -12,7 +12,6 @@ and its output goes to the run folder's worker.log.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import shutil
 import signal
@@ -22,12 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from py_trainer.errors import FailedPrecondition
-from py_trainer.forkserver import ForkServer, ForkServerUnavailable
+from py_trainer.forkserver import ForkServer
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.launch import ask_to_stop
+from py_trainer.launch import WORKER, ask_to_stop
 from py_trainer.run_folder import disk_full_path, tail_text
-
-log = logging.getLogger(__name__)
 
 OnLine = Callable[[bytes], None]
 
@@ -67,7 +64,6 @@ def worker_end(rec, rc: int, proposed: pb.StateChange | None, closing: bool) -> 
     return pb.RUN_STATE_FAILED, f"disk full at {where}" if where else f"worker {why}; worker.log ends: {tail}"
 
 
-WORKER_MODULE = "py_trainer.worker"
 WORKER_PRELOAD = {pb.TRAIN_MODE_GRPO: ["trl.trainer.grpo_trainer"],
                   pb.TRAIN_MODE_RANKED_PREFERENCE: ["trl.trainer.dpo_trainer"]}
 """What a forked training worker imports anyway, by mode, imported once in the fork server (with
@@ -146,14 +142,10 @@ class LocalExecutor:
     async def _fork(self, argv: list[str], env: dict[str, str], worker_log, mode: int):
         """The worker forked by the fork server, or None where it cannot be (no fork server, one
         that refused, or a command other than `python -m py_trainer.worker`: an accelerate launch)."""
-        if self.forks is None or self.forks.refused or argv[:3] != [sys.executable, "-m", WORKER_MODULE]:
+        if self.forks is None or argv[:3] != [sys.executable, *WORKER]:
             return None
-        try:
-            return await self.forks.spawn(WORKER_MODULE, argv[3:], env=env, stdout=worker_log, stderr=worker_log,
-                                          title=" ".join(argv), preload=[*WORKER_PRELOAD.get(mode, []), *RUN_PRELOAD])
-        except ForkServerUnavailable as err:
-            log.warning("fork server unavailable (%s): starting the worker as a process of its own", err)
-            return None
+        return await self.forks.spawn_or_none(WORKER[1], argv[3:], env=env, stdout=worker_log, stderr=worker_log,
+                                              title=" ".join(argv), preload=[*WORKER_PRELOAD.get(mode, []), *RUN_PRELOAD])
 
     def stop(self, rec) -> None:
         """Ask the worker to stop after its current step."""

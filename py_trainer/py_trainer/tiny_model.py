@@ -65,9 +65,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from py_trainer.task_file import load_task_file
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +241,7 @@ def _sft(
     *,
     steps: int,
     pad_id: int,
-    gen: "torch.Generator",
+    gen: torch.Generator,
 ) -> tuple[float, float]:
     """Trains prompt -> answer_ids[random] plus next-token loss on the prompt.
 
