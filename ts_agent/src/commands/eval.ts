@@ -18,11 +18,11 @@ import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
-import { writeEvalLog, type EvalLog } from "../agent/core/eval-log.js";
+import { evalLogDestination, writeEvalLog, type EvalLog } from "../agent/core/eval-log.js";
 import { buildEvalLog, evaluateRun } from "../agent/eval/build-eval-log.js";
 import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
-import { UserError } from "../agent/workspace.js";
+import { UserError, displayPath } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
 import { embeddedBaseFor, targetForRun } from "./run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
@@ -34,7 +34,7 @@ export const help: CommandHelp = {
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
     ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name)"],
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
-    ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
+    ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
   ],
@@ -73,8 +73,17 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
 
 /** Write the log and print its summary against the current baseline.json. */
 function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record: EvalLog } {
+  const { keptApartFrom } = evalLogDestination(target.evalsDir, log);
   const path = writeEvalLog(target.evalsDir, log);
   for (const line of evalSummaryLines(log, judgeEvalComparison(log, readBaseline(target.evalsDir)))) console.log(line);
+  // a subset never replaces a fuller record unsaid (issue 45)
+  if (keptApartFrom) {
+    console.log(
+      `a partial eval (${log.taskSet.n} tasks, --limit ${log.settings.limit}) is kept apart in ${basename(path)}: ${displayPath(keptApartFrom.path)} keeps its eval of ${keptApartFrom.n} tasks, which agent report reads`,
+    );
+  } else if (log.settings.limit > 0) {
+    console.log(`this eval covers the first ${log.taskSet.n} ${log.taskSet.split} tasks (--limit ${log.settings.limit}); a later eval of more tasks replaces it, a smaller one is kept apart`);
+  }
   return { path, record: log };
 }
 

@@ -30,7 +30,7 @@
  * (so no template-clustered row against baseline.json) and its `result` holds the test split
  * only; the report says so.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import type { JsonValue } from "@bufbuild/protobuf";
@@ -107,11 +107,38 @@ export interface SplitResult {
 /** The eval-time comparisons an older agent stored; read, they are dropped (see the module docs). */
 const STALE_FIELDS = ["comparison", "bySlice"] as const;
 
-/** Write runs/<run_id>/eval.json atomically; returns its path. */
-export function writeEvalLog(evalsDir: string, log: EvalLog): string {
+/** The file a partial eval (`--limit N`) goes to when the run's eval.json covers more tasks. */
+export function partialEvalFile(n: number): string {
+  return `eval-limit-${n}.json`;
+}
+
+/**
+ * Where a log goes: the run's eval.json, unless that file already holds an eval of more tasks of
+ * the same split (a full one, then `--limit 5`): a subset never replaces a fuller record, it is
+ * kept apart in eval-limit-<n>.json, and `keptApartFrom` names the record it left alone.
+ */
+export function evalLogDestination(evalsDir: string, log: EvalLog): { path: string; keptApartFrom: { path: string; n: number } | null } {
   const dir = runDir(evalsDir, log.runId);
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, EVAL_FILE);
+  const main = join(dir, EVAL_FILE);
+  if (existsSync(main)) {
+    let existing: EvalLog | null = null;
+    try {
+      existing = readEvalLog(main);
+    } catch {
+      existing = null; // an unreadable eval.json is replaced
+    }
+    if (existing && existing.taskSet.split === log.taskSet.split && existing.taskSet.n > log.taskSet.n) {
+      return { path: join(dir, partialEvalFile(log.taskSet.n)), keptApartFrom: { path: main, n: existing.taskSet.n } };
+    }
+  }
+  return { path: main, keptApartFrom: null };
+}
+
+/** Write the log atomically where evalLogDestination says (runs/<run_id>/eval.json, or
+ *  eval-limit-<n>.json beside a fuller one); returns its path. */
+export function writeEvalLog(evalsDir: string, log: EvalLog): string {
+  mkdirSync(runDir(evalsDir, log.runId), { recursive: true });
+  const { path } = evalLogDestination(evalsDir, log);
   writeFileAtomic(path, JSON.stringify(log, null, 2) + "\n");
   return path;
 }

@@ -99,8 +99,9 @@ export interface FingerprintRow {
   baseline: string;
   eval: string;
   effect: FieldEffect;
-  /** "ignored": the field cannot matter here (the seed of a greedy eval) */
-  status: "same" | "differs" | "not recorded" | "ignored";
+  /** "ignored": the field cannot matter here (the seed of a greedy eval); "subset": the eval
+   *  scored some of the baseline's tasks (every one of them in it), which does not gate */
+  status: "same" | "differs" | "not recorded" | "ignored" | "subset";
   /** why a row is ignored or how it was compared */
   note?: string;
 }
@@ -141,10 +142,12 @@ export function compareFingerprints(b: Fingerprint, e: Fingerprint, ids?: { base
       baseline: `${have.size} tasks`,
       eval: `${evalIds.length} tasks`,
       effect: "gates",
-      status: missing.length ? "differs" : "same",
+      status: missing.length ? "differs" : evalIds.length < have.size ? "subset" : "same",
       note: missing.length
         ? `${missing.length} evaluated task(s) are not in the baseline, e.g. ${missing.slice(0, 3).join(", ")}`
-        : "every evaluated task is in the baseline",
+        : evalIds.length < have.size
+          ? `the eval scored ${evalIds.length} of the baseline's ${have.size} tasks (judged on those ${evalIds.length})`
+          : "every evaluated task is in the baseline",
     });
   } else {
     add("task_set.task_ids", b.taskSet.idsSha256, e.taskSet.idsSha256, "gates", { note: "sha256 of the sorted ids" });
