@@ -214,3 +214,60 @@ def test_a_base_whose_tokenizer_is_not_on_disk_falls_back_to_max_prompt_length(t
         assert me.longest_prompt_tokens(req, tmp_path / "data") == 0
         acts = next(c for c in me.estimate_request(req, tmp_path / "data").components if c.name == "activations")
         assert "max_prompt_length 256" in acts.formula
+
+
+HOSTILE = [("hidden_size", 10**12), ("hidden_size", 0), ("num_hidden_layers", -1), ("vocab_size", float("nan")),
+           ("intermediate_size", float("inf")), ("hidden_size", 1e300), ("num_attention_heads", "14"),
+           ("num_key_value_heads", -2), ("head_dim", 0.5)]
+
+
+def local_base(data, cfg: dict) -> str:
+    """A model folder under the data root with `cfg` as config.json and a tokenizer_config.json: the
+    tokenizer is 'on disk', so the estimate measures the prompts with it."""
+    import json
+
+    folder = data / "hostile"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))  # NaN and Infinity as Python's json writes them
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 64}')
+    return "hostile"
+
+
+@pytest.mark.parametrize("field,value", HOSTILE + [("all", 0)])
+def test_estimate_request_refuses_a_hostile_local_config_before_transformers_reads_it(tmp_path, field, value):
+    """Issue 44, item 1: with the base's tokenizer on disk, estimate_request loaded it (AutoTokenizer
+    reads config.json through huggingface_hub's strict dataclasses) before the bounds check: NaN, a
+    string or 1e300 raised StrictDataclass*ValidationError, UNKNOWN on the wire. The bounds check
+    comes first now, naming the field."""
+    from py_trainer.errors import InvalidArgument
+
+    cfg = ({**QWEN25_05B, **{k: 0 for k in me.REQUIRED}} if field == "all" else {**QWEN25_05B, field: value})
+    req = effective(tmp_path)
+    req.base_model = local_base(tmp_path, cfg)
+    with pytest.raises(InvalidArgument) as ei:
+        me.estimate_request(req, tmp_path)
+    assert ei.value.field == "base_model"
+    assert f"config.json: {'vocab_size' if field == 'all' else field} is " in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("edit,named", [
+    ({"max_position_embeddings": "x"}, "config.json: max_position_embeddings: "),
+    ({"tie_word_embeddings": "no"}, "config.json: tie_word_embeddings: "),
+    ({"layer_types": ["full_attention"]}, "config.json: `num_hidden_layers` (24) must be equal"),
+])
+def test_a_config_transformers_refuses_is_invalid_argument_naming_the_field(tmp_path, edit, named):
+    """Issue 44, item 1: a field the bounds check does not read but transformers' strict config
+    validation refuses (huggingface_hub's StrictDataclass*ValidationError) is INVALID_ARGUMENT
+    naming base_model and the field, in the estimate and in the chat-template check."""
+    from py_trainer.errors import InvalidArgument
+    from py_trainer.models import check_chat_template
+
+    req = effective(tmp_path)
+    req.base_model = local_base(tmp_path, {**QWEN25_05B, **edit})
+    with pytest.raises(InvalidArgument) as ei:
+        me.estimate_request(req, tmp_path)
+    assert ei.value.field == "base_model" and named in str(ei.value), str(ei.value)
+    req.runtime.prompt_format = "chat"
+    with pytest.raises(InvalidArgument) as ei:
+        check_chat_template(req.runtime, req.base_model, tmp_path)
+    assert ei.value.field == "base_model" and named in str(ei.value), str(ei.value)

@@ -271,12 +271,10 @@ def longest_prompt_tokens(effective: pb.TrainRequest, data_root: Path) -> int:
     folder = local_tokenizer_folder(effective.base_model, data_root)
     if folder is None:
         return 0
-    from transformers import AutoTokenizer
-
     from py_trainer.data import split_rows
-    from py_trainer.models import format_prompts
+    from py_trainer.models import format_prompts, load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_tokenizer(folder)
     train, _ = split_rows(effective, data_root)
     texts = format_prompts(tokenizer, [r.prompt for r in train], effective.runtime.prompt_format)
     return max((len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0)
@@ -298,6 +296,7 @@ def estimate_request(effective: pb.TrainRequest, data_root: Path) -> pb.Estimate
         if folder is None:
             raise InvalidArgument("base_model", f"{effective.base_model!r}: no local config.json to estimate from")
         cfg = read_config(folder)
+    Shape.from_config(cfg)  # the bounds, naming the field, before transformers reads the same config.json
     device, free, total = device_memory(effective.runtime.device)
     precision = effective.runtime.precision or ("bf16" if device.startswith("cuda") else "fp32")
     comps = estimate(effective, cfg, precision=precision, device_total_bytes=total,

@@ -67,12 +67,12 @@ def resolve_model_path(base_model: str, data_root: Path) -> str:
 
 def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
     """(model on its device, tokenizer with a pad token, resolved path, device, dtype)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     device = pick_device(runtime.device)
     dtype = pick_dtype(runtime.precision, device)
     path = resolve_model_path(base_model, data_root)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     extra = {"attn_implementation": runtime.attn_implementation} if runtime.attn_implementation else {}
@@ -87,6 +87,33 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 FINGERPRINT_LIBRARIES = ("torch", "transformers", "peft", "trl")
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 _HUB_BLOB = re.compile(r"[0-9a-f]{64}")
+
+
+def config_refusal(err: Exception, field: str = "base_model") -> InvalidArgument | None:
+    """transformers' strict config validation (huggingface_hub's StrictDataclass*ValidationError,
+    raised while a config.json is read) as INVALID_ARGUMENT naming `field` and the config's field;
+    None for any other error. Without it such a config.json was UNKNOWN on the wire."""
+    from huggingface_hub.errors import StrictDataclassError
+
+    if not isinstance(err, StrictDataclassError):
+        return None
+    head, _, cause = str(err).partition("\n")
+    named = re.match(r"Validation error for field '([^']+)'", head)
+    cause = cause.strip().split(": ", 1)[-1]
+    return InvalidArgument(field, f"config.json: {named.group(1) + ': ' if named else ''}{cause}")
+
+
+def load_tokenizer(path, field: str = "base_model"):
+    """AutoTokenizer.from_pretrained(path), a config.json transformers refuses as `config_refusal`."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as err:
+        refusal = config_refusal(err, field)
+        if refusal is None:
+            raise
+        raise refusal from err
 
 
 def model_files_folder(path: str) -> Path | None:
@@ -290,15 +317,13 @@ def check_chat_template(runtime, base_model: str, data_root: Path) -> None:
     has no chat template (else the mistake would surface only once generation starts)."""
     if runtime.prompt_format != "chat":
         return
-    from transformers import AutoTokenizer
-
     from py_trainer.base_models import chat_template_without_building
 
     template = chat_template_without_building(base_model, data_root)  # a GGUF base is not converted here
     if template is False and (base_model == "" or base_model.startswith("embedded:")):
         template = None  # the embedded builder gives its tokenizer none: nothing is built to learn that
     if template is False:
-        template = getattr(AutoTokenizer.from_pretrained(resolve_model_path(base_model, data_root)), "chat_template", None)
+        template = getattr(load_tokenizer(resolve_model_path(base_model, data_root)), "chat_template", None)
     if not template:
         raise FailedPrecondition("runtime.prompt_format",
                                  f"chat, but the tokenizer of {base_model or 'the embedded default model'!r} "
