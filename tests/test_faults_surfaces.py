@@ -56,7 +56,7 @@ def as_ordinary_user() -> list[str]:
 def tampered_run(runs: Path, name: str, **request_edit) -> Path:
     """A FAILED run whose steps trained at learning_rate 0.002 (linear schedule, 3 steps) and whose
     request.json, without a stored digest, is then edited with `request_edit` (grpo fields or run_id)."""
-    steps = [{"train_step": pb.TrainStep(step=s, max_steps=3, metrics={"learning_rate": 0.002 * (3 - s) / 3})}
+    steps = [{"train_step": pb.TrainStep(step=s, max_steps=3, metrics={"learning_rate": 0.002 * (3 - (s - 1)) / 3})}
              for s in (1, 2)]
     folder = make_run(runs, name, states=FAILED, extra=steps)
     req = json.loads((folder / "request.json").read_text())

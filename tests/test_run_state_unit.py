@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 
 import pytest
@@ -123,14 +124,57 @@ def test_a_request_without_digest_is_checked_against_its_events(tmp_path):
     req = pb.TrainRequest(run_id="r")
     req.grpo.learning_rate, req.grpo.max_steps, req.grpo.warmup_ratio = 0.002, 10, 0.1
     steps = [pb.RunEvent(seq=s, run_id="r", train_step=pb.TrainStep(
-        step=s, max_steps=10, metrics={"learning_rate": linear_lr(0.002, 0.1, 10, s)})) for s in range(1, 11)]
+        step=s, max_steps=10, metrics={"learning_rate": linear_lr(0.002, 0.1, 10, s - 1)})) for s in range(1, 11)]
     assert request_vs_events(req, "r", steps) == ""
     edited = pb.TrainRequest.FromString(req.SerializeToString())
     edited.grpo.learning_rate = 0.5
-    assert request_vs_events(edited, "r", steps) == "grpo.learning_rate is 0.5, but its step 2 trained at 0.00177778"
+    assert request_vs_events(edited, "r", steps) == "grpo.learning_rate is 0.5, but its step 2 trained at 0.002"
     edited.grpo.learning_rate, edited.grpo.max_steps = 0.002, 20
     assert "grpo.max_steps is 20, its step 1 ran with max_steps 10" in request_vs_events(edited, "r", steps)
     assert "names run 'r'" in request_vs_events(req, "other", steps)
+
+
+def logged_learning_rates(peak: float, warmup_ratio: float, max_steps: int) -> list[float]:
+    """The learning_rate transformers' Trainer logs at steps 1..max_steps (GRPOConfig's warmup_steps
+    is the ratio: ceil(ratio x max_steps) steps), from its own scheduler and training loop's order:
+    the rate is read before `lr_scheduler.step()`, so step s logs the rate step s trained at."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=peak)
+    sched = get_linear_schedule_with_warmup(opt, math.ceil(max_steps * warmup_ratio), max_steps)
+    out = []
+    for _ in range(max_steps):
+        opt.step()
+        out.append(sched.get_last_lr()[0])
+        sched.step()
+    return out
+
+
+@pytest.mark.parametrize("warmup_ratio", [0.0, 0.1, 0.34, 0.5, 0.9])
+@pytest.mark.parametrize("max_steps", [1, 2, 3, 4, 7, 20])
+def test_an_edited_learning_rate_is_caught_on_every_schedule_shape(warmup_ratio, max_steps):
+    """Issue 44, item 2: a factor-2 window over a step either side held a 0 of the schedule on a
+    short run, so any raised learning rate passed (0.002 -> 0.5 resumed a 3-step run). Every prefix
+    of a run (one that failed after k steps) with a step that trained at a nonzero rate now refuses
+    any other learning rate, and accepts the one it ran with."""
+    from py_trainer.run_folder import request_vs_events
+
+    peak = 0.002
+    lrs = logged_learning_rates(peak, warmup_ratio, max_steps)
+    req = pb.TrainRequest(run_id="r")
+    req.grpo.learning_rate, req.grpo.max_steps, req.grpo.warmup_ratio = peak, max_steps, warmup_ratio
+    for k in range(1, max_steps + 1):
+        steps = [pb.RunEvent(seq=s, run_id="r", train_step=pb.TrainStep(
+            step=s, max_steps=max_steps, metrics={"learning_rate": lrs[s - 1]})) for s in range(1, k + 1)]
+        assert request_vs_events(req, "r", steps) == "", (k, lrs)
+        if not any(lrs[:k]):
+            continue  # every step so far trained at 0: no learning rate can be told from another
+        for other in (0.5, peak * 2, peak / 2, peak * 1.01, peak * 0.99, 1e-9):
+            edited = pb.TrainRequest.FromString(req.SerializeToString())
+            edited.grpo.learning_rate = other
+            assert request_vs_events(edited, "r", steps).startswith(f"grpo.learning_rate is {other:g}, but its step"), \
+                (k, other, lrs[:k])
 
 
 def test_events_of_another_run_and_a_symlinked_folder_do_not_read_back(tmp_path):
@@ -158,7 +202,7 @@ def test_a_request_that_no_longer_matches_is_never_shown_as_what_ran(tmp_path):
     from py_trainer.runs import RunRegistry
 
     runs = tmp_path / "runs"
-    steps = [{"train_step": pb.TrainStep(step=s, max_steps=3, metrics={"learning_rate": 0.002 * (3 - s) / 3})}
+    steps = [{"train_step": pb.TrainStep(step=s, max_steps=3, metrics={"learning_rate": 0.002 * (3 - (s - 1)) / 3})}
              for s in (1, 2)]
     for name in ("tampered", "kept"):
         folder = make_run(runs, name, states=(Q, R, F), extra=steps)

@@ -383,8 +383,10 @@ def linear_lr(peak: float, warmup_ratio: float, max_steps: int, step: int) -> fl
 
 def request_vs_events(request: pb.TrainRequest, run_id: str, events: list[pb.RunEvent]) -> str:
     """'' when `request` could be what the run in these events trained with, else what differs: the
-    run id, the steps' max_steps, or a learning rate its steps logged that grpo.learning_rate (on the
-    default linear schedule, a step either way and a factor of 2 of slack) cannot give."""
+    run id, the steps' max_steps, or a learning rate its steps logged that grpo.learning_rate does
+    not give. transformers' Trainer logs at step s the rate step s trained at, read before its
+    scheduler steps: `linear_lr(lr, warmup, max_steps, s - 1)`, compared to 1e-6 relative (the
+    events keep doubles). A step that trained at 0 (the first, under warmup) tells no rate apart."""
     if request.run_id != run_id:
         return f"it names run {request.run_id!r}, its folder and events run {run_id!r}"
     g = request.grpo
@@ -395,10 +397,10 @@ def request_vs_events(request: pb.TrainRequest, run_id: str, events: list[pb.Run
     if g.HasField("learning_rate") and request.mode != pb.TRAIN_MODE_RANKED_PREFERENCE:
         for st in steps:
             got = st.metrics.get("learning_rate")
-            if got is None or not st.max_steps:
+            if got is None or not st.max_steps or st.step < 1:
                 continue
-            near = [linear_lr(g.learning_rate, g.warmup_ratio, st.max_steps, s) for s in (st.step - 1, st.step, st.step + 1)]
-            if not min(near) / 2 - 1e-12 <= got <= max(near) * 2 + 1e-12:
+            want = linear_lr(g.learning_rate, g.warmup_ratio, st.max_steps, st.step - 1)
+            if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12 * abs(g.learning_rate)):
                 return f"grpo.learning_rate is {g.learning_rate:g}, but its step {st.step} trained at {got:g}"
     return ""
 
