@@ -128,7 +128,8 @@ describe("report.md", () => {
     assert.match(md, /\*\*Milestone: INCONCLUSIVE\*\*: .*downstream: n=12 < 200 test tasks the milestone needs/);
     assert.match(md, /required n=\d+ for the observed delta/);
     assert.match(md, /\*\*N = 12 tasks\*\*/);
-    assert.match(md, /the eval covers 12 test tasks; the milestone needs >= 200/);
+    assert.match(md, /the eval covers 12 test tasks, every test task of the file; the milestone needs >= 200/);
+    assert.doesNotMatch(md, /without --limit/, "no --limit was used");
   });
 
   test("a clear improvement on 240 tasks with a matching baseline is CONFIRMED, with every section present", () => {

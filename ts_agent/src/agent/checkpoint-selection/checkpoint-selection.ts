@@ -25,7 +25,7 @@ import { checkSettings, evaluateRequest, progressPrinter, runEvaluate, settingsF
 import { regrade, scoresOf, summarizeVariant } from "../eval/grading.js";
 import { loadTaskSet, type TaskSet } from "../eval/task-set.js";
 import { loadTaskFile } from "../eval/tasks.js";
-import { recordTestEval } from "../eval/test-evals.js";
+import { readTestEvals, recordTestEval, testLookWords } from "../eval/test-evals.js";
 import { SELECTION_SVG, selectionSvg } from "../report/selection-curve.js";
 import { readLocalRun } from "../train/run.js";
 import { pp } from "../verdict/milestone.js";
@@ -154,7 +154,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   const testSet = loadTaskSet(tasksPath, "test", settings.limit);
   const treq = evaluateRequest(settings, testSet);
   treq.adapters = [ref(ADAPTER_VARIANT, choice.chosenStep)];
-  say(`evaluating base and step ${choice.chosenStep} on ${testSet.rows.length} test tasks of ${testSet.path} (the only look at test)`);
+  say(`evaluating base and step ${choice.chosenStep} on ${testSet.rows.length} test tasks of ${testSet.path} ${testLookWords(readTestEvals(evalsDir, runId))}`);
   const tres = await runEvaluate(client, treq, progressPrinter("select"));
   const log = buildEvalLog(runId, settings, testSet, tres);
   recordTestEval(evalsDir, { command: "select", runId, step: choice.chosenStep, tasks: testSet.rows.length, taskSet: testSet.path });

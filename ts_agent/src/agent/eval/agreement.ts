@@ -27,6 +27,19 @@ function kappaOf(what: string, r1: Array<string | number>, r2: Array<string | nu
   };
 }
 
+/** Graders that grade the answer itself (format and stop graders grade something else). */
+const ANSWER_GRADERS = ["exact_match", "exact_match_lenient", "final_number_match"];
+
+/**
+ * The grader the primary one is compared with: the lenient one, or, when the primary IS the
+ * lenient one, the next answer grader the settings name; null when there is no second grader (a
+ * grader is never compared with itself).
+ */
+export function secondGrader(primary: string, graders: ReadonlyArray<{ name: string }>): string | null {
+  if (primary !== LENIENT_GRADER) return graders.some((g) => g.name === LENIENT_GRADER) ? LENIENT_GRADER : null;
+  return graders.map((g) => g.name).find((n) => n !== primary && ANSWER_GRADERS.includes(n)) ?? null;
+}
+
 /**
  * Strict vs lenient grader on a variant, with the TASK as the unit: with one sample per task,
  * plain kappa over the tasks; with K > 1 samples, linearly weighted kappa over the per-task means

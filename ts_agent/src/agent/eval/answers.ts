@@ -14,7 +14,7 @@
  * (task-rewards.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
  * answers as the task rows list them; no tag is NO_ANSWER, a tag naming no label OTHER_ANSWER.
  */
-import { extractAnswer, normalizeAnswer } from "../core/task-rewards.js";
+import { buildReward, extractAnswer, finalNumber, normalizeAnswer, type RewardSpec } from "../core/task-rewards.js";
 
 /** A task with no <answer> tag. */
 export const NO_ANSWER = "(none)";
@@ -26,6 +26,32 @@ export const TIE_ANSWER = "(tie)";
 export const CONSTANT_ANSWER_SHARE = 0.9;
 /** More than this share of tasks (fraction) with no <answer> tag is a format failure. */
 export const FORMAT_FAILURE_SHARE = 0.5;
+
+/**
+ * How the primary grader reads a completion's answer: the report's answers are the ones the
+ * grader reads. exact_match reads the last <answer> tag (no tag: no answer); with require_tag
+ * false (exact_match_lenient) a completion without the tag is its own answer; final_number_match
+ * reads the final number. `needsTag`: whether a missing tag is a format failure for this grader.
+ */
+export interface AnswerReader {
+  read: (completion: string) => string | null;
+  needsTag: boolean;
+  /** the grader's name, for the words around the table */
+  grader: string;
+}
+
+export const TAG_READER: AnswerReader = { read: (c) => extractAnswer(c), needsTag: true, grader: "exact_match" };
+
+export function answerReaderFor(spec: RewardSpec): AnswerReader {
+  const { name, params } = buildReward(spec);
+  const tag = typeof params.tag === "string" ? params.tag : "answer";
+  if (name === "final_number_match") return { read: (c) => finalNumber(c, tag), needsTag: false, grader: name };
+  if (name === "exact_match" || name === "exact_match_lenient") {
+    const requireTag = params.require_tag !== false;
+    return { read: (c) => extractAnswer(c, tag) ?? (requireTag ? null : c.trim() === "" ? null : c), needsTag: requireTag, grader: name };
+  }
+  return { ...TAG_READER, grader: name };
+}
 
 /** The closed label set of a task set: each gold label and the answers that count as it. */
 export interface LabelSet {
@@ -62,8 +88,8 @@ export function labelSetOf(rows: ReadonlyArray<{ label?: string; answers: Readon
 }
 
 /** The label a completion names: a label, NO_ANSWER or OTHER_ANSWER. */
-export function answerLabel(completion: string, set: LabelSet): string {
-  const raw = extractAnswer(completion);
+export function answerLabel(completion: string, set: LabelSet, reader: AnswerReader = TAG_READER): string {
+  const raw = reader.read(completion);
   if (raw === null) return NO_ANSWER;
   return set.byAnswer.get(normalizeAnswer(raw)) ?? OTHER_ANSWER;
 }
@@ -75,11 +101,11 @@ export function answerColumns(set: LabelSet): string[] {
 
 /** A task's answer over its samples: the most frequent label; TIE_ANSWER when several share the
  *  highest count; NO_ANSWER without samples. */
-export function taskAnswer(completions: ReadonlyArray<string>, set: LabelSet): string {
+export function taskAnswer(completions: ReadonlyArray<string>, set: LabelSet, reader: AnswerReader = TAG_READER): string {
   const columns = answerColumns(set);
   const counts = new Map<string, number>();
   for (const c of completions) {
-    const l = answerLabel(c, set);
+    const l = answerLabel(c, set, reader);
     counts.set(l, (counts.get(l) ?? 0) + 1);
   }
   let best = NO_ANSWER;
@@ -116,15 +142,17 @@ export interface AnswerDistribution {
   constant: boolean;
   /** share of tasks whose answer is NO_ANSWER (fraction) */
   noAnswerShare: number;
-  /** noAnswerShare > FORMAT_FAILURE_SHARE: the answers mostly lack the answer format */
+  /** whether the primary grader needs the answer tag (AnswerReader.needsTag) */
+  needsTag: boolean;
+  /** needsTag and noAnswerShare > FORMAT_FAILURE_SHARE: the answers mostly lack the answer format */
   formatFailure: boolean;
 }
 
-export function answerDistribution(variant: string, tasks: ReadonlyArray<LabelledTask>, set: LabelSet): AnswerDistribution {
+export function answerDistribution(variant: string, tasks: ReadonlyArray<LabelledTask>, set: LabelSet, reader: AnswerReader = TAG_READER): AnswerDistribution {
   const columns = answerColumns(set);
   const counts = new Map<string, number>(columns.map((c) => [c, 0]));
   for (const t of tasks) {
-    const a = taskAnswer(t.completions, set);
+    const a = taskAnswer(t.completions, set, reader);
     counts.set(a, (counts.get(a) ?? 0) + 1);
   }
   const n = tasks.length;
@@ -144,7 +172,8 @@ export function answerDistribution(variant: string, tasks: ReadonlyArray<Labelle
     distinct: shares.length,
     constant: n > 0 && topLabel !== null && topLabel.share >= CONSTANT_ANSWER_SHARE,
     noAnswerShare,
-    formatFailure: n > 0 && noAnswerShare > FORMAT_FAILURE_SHARE,
+    needsTag: reader.needsTag,
+    formatFailure: reader.needsTag && n > 0 && noAnswerShare > FORMAT_FAILURE_SHARE,
   };
 }
 
@@ -155,7 +184,7 @@ export interface ConfusionMatrices {
   variants: Array<{ name: string; matrix: number[][] }>;
 }
 
-export function confusionMatrices(variants: ReadonlyArray<{ name: string; tasks: ReadonlyArray<LabelledTask> }>, set: LabelSet): ConfusionMatrices {
+export function confusionMatrices(variants: ReadonlyArray<{ name: string; tasks: ReadonlyArray<LabelledTask> }>, set: LabelSet, reader: AnswerReader = TAG_READER): ConfusionMatrices {
   const answers = answerColumns(set);
   return {
     gold: [...set.labels],
@@ -164,7 +193,7 @@ export function confusionMatrices(variants: ReadonlyArray<{ name: string; tasks:
       const matrix = set.labels.map(() => answers.map(() => 0));
       for (const t of v.tasks) {
         const row = set.labels.indexOf(t.gold);
-        if (row >= 0) matrix[row][answers.indexOf(taskAnswer(t.completions, set))]++;
+        if (row >= 0) matrix[row][answers.indexOf(taskAnswer(t.completions, set, reader))]++;
       }
       return { name: v.name, matrix };
     }),

@@ -12,9 +12,9 @@
 import type { Accuracy, VariantSummary } from "../core/eval-log.js";
 import { passAtK, standardError, studentTQuantile, wilsonInterval } from "../core/stats/index.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
-import { graderAgreement } from "./agreement.js";
+import { graderAgreement, secondGrader } from "./agreement.js";
 import { type Agreement } from "../core/eval-log.js";
-import { PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
+import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import type { TaskRow } from "./typologies.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -170,6 +170,7 @@ function nullIfNaN(x: number): number | null {
 export function summarizeVariant(v: VariantScores, graders: ReadonlyArray<RewardSpec>): VariantSummary {
   const primary = graders.length > 0 ? graders[0].name : PRIMARY_GRADER;
   const perTask = perTaskScores(v, primary);
+  const second = secondGrader(primary, graders.length > 0 ? graders : [{ name: LENIENT_GRADER }]);
   const meanScores: Record<string, number | null> = {};
   for (const g of graders) {
     const xs = [...perTaskScores(v, g.name).values()].filter((x) => !Number.isNaN(x));
@@ -180,7 +181,7 @@ export function summarizeVariant(v: VariantScores, graders: ReadonlyArray<Reward
     perTask: Object.fromEntries([...perTask].map(([id, x]) => [id, nullIfNaN(x)])),
     accuracy: accuracy(perTask.values()),
     meanScores,
-    graderAgreement: graderAgreement(v, primary),
+    graderAgreement: second === null ? null : graderAgreement(v, primary, second),
   };
   const pk = meanPassAtK(v, primary);
   if (pk.length > 0) summary.passAtK = pk;

@@ -56,3 +56,11 @@ export function testLooksWarning(records: ReadonlyArray<TestEvalRecord>): string
   const how = records.map((r) => `agent ${r.command}${r.step === null ? "" : ` (step ${r.step})`} on ${r.date.slice(0, 10)}`).join(", ");
   return `**Warning: the test split was looked at ${records.length} times for this run: a number chosen after looking is optimistic.** The looks (${TEST_EVALS_FILE}): ${how}. Choose on a validation split (\`agent select\`) and evaluate on test once.`;
 }
+
+/** What `agent select` says of its test eval: "(the only look at test)" only when no record of
+ *  this run says an earlier command looked (`agent eval` before `agent select` is a second look). */
+export function testLookWords(earlier: ReadonlyArray<TestEvalRecord>): string {
+  if (earlier.length === 0) return "(the only look at test)";
+  const who = [...new Set(earlier.map((r) => `agent ${r.command}`))].join(", ");
+  return `(look ${earlier.length + 1} at test for this run: ${who} looked before; see ${TEST_EVALS_FILE})`;
+}

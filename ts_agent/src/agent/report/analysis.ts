@@ -54,7 +54,15 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
   if (!ev && baselineMatch.status === "own") {
     pending.push("downstream: a ranked-preference run trained on ranked groups, not test tasks: it is judged on its own held-out groups against step 0 (the ranked-preference section), with no downstream verdict.");
   } else if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
-  else if (ev.taskSet.n < MIN_MILESTONE_TASKS) pending.push(`the eval covers ${ev.taskSet.n} test tasks; the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`);
+  else if (ev.taskSet.n < MIN_MILESTONE_TASKS) {
+    // --limit is advice only when one was used and it cut the split short (n == limit)
+    const limited = ev.settings.limit > 0 && ev.taskSet.n >= ev.settings.limit;
+    pending.push(
+      limited
+        ? `the eval covers ${ev.taskSet.n} test tasks (--limit ${ev.settings.limit}); the milestone needs >= ${MIN_MILESTONE_TASKS}: rerun \`agent eval ${input.runId}\` without --limit.`
+        : `the eval covers ${ev.taskSet.n} test tasks, every test task of the file; the milestone needs >= ${MIN_MILESTONE_TASKS}: add test tasks to ${ev.taskSet.path} (\`agent plan\` gives the n the observed effect needs).`,
+    );
+  }
   if (ev && olderLogNote(ev)) pending.push(`${olderLogNote(ev)}.`);
   if (baselineMatch.status === "missing") pending.push("baseline.json: run `agent baseline set` (the verdict is GATED until it exists).");
   if (baselineMatch.status === "mismatch") {

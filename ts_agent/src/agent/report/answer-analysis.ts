@@ -8,8 +8,8 @@
 import { fromJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { answerDistribution, confusionMatrices, labelSetOf, type AnswerDistribution, type ConfusionMatrices, type LabelSet, type LabelledTask } from "../eval/answers.js";
-import { extractAnswer, normalizeAnswer } from "../core/task-rewards.js";
+import { answerDistribution, answerReaderFor, confusionMatrices, labelSetOf, type AnswerDistribution, type AnswerReader, type ConfusionMatrices, type LabelSet, type LabelledTask } from "../eval/answers.js";
+import { normalizeAnswer } from "../core/task-rewards.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalLog } from "../core/eval-log.js";
 
@@ -25,6 +25,11 @@ export interface SplitAnswers {
 export interface AnswerAnalysis {
   /** the test split first, then the held-out-template split when the log has it */
   splits: SplitAnswers[];
+  /** closed-label (a gold label on every task) or open-answer */
+  closed: boolean;
+  /** the primary grader, and whether it needs the answer tag (how the answers were read) */
+  grader: string;
+  needsTag: boolean;
 }
 
 /** What the constant-answer rows read: the test split's base and adapter distributions. */
@@ -37,11 +42,11 @@ export const NO_ANSWER_SIGNAL: AnswerSignal = { base: null, adapter: null };
 
 /** Open answers (no closed label set): every answer any variant gave is its own "label", so the
  *  distributions count each distinct answer (normalised as the graders compare them). */
-function openAnswerSet(completions: Iterable<string>): LabelSet {
+function openAnswerSet(completions: Iterable<string>, reader: AnswerReader): LabelSet {
   const labels: string[] = [];
   const byAnswer = new Map<string, string>();
   for (const c of completions) {
-    const raw = extractAnswer(c);
+    const raw = reader.read(c);
     const key = raw === null ? "" : normalizeAnswer(raw);
     if (key && !byAnswer.has(key)) (byAnswer.set(key, key), labels.push(key));
   }
@@ -58,7 +63,8 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
     log.taskSet.labels !== null && Object.values(tasks).every((t) => t.label !== undefined)
       ? labelSetOf(Object.values(tasks).map((t) => ({ label: t.label, answers: t.answers ?? [] })))
       : null;
-  const set = closed ?? openAnswerSet(result.variants.flatMap((v) => v.tasks.flatMap((t) => t.samples.map((x) => x.completion))));
+  const reader = answerReaderFor(log.settings.graders[0] ?? { name: "exact_match" });
+  const set = closed ?? openAnswerSet(result.variants.flatMap((v) => v.tasks.flatMap((t) => t.samples.map((x) => x.completion))), reader);
   const splitNames = [log.taskSet.split, ...(log.heldOutTemplate ? [log.heldOutTemplate.taskSet.split] : [])];
   const splits: SplitAnswers[] = [];
   for (const split of splitNames) {
@@ -70,9 +76,9 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
     }));
     const n = variants[0]?.tasks.length ?? 0;
     if (n === 0) continue;
-    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set)), confusion: closed ? confusionMatrices(variants, closed) : null });
+    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set, reader)), confusion: closed ? confusionMatrices(variants, closed, reader) : null });
   }
-  return splits.length ? { splits } : null;
+  return splits.length ? { splits, closed: closed !== null, grader: reader.grader, needsTag: reader.needsTag } : null;
 }
 
 export function answerSignal(a: AnswerAnalysis | null): AnswerSignal {

@@ -40,6 +40,14 @@ export function underpowered(d: DownstreamSignal): boolean {
   return d.significant === false && d.n != null && d.requiredN != null && d.n < d.requiredN;
 }
 
+/** Whether the downstream decision rejects 0, in words true to the interval: the governing test
+ *  may not reject 0 while the printed CI excludes it (a test that governs over the interval). */
+export function significanceWords(d: DownstreamSignal): string {
+  if (d.significant) return "the decision excludes 0";
+  const ciExcludes = d.lower != null && d.upper != null && (d.lower > 0 || d.upper < 0);
+  return ciExcludes ? "the governing test does not reject 0 (though the CI excludes it)" : "CI includes 0";
+}
+
 /** A significant downstream regression: the decision excludes 0 on the negative side. */
 export function regressed(d: DownstreamSignal): boolean {
   return d.significant === true && d.upper != null && d.upper < 0;
@@ -101,7 +109,9 @@ function answerText(d: AnswerDistribution): string {
 }
 
 const formatCondition = (d: AnswerDistribution | null, who: string): Condition =>
-  d
+  d && !d.needsTag
+    ? [false, `the primary grader needs no <answer> tag (an open answer is read as given), so the ${who} has no answer format to lose`]
+    : d
     ? [d.formatFailure, `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`]
     : [false, `no ${who} answers (open-answer task set or no eval)`];
 
@@ -192,7 +202,7 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     check: (f, d) =>
       all(
         roseCondition(f, d),
-        [d.significant === false, d.significant === null ? "no downstream eval" : `downstream ${d.text}: CI ${d.significant ? "excludes" : "includes"} 0`],
+        [d.significant === false, d.significant === null ? "no downstream eval" : `downstream ${d.text}: ${significanceWords(d)}`],
         [
           !underpowered(d),
           underpowered(d)

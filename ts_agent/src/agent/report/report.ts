@@ -59,10 +59,11 @@ export const confusionPlotter = {
 };
 
 /** confusion-matrix.png of the first split's answers, through `py-trainer plot confusion`;
- *  returns why it was not drawn ("" when it was). */
-function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string {
+ *  returns why it was not drawn ("" when it was), or null when there is none to draw (open
+ *  answers: no closed label set, the answer table only). */
+function drawConfusion(dir: string, runId: string, a: ReportAnalysis): string | null {
   const first = a.answers?.splits[0];
-  if (!first?.confusion) return ""; // open answers: the answer table only
+  if (!first?.confusion) return null;
   const spec = JSON.stringify({ title: `${runId}: ${first.split} split, ${first.tasks} tasks`, ...first.confusion }) + "\n";
   const specPath = join(dir, CONFUSION_SPEC);
   // a report re-rendered on the same eval (agent report again, a sweep's final pass) keeps its figure
@@ -81,10 +82,11 @@ export function writeReport(evalsDir: string, runId: string, now = new Date()): 
   const analysis = analyzeReport(input);
   const written = [REPORT_FILE];
   const dir = join(evalsDir, "runs", runId);
-  if (analysis.answers) {
-    analysis.answersPlotNote = drawConfusion(dir, runId, analysis);
+  const note = analysis.answers ? drawConfusion(dir, runId, analysis) : null;
+  if (note !== null) {
+    analysis.answersPlotNote = note;
     written.push(CONFUSION_SPEC);
-    if (!analysis.answersPlotNote) written.push(CONFUSION_PNG);
+    if (!note && existsSync(join(dir, CONFUSION_PNG))) written.push(CONFUSION_PNG);
   }
   if (analysis.preference && analysis.preference.curve.length) {
     writeFileAtomic(join(dir, PREFERENCE_SVG), preferenceSvg(analysis.preference.curve, `${runId}: held-out pairwise accuracy per logged step`));

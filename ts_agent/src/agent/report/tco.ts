@@ -17,7 +17,7 @@
  *   critic      PPO only: a value model the size of the policy, trained alongside it (with LoRA:
  *               its own adapter on its own copy of the base).
  *   reward model PPO with a learned RM (RLHF): frozen, taken here as the size of the policy.
- *               GRPO here uses verifiable, programmatic rewards (exact_match + format): none.
+ *               GRPO here uses verifiable, programmatic rewards (the run's own): none.
  * Ranked-preference runs (DPO): the reference model is not optional (the implicit reward is
  * beta * log(pi / pi_ref)); with LoRA it is again the policy with the adapter disabled, with full
  * fine-tuning a frozen copy. Its RLHF alternative is PPO with a reward model trained on the same
@@ -133,6 +133,14 @@ export function formatBytes(n: number): string {
 }
 
 /** The qualitative PPO vs GRPO rows. */
+export function tcoQualitative(rewardNames: ReadonlyArray<string>): ReadonlyArray<{ aspect: string; ppo: string; grpo: string }> {
+  const rewards = rewardNames.length ? [...new Set(rewardNames)].join(" + ") : "as the run's request names them";
+  return TCO_QUALITATIVE.map((q) => ({ ...q, grpo: q.grpo.replace(REWARDS_SLOT, rewards) }));
+}
+
+const REWARDS_SLOT = "{rewards}";
+
+/** The qualitative rows; tcoQualitative fills in the run's own reward names. */
 export const TCO_QUALITATIVE: ReadonlyArray<{ aspect: string; ppo: string; grpo: string }> = [
   {
     aspect: "critic network",
@@ -142,7 +150,7 @@ export const TCO_QUALITATIVE: ReadonlyArray<{ aspect: string; ppo: string; grpo:
   {
     aspect: "reward model",
     ppo: "RLHF-style PPO trains a reward model on human preference pairs and keeps it in memory during training",
-    grpo: "none here: verifiable programmatic rewards (exact_match + format), identical in TS and Python",
+    grpo: "none here: verifiable programmatic rewards ({rewards}), identical in TS and Python",
   },
   {
     aspect: "labelling cost",

@@ -54,13 +54,19 @@ function splitLines(s: SplitAnswers): string[] {
 export const answers: ReportSection = (input, a) => {
   if (!a.answers) return [];
   const out: string[] = ["## Answers: what each variant says", ""];
+  const read = a.answers.needsTag
+    ? `the last <answer> tag, as the primary grader ${a.answers.grader} reads it; (none) = no tag`
+    : `as the primary grader ${a.answers.grader} reads it: it needs no <answer> tag, so an answer without one is read as given${a.answers.grader === "final_number_match" ? " (its final number)" : ""}; (none) = nothing to read`;
   out.push(
-    "Accuracy cannot tell a model that learned the mapping from one that learned the prior: each task's answer (its most frequent label over its samples) " +
-      `per variant, and where it lands against the gold label. A variant that gives one label on >= ${pct0(CONSTANT_ANSWER_SHARE)} of tasks is a constant predictor (the attribution table's constant-answer rows).`,
+    a.answers.closed
+      ? "Accuracy cannot tell a model that learned the mapping from one that learned the prior: each task's answer (its most frequent label over its samples; " +
+          `${read}) per variant, and where it lands against the gold label. A variant that gives one label on >= ${pct0(CONSTANT_ANSWER_SHARE)} of tasks is a constant predictor (the attribution table's constant-answer rows).`
+      : `An open-answer task (no closed label set, so no confusion matrix): each task's answer (its most frequent answer over its samples; ${read}) per variant, normalised as the graders compare them. ` +
+          `A variant that gives one answer on >= ${pct0(CONSTANT_ANSWER_SHARE)} of tasks is a constant predictor (the attribution table's constant-answer rows).`,
   );
   out.push("");
-  if (a.answersPlotNote) out.push(`_${CONFUSION_PNG} not drawn: ${a.answersPlotNote}. The tables below hold the same counts._`, "");
-  else if (input.files.includes(CONFUSION_PNG)) out.push(`![confusion matrices, gold label x answer, ${a.answers.splits[0].split} split](${CONFUSION_PNG})`, "");
+  if (a.answers.closed && a.answersPlotNote) out.push(`_${CONFUSION_PNG} not drawn: ${a.answersPlotNote}. The tables below hold the same counts._`, "");
+  else if (a.answers.closed && input.files.includes(CONFUSION_PNG)) out.push(`![confusion matrices, gold label x answer, ${a.answers.splits[0].split} split](${CONFUSION_PNG})`, "");
   for (const s of a.answers.splits) out.push(...splitLines(s));
   return out;
 };

@@ -135,6 +135,12 @@ function fingerprintSection(a: Parameters<ReportSection>[1]): string[] {
   return out;
 }
 
+/** "exact_match_lenient vs exact_match_lenient (base)": one grader on both sides. */
+function selfComparison(what: string): boolean {
+  const m = /^(\S+) vs (\S+) \(/.exec(what);
+  return m !== null && m[1] === m[2];
+}
+
 function agreementRows(list: Array<Agreement | null>): string[][] {
   return list
     .filter((a): a is Agreement => a !== null)
@@ -186,8 +192,19 @@ export const downstream: ReportSection = (input, a) => {
   out.push(...splitsSection(ev, a.splits));
   out.push("### Grader agreement (Cohen's kappa)");
   out.push("");
-  const kappas = agreementRows([...ev.variants.map((v) => v.graderAgreement), ...ev.humanAgreement]);
-  out.push(kappas.length ? table(["raters", "items", "raw agreement", "kappa", "SE", "note"], kappas) : "_No graded items._");
+  // a grader is never compared with itself (an older log may hold "X vs X")
+  const graderKappas = ev.variants.map((v) => v.graderAgreement).filter((g): g is Agreement => g !== null && !selfComparison(g.what));
+  const kappas = agreementRows([...graderKappas, ...ev.humanAgreement]);
+  if (graderKappas.length === 0) {
+    const primary = ev.settings.graders[0]?.name ?? "the primary grader";
+    out.push(
+      `_No second grader: ${primary} is the only answer grader this task set names (its metadata's \`graders\`), so there is no grader agreement to report; ` +
+        "a grader compared with itself agrees by construction. Name a second answer grader there (e.g. exact_match) for a kappa._",
+    );
+    if (kappas.length) out.push("");
+  }
+  if (kappas.length) out.push(table(["raters", "items", "raw agreement", "kappa", "SE", "note"], kappas));
+  else if (graderKappas.length) out.push("_No graded items._");
   if (ev.humanAgreement.length === 0) {
     out.push("");
     out.push("No `human_label` in the task file: agreement with human labels is pending.");

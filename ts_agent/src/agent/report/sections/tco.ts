@@ -2,8 +2,9 @@
  *  measured by phase with a critic's estimated cost beside it, and the qualitative table
  *  (numbers: ../tco.ts). */
 import type { ReportSection } from "../analysis.js";
+import { SIDECAR_DEFAULT_REWARDS } from "./overview.js";
 import { table } from "../markdown.js";
-import { TCO_QUALITATIVE, bytesPerParam, formatBytes, type ComputeSide } from "../tco.js";
+import { bytesPerParam, tcoQualitative, formatBytes, type ComputeSide } from "../tco.js";
 
 export const tco: ReportSection = (input, a) => {
   const out: string[] = [a.preference ? "## PPO (RLHF) vs DPO: total cost of ownership" : "## PPO vs GRPO: total cost of ownership", ""];
@@ -35,7 +36,7 @@ export const tco: ReportSection = (input, a) => {
   );
   out.push("");
   if (a.compute) out.push(...renderCompute(a.compute, input.run?.request?.grpo?.numGenerations ?? 0), "");
-  out.push(table(["", "PPO", "GRPO (this project)"], TCO_QUALITATIVE.map((q) => [q.aspect, q.ppo, q.grpo])));
+  out.push(table(["", "PPO", "GRPO (this project)"], tcoQualitative((input.run?.request?.rewards?.length ? input.run.request.rewards : SIDECAR_DEFAULT_REWARDS).map((r) => r.name)).map((q) => [q.aspect, q.ppo, q.grpo])));
   out.push("");
   return out;
 };
