@@ -327,10 +327,12 @@ class RunRegistry:
                                                "CANCELLED runs resume")
         request = check_request_unchanged(rec.folder, rec.request, rec.log.events)
         if validate is not None:
-            try:
-                validate(request)
+            try:  # off the loop (it may read a tokenizer); the run is looked at again after
+                await asyncio.to_thread(validate, request)
             except RequestError as err:
                 raise FailedPrecondition(REQUEST_FILE, f"{err} (re-validated as Train would)") from None
+            if self.get(run_id) is not rec or rec.state not in (pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED):
+                raise FailedPrecondition("run_id", f"run {run_id!r} changed while its request was validated; retry")
         ckpt, damaged = find_checkpoint(rec.folder)
         if not ckpt:
             why = "".join(f"; {what}" for _, what in damaged)

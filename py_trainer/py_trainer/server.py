@@ -127,7 +127,7 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
-        effective = self._validate(request)
+        effective = await asyncio.to_thread(self._validate, request)  # every validation off the loop (health)
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
         async for ev in self.registry.watch(rec.run_id, 0):
@@ -172,19 +172,20 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
 
     @_guard_stream
     async def Evaluate(self, request: pb.EvaluateRequest, context):
-        plan = plan_evaluation(request, self.registry)  # refusals up front, before the job queues
+        # refusals up front, before the job queues; off the loop (a tokenizer read, an import: issue 44)
+        plan = await asyncio.to_thread(plan_evaluation, request, self.registry)
         async for resp in self.inference.run("evaluate", (plan, self.registry.data_root), pb.EvaluateResponse):
             yield resp
 
     @_guard
     async def EstimateMemory(self, request: pb.EstimateMemoryRequest, context) -> pb.EstimateMemoryResponse:
         # validated as Train validates it (errors name the TrainRequest's fields); config.json only, off the loop
-        effective = self._validate(request.request)
+        effective = await asyncio.to_thread(self._validate, request.request)
         return await asyncio.to_thread(estimate_request, effective, self.registry.data_root)
 
     @_guard_stream
     async def SampleGroups(self, request: pb.SampleGroupsRequest, context):
-        req, adapter = validate_sample_request(request, self.registry.data_root, self.registry)
+        req, adapter = await asyncio.to_thread(validate_sample_request, request, self.registry.data_root, self.registry)
         async for resp in self.inference.run("sample", (req, self.registry.data_root, adapter), pb.SampleGroupsResponse):
             yield resp
 
