@@ -23,3 +23,19 @@ def test_an_escape_is_refused_naming_the_root(tmp_path):
     with pytest.raises(InvalidArgument) as ei:
         resolve_under(tmp_path, "inside/out", "path")
     assert f"resolves outside the sidecar's root {tmp_path}" in str(ei.value)
+
+
+def test_a_run_records_its_data_root_and_dataset_file_as_absolute_paths(tmp_path, monkeypatch):
+    """Issue 45 item 1: summary.json says where the sidecar read the run's files, so the agent
+    resolves a relative dataset.jsonl_path against the sidecar's data root, not its own."""
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+    from py_trainer.paths import run_data_paths
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "capitals.jsonl").write_text("{}\n")
+    monkeypatch.chdir(tmp_path / "tasks")
+    req = pb.TrainRequest(dataset=pb.Dataset(jsonl_path="tasks/capitals.jsonl"))
+    got = run_data_paths(tmp_path, req)
+    assert got == {"data_root": str(tmp_path.resolve()), "dataset_path": str((tmp_path / "tasks" / "capitals.jsonl").resolve())}
+    # a relative data root is recorded absolute; inline rows have no dataset file
+    assert run_data_paths(type(tmp_path)(".."), pb.TrainRequest()) == {"data_root": str(tmp_path.resolve()), "dataset_path": None}

@@ -52,3 +52,13 @@ def resolve_under(root: Path, rel: str, field: str, *, must_exist: bool = True) 
 def root_of(root: Path) -> str:
     """The root as a refusal names it: absolute, so the user knows where the path must lie."""
     return str(Path(root).resolve())
+
+
+def run_data_paths(data_root: Path, req) -> dict[str, str | None]:
+    """summary.json's record of where the sidecar read a run's files: its data root and, for a
+    dataset given as `jsonl_path`, that file, both absolute. The agent resolves the run's relative
+    paths against them (not against its own working directory or repository)."""
+    root = Path(data_root).resolve()
+    ds = req.dataset
+    rel = ds.jsonl_path if ds.WhichOneof("source") == "jsonl_path" else ""
+    return {"data_root": str(root), "dataset_path": str((root / rel).resolve()) if rel else None}

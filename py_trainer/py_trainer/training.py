@@ -28,6 +28,7 @@ from google.protobuf import json_format
 
 from py_trainer import stats
 from py_trainer.atomic import write_json_atomic
+from py_trainer.paths import run_data_paths
 from py_trainer.code_revision import code_revision
 from py_trainer.config import LORA, SCHEDULE, trl_kwargs
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -485,7 +486,8 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     summary.update(run_id=run_dir.name, state=pb.RunState.Name(state).removeprefix("RUN_STATE_"),
                    base_model=portable_base_name(req.base_model), base_model_path=model_path,
                    resumed_from=run.resume_from or None, world_size=world, prompt_format=run.prompt_format,
-                   time_breakdown=timer.summary(phases), code_revision=code_revision(), **extras)
+                   time_breakdown=timer.summary(phases), code_revision=code_revision(),
+                   **run_data_paths(data_root, req), **extras)
     write_json_atomic(run_dir / "summary.json", summary)
     result.artifacts.extend(file_artifacts(run_dir, mode.artifacts + [TENSORBOARD_DIR, "summary.json"]))
     emit(pb.RunEvent(result=result))

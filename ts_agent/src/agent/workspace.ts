@@ -3,14 +3,15 @@
  *
  * - REPO_ROOT is found from this file's own location (<root>/ts_agent/src/agent/workspace.ts), so
  *   the CLI works from any directory. EVALS_DIR (<root>/agent-evals) holds the task set,
- *   baseline.json and runs/<run_id>/; every command takes --evals-dir to point elsewhere.
+ *   baseline.json and runs/<run_id>/; every command takes --evals-dir to point elsewhere, and
+ *   without it uses the nearest agent-evals/ at or above the working directory (evalsDirOrDefault).
  * - writeFileAtomic is the only writer of files other code reads back (eval.json, baseline.json,
  *   report.md, run.json, events.jsonl, the task set): temp file in the same directory, fsync,
  *   rename, fsync of the directory, so a reader sees the old file or the new one, never a part, and
  *   the rename survives a crash. appendLine is the only writer of records several agents append
  *   to at once (test-evals.jsonl, baseline-history.jsonl): O_APPEND, one write, never rewritten.
  */
-import { closeSync, existsSync, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -30,9 +31,36 @@ export function runDir(evalsDir: string, runId: string): string {
   return join(evalsDir, "runs", runId);
 }
 
-/** --evals-dir as given (resolved against the working directory), else EVALS_DIR. */
-export function evalsDirOrDefault(flag: string | undefined): string {
-  return flag ? resolve(flag) : EVALS_DIR;
+/**
+ * --evals-dir as given, resolved against the working directory like every other path flag
+ * (--config, --tasks); without it the nearest `agent-evals/` folder at or above the working
+ * directory (a project of the user's own, or this repository from inside it), else EVALS_DIR.
+ */
+export function evalsDirOrDefault(flag: string | undefined, cwd = process.cwd()): string {
+  if (flag) return resolve(cwd, flag);
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    const candidate = join(dir, "agent-evals");
+    if (existsSync(candidate) && statSync(candidate).isDirectory()) return candidate;
+    if (dirname(dir) === dir) return EVALS_DIR;
+  }
+}
+
+/** The sidecar's data root as the agent assumes it when a run does not say: $PY_TRAINER_DATA_ROOT, else the repository. */
+export const dataRoot = (): string => process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT;
+
+/**
+ * The data root the sidecar resolved run `runId`'s relative paths against: the `data_root` its
+ * summary.json records (py_trainer/paths.py run_data_paths), else $PY_TRAINER_DATA_ROOT, else the
+ * repository (as scripts/demo.sh starts the sidecar).
+ */
+export function runDataRoot(runId: string, evalsDir: string): string {
+  try {
+    const summary = JSON.parse(readFileSync(join(runDir(evalsDir, runId), "summary.json"), "utf8")) as { data_root?: unknown };
+    if (typeof summary.data_root === "string" && summary.data_root !== "") return summary.data_root;
+  } catch {
+    // no summary.json here (a run not downloaded, or one that failed before writing it)
+  }
+  return dataRoot();
 }
 
 /**

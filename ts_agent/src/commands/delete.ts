@@ -20,7 +20,7 @@ export const help: CommandHelp = {
   usage: "agent delete <run_id> [--yes] [--evals-dir DIR]",
   flags: [
     ["--yes", "delete without asking"],
-    ["--evals-dir DIR", "where the downloaded copy lives (it is kept; default agent-evals/)"],
+    ["--evals-dir DIR", "where the downloaded copy lives (it is kept; default: the nearest agent-evals/ at or above the working directory)"],
   ],
   notes:
     "Only a SUCCEEDED, FAILED or CANCELLED run can be deleted: cancel an active one first (agent cancel).\n" +

@@ -36,7 +36,7 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
   --run-id ID       the run id to ask for (default: the sidecar assigns one)
   --tasks PATH      task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}): its train rows,
                     its embedded model unless the request names a base, its test split
-  --evals-dir DIR   where baseline.json and runs/ live (default agent-evals/)`;
+  --evals-dir DIR   where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
 
 /** The demo's request, checked in so that a user can copy it: `agent train --config agent-evals/demo-request.json`. */
 export const DEMO_REQUEST_FILE = join(REPO_ROOT, "agent-evals", "demo-request.json");

@@ -14,7 +14,7 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHand
 export const help: CommandHelp = {
   summary: "Download a finished run (resumable, sha256-checked, idempotent).",
   usage: "agent download <run_id> [--evals-dir DIR]",
-  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default agent-evals/)"]],
+  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"]],
   examples: ["agent download run-20261201-101500-ab12cd"],
 };
 

@@ -36,7 +36,7 @@ export const help: CommandHelp = {
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
-    ["--evals-dir DIR", "where baseline.json and runs/ live (default agent-evals/)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
   ],
   notes: "A CANCELLED run's kept adapter (saved after its last completed step) is evaluated like a SUCCEEDED run's.",
   examples: ["agent eval run-20261201-101500-ab12cd --limit 200", "agent eval --adapter adapters/aml-v2 --name aml-v2"],

@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, fsyncDirectory, runDir } from "../agent/workspace.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { runTaskFile } from "./run-task-file.js";
+import { runDataRoot, runTaskFile } from "./run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Export a downloaded run's adapter: a PEFT folder, or (--merge) a merged model from_pretrained loads.",
@@ -25,7 +25,7 @@ export const help: CommandHelp = {
     ["--out DIR", "folder to create (default runs/<run_id>/export-adapter or export-merged)"],
     ["--base-model M", "with --merge: the base model path or hub id (default: the run's base_model)"],
     ["--check-prompts N", "with --merge: test prompts the merged model is checked on against base + adapter (default 32)"],
-    ["--evals-dir DIR", "where runs/ lives (default agent-evals/)"],
+    ["--evals-dir DIR", "where runs/ lives (default: the nearest agent-evals/ at or above the working directory)"],
   ],
   examples: ["agent export run-20261201-101500-ab12cd --out /models/aml-adapter", "agent export run-20261201-101500-ab12cd --merge --out /models/aml-merged"],
 };
@@ -81,7 +81,7 @@ export const command: CommandHandler = async (argv, _client) => {
   }
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
   // an embedded:<file> base names a file under the sidecar's data root, as the run's request does
-  const dataRoot = resolve(process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT);
+  const dataRoot = resolve(runDataRoot(runId, evalsDir));
   const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, "--data-root", dataRoot, ...mergeCheckArgs(runTaskFile(run, evalsDir), values["check-prompts"])];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });

@@ -138,7 +138,7 @@ export const EVAL_FLAGS = {
 export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})
   --limit N           only the first N test tasks (the milestone needs >= 200; default all)
   --base-model M      base model as the sidecar knows it (default: the embedded default model)
-  --evals-dir DIR     where baseline.json and runs/ live (default agent-evals/)`;
+  --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
 
 export interface EvalTarget {
   settings: EvalSettings;

@@ -13,7 +13,7 @@ import { command as watch } from "./watch.js";
 export const help: CommandHelp = {
   summary: "Continue a FAILED or CANCELLED run from its last checkpoint, then follow and download it.",
   usage: "agent resume <run_id> [--evals-dir DIR]",
-  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default agent-evals/)"]],
+  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"]],
   notes: "The run must have a complete checkpoint (checkpoints/checkpoint-N); Ctrl-C detaches as in agent watch.",
   examples: ["agent resume run-20261201-101500-ab12cd"],
 };

@@ -17,13 +17,14 @@ import { isAbsolute, join, relative, resolve } from "node:path";
 import { EVAL_FILE } from "../agent/core/eval-log.js";
 import { defaultTasksPath, loadTaskFile } from "../agent/eval/tasks.js";
 import { readLocalRun } from "../agent/train/run.js";
-import { REPO_ROOT, UserError, displayPath, runDir } from "../agent/workspace.js";
+import { REPO_ROOT, UserError, dataRoot, displayPath, runDataRoot, runDir } from "../agent/workspace.js";
 import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./flags.js";
 
 const EMBEDDED_PREFIX = "embedded:";
-const dataRoot = () => process.env.PY_TRAINER_DATA_ROOT ?? REPO_ROOT;
+
+export { runDataRoot };
 
 const sha256 = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
 
@@ -49,10 +50,12 @@ export async function runWithRequest(client: SidecarClient, evalsDir: string, ru
 export function runTaskFile(run: Run, evalsDir: string): string | null {
   const req = run.request;
   const source = req?.dataset?.source;
-  if (source?.case === "jsonlPath") return resolve(dataRoot(), source.value);
-  if (req?.baseModel.startsWith(EMBEDDED_PREFIX)) return resolve(dataRoot(), req.baseModel.slice(EMBEDDED_PREFIX.length));
+  const root = runDataRoot(run.runId, evalsDir);
+  if (source?.case === "jsonlPath") return resolve(root, source.value);
+  if (req?.baseModel.startsWith(EMBEDDED_PREFIX)) return resolve(root, req.baseModel.slice(EMBEDDED_PREFIX.length));
+  // eval.json names its file as displayPath wrote it: repo-relative inside the repository
   const fromEval = evalTaskFile(evalsDir, run.runId);
-  return fromEval ? resolve(fromEval) : null;
+  return fromEval ? resolve(REPO_ROOT, fromEval) : null;
 }
 
 /**
@@ -112,7 +115,7 @@ export async function checkRunTaskFile(client: SidecarClient, command: string, e
   const given = displayPath(tasksPath);
   const hint = "pass --tasks with the run's own task file";
   if (source?.case === "jsonlPath") {
-    const own = resolve(dataRoot(), source.value);
+    const own = resolve(runDataRoot(runId, evalsDir), source.value);
     if (!existsSync(own) || !existsSync(tasksPath) || sha256(own) === sha256(tasksPath)) return;
     throw new UserError(`agent ${command}: run ${runId} trained on ${displayPath(own)}, not ${given}: ${hint} (--tasks ${displayPath(own)})`);
   }

@@ -64,7 +64,7 @@ export const help: CommandHelp = {
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
     ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
-    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default agent-evals/)"],
+    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory)"],
   ],
   notes:
     "Every seed is submitted at once and followed together: the sidecar trains as many at once as it\n" +

@@ -20,7 +20,7 @@ export const help: CommandHelp = {
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (.proto or camelCase field names)"],
     ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
-    ["--evals-dir DIR", "where runs/<run_id>/ is written (default agent-evals/)"],
+    ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"],
   ],
   notes:
     "Ctrl-C detaches: the run keeps going on the sidecar, and the `agent watch` / `agent cancel`\n" +

@@ -12,7 +12,7 @@ import { followAttached } from "./train.js";
 export const help: CommandHelp = {
   summary: "Re-attach to a run: replay its events, follow it live, then download and verify it.",
   usage: "agent watch <run_id> [--evals-dir DIR]",
-  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default agent-evals/)"]],
+  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"]],
   notes: "Ctrl-C detaches again (a second Ctrl-C within 2 s cancels the run).",
   examples: ["agent watch run-20261201-101500-ab12cd"],
 };

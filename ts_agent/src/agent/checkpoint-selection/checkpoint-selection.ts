@@ -31,7 +31,7 @@ import { readLocalRun } from "../train/run.js";
 import { pp } from "../verdict/milestone.js";
 import { compareSplits } from "../verdict/verdict.js";
 import { RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../verdict/selection.js";
-import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../workspace.js";
+import { UserError, displayPath, runDataRoot, runDir, writeFileAtomic } from "../workspace.js";
 
 const variantOf = (step: number) => `step-${step}`;
 
@@ -52,14 +52,14 @@ export function checkpointSteps(events: ReadonlyArray<RunEvent>): number[] {
 }
 
 /** The validation rows for the run, or a one-line refusal naming what to change. */
-export function validationSet(run: Run, tasksPath: string, limit: number): { set: TaskSet; excluded: string } {
+export function validationSet(run: Run, tasksPath: string, limit: number, evalsDir: string): { set: TaskSet; excluded: string } {
   const request = run.request;
   if (!request) throw new UserError(`agent select: run ${run.runId} has no request on record: cannot tell which rows it trained on`);
   const train = loadTaskSet(tasksPath, "train");
   let jsonlRows: Array<{ prompt: string; split?: string }> | null = null;
   if (request.dataset?.source.case === "jsonlPath") {
-    const path = resolve(process.env.PY_TRAINER_DATA_ROOT ?? REPO_ROOT, request.dataset.source.value);
-    if (!existsSync(path)) throw new UserError(`agent select: run ${run.runId} trained on dataset.jsonl_path ${request.dataset.source.value}, not readable here at ${path} (set PY_TRAINER_DATA_ROOT to the sidecar's data root): cannot tell which rows it trained on`);
+    const path = resolve(runDataRoot(run.runId, evalsDir), request.dataset.source.value);
+    if (!existsSync(path)) throw new UserError(`agent select: run ${run.runId} trained on dataset.jsonl_path ${request.dataset.source.value}, not readable here at ${path} (its summary.json names no data root here; set PY_TRAINER_DATA_ROOT to the sidecar's data root): cannot tell which rows it trained on`);
     jsonlRows = loadTaskFile(path).rows;
   }
   const { trained, heldOut } = trainedPrompts(request, jsonlRows);
@@ -109,7 +109,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   const { rule, valLimit, tasksPath, say = console.log } = opts;
   checkSettings(opts.settings);
   const run = readLocalRun(evalsDir, runId) ?? (await client.getRun(runId));
-  const { set: val, excluded } = validationSet(run, tasksPath, valLimit);
+  const { set: val, excluded } = validationSet(run, tasksPath, valLimit, evalsDir);
   const settings = settingsForTaskSet(opts.settings, val);
   const saved = checkpointSteps(await runEvents(client, evalsDir, runId));
   if (saved.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
