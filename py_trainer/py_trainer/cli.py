@@ -23,6 +23,7 @@ import asyncio
 import difflib
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -230,7 +231,7 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
     import time
 
     from py_trainer.atomic import write_jsonl_atomic
-    from py_trainer.errors import RequestError
+    from py_trainer.errors import RequestError, Terminated, term_as_ctrl_c
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
     from py_trainer.preference_data import group_to_json
     from py_trainer.sampling import sample_groups, validate_sample_request
@@ -275,7 +276,7 @@ def _cmd_data_check_annotators(args: argparse.Namespace) -> int:
     """Each batch file is one annotator's ranked groups (named by its file stem)."""
     from py_trainer.annotation import annotator_agreement, check_annotator_batch, score_contradictions
     from py_trainer.data import load_ranked_groups
-    from py_trainer.errors import RequestError
+    from py_trainer.errors import RequestError, Terminated, term_as_ctrl_c
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
     def groups(path: Path, field: str, need_ranks: bool = True):
@@ -461,7 +462,7 @@ real model's forward + backward (8 x 70 tokens, 2 threads, the 2 cores busy with
 def main(argv: list[str] | None = None) -> int:
     for key, value in CPU_THREAD_ENV.items():
         os.environ.setdefault(key, value)
-    from py_trainer.errors import RequestError
+    from py_trainer.errors import RequestError, Terminated, term_as_ctrl_c
 
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -474,15 +475,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command != "serve":  # the server stops on SIGTERM its own way
+        signal.signal(signal.SIGTERM, term_as_ctrl_c)
+    name = " ".join(w for w in (args.command, getattr(args, "data_command", None)) if w)
     try:
         return args.func(args)
+    except KeyboardInterrupt as err:  # its cleanup ran on the way up: one line, 130 as for Ctrl-C
+        print(f"py-trainer {name}: interrupted ({'SIGTERM' if isinstance(err, Terminated) else 'Ctrl-C'})",
+              file=sys.stderr)
+        return 130
     except UsageError as err:
         print(err, file=sys.stderr)
         return 2
     except RequestError as err:  # one line, not a traceback: 2 for the user's mistake, 1 for a failure
         from py_trainer.standalone import USER_MISTAKES
 
-        name = " ".join(w for w in (args.command, getattr(args, "data_command", None)) if w)
         print(f"py-trainer {name}: {err.message if err.field in ('config', '') else err}", file=sys.stderr)
         return 2 if err.code in USER_MISTAKES else 1
 

@@ -9,6 +9,7 @@ needs a group), got 1``).
 from __future__ import annotations
 
 import errno
+import signal
 from pathlib import Path
 
 import grpc
@@ -64,3 +65,20 @@ class DiskFull(OSError):
 def is_disk_full(err: BaseException) -> bool:
     """True for an OSError that means "no space left" (ENOSPC, or a quota's EDQUOT)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGTERM to a py-trainer command: what Ctrl-C does
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so every writer's cleanup runs."""
+
+
+def term_as_ctrl_c(signum, frame) -> None:
+    """SIGTERM does what Ctrl-C does (issue 44: `agent export` forwards it; export left `.<out>.*`):
+    the command's own SIGINT handler (train: stop after the step), else KeyboardInterrupt."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        return handler(signal.SIGINT, frame)
+    raise Terminated()
