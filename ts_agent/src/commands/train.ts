@@ -53,6 +53,14 @@ export function detachLines(runId: string, values: RepeatedFlags): string[] {
 
 /** What losing the sidecar prints (stderr): the run id and the commands that recover the run. */
 export function sidecarLostLines(err: SidecarLost, values: RepeatedFlags): string[] {
+  if (err.ended) {
+    return [
+      `agent: ${err.message}.`,
+      `  the run and its last checkpoint stay on the sidecar's disk; once the sidecar is back (py-trainer serve on the same runs root):`,
+      `  continue it from its last checkpoint:  agent resume ${err.runId}${repeatFlags(values)}`,
+      `  or fetch what it kept as it is:  agent download ${err.runId}${repeatFlags(values)}`,
+    ];
+  }
   return [
     `agent: ${err.message}.`,
     `  the run stays on the sidecar's disk; once the sidecar is back (py-trainer serve on the same runs root):`,

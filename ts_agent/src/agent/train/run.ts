@@ -68,11 +68,24 @@ export function progressLine(step: number, maxSteps: number, metrics: Record<str
 export class RunClock {
   private start?: number;
   private anchor?: { step: number; t: number };
+  /** ms the run was down: from an end (CANCELLED, FAILED) to the RUNNING of its resume */
+  private down = 0;
+  private endedAt?: number;
 
   /** Feed every event; returns the line for a train step. */
   line(ev: RunEvent): string | undefined {
     const t = ev.time ? timestampMs(ev.time) : Date.now();
-    if (ev.kind.case === "stateChange" && ev.kind.value.state === RunState.RUNNING && this.start === undefined) this.start = t;
+    if (ev.kind.case === "stateChange") {
+      const st = ev.kind.value.state;
+      if (st === RunState.RUNNING && this.start === undefined) this.start = t;
+      else if (st === RunState.RUNNING && this.endedAt !== undefined) {
+        // a resume: the time it was down is neither elapsed nor a step's time, and the resumed
+        // run loads its model again before its first step, so the ETA re-anchors there
+        this.down += t - this.endedAt;
+        this.endedAt = undefined;
+        this.anchor = undefined;
+      } else if (st === RunState.CANCELLED || st === RunState.FAILED) this.endedAt = t;
+    }
     this.start ??= t;
     if (ev.kind.case !== "trainStep") return undefined;
     const step = Number(ev.kind.value.step);
@@ -81,7 +94,7 @@ export class RunClock {
     let eta: number | undefined;
     if (step >= max) eta = 0;
     else if (this.anchor && step > this.anchor.step) eta = ((t - this.anchor.t) / 1000 / (step - this.anchor.step)) * (max - step);
-    return progressLine(step, max, ev.kind.value.metrics, (t - this.start) / 1000, eta);
+    return progressLine(step, max, ev.kind.value.metrics, (t - this.start - this.down) / 1000, eta);
   }
 }
 
@@ -213,10 +226,15 @@ export class SidecarLost extends Error {
     readonly lastStep: number,
     readonly cause: SidecarError,
     attempts: number,
+    /** the run's end when the sidecar went away after it (a SIGTERM'd sidecar ends its run
+     *  CANCELLED, then stops): the download failed, not the following */
+    readonly ended?: { state: RunState; reason: string },
   ) {
     super(
-      `lost the sidecar at ${address} while following run ${runId} (${lastStep ? `last step seen: ${lastStep}` : "no step seen yet"}; ` +
-        `${attempts} re-attach attempts failed, the last with ${cause.codeName})`,
+      ended
+        ? `lost the sidecar at ${address} after run ${runId} ended ${runStateName(ended.state)}${ended.reason ? ` (${ended.reason})` : ""}, before its files were downloaded (${cause.codeName})`
+        : `lost the sidecar at ${address} while following run ${runId} (${lastStep ? `last step seen: ${lastStep}` : "no step seen yet"}; ` +
+            `${attempts} re-attach attempts failed, the last with ${cause.codeName})`,
     );
     this.name = "SidecarLost";
   }
@@ -319,7 +337,16 @@ async function followAndDownload(
   const onEvent = opts.onEvent ? (ev: RunEvent) => (logger.onEvent(ev), opts.onEvent!(ev)) : logger.onEvent;
   const { runId, events } = await followRun(client, stream, onEvent, { signal: opts.signal, runId: opts.runId });
   const onWait = (pid: number) => log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`, true);
-  const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait });
+  let dl: DownloadOutcome;
+  try {
+    dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait });
+  } catch (err) {
+    // the sidecar went away once the run ended (a SIGTERM'd sidecar ends it CANCELLED, then stops)
+    if (err instanceof SidecarError && RETRIABLE.includes(err.code)) {
+      throw new SidecarLost(runId, client.options.address, lastStepOf(events), err, 0, { state: logger.state(), reason: logger.reason() });
+    }
+    throw err;
+  }
   return { runId, state: dl.run.state, reason: dl.run.reason || logger.reason(), result: dl.run.result, events, localDir: dl.localDir };
 }
 
