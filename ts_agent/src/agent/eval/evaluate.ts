@@ -161,11 +161,27 @@ export async function evaluateRunSplits(
 }
 
 /** A progress printer shared by the eval, baseline and demo commands. */
-export function progressPrinter(prefix: string): (p: EvaluateProgress) => void {
-  const tty = process.stdout.isTTY;
+export function progressPrinter(
+  prefix: string,
+  opts: { tty?: boolean; now?: () => number; write?: (line: string) => void; everySeconds?: number } = {},
+): (p: EvaluateProgress) => void {
+  const tty = opts.tty ?? process.stdout.isTTY;
+  const now = opts.now ?? Date.now;
+  const write = opts.write ?? ((line: string) => console.log(line));
+  const every = (opts.everySeconds ?? 10) * 1000;
+  // off a TTY (a log file, CI): plain lines, a variant's first progress, at most one per `every`, and its end
+  let last: { variant: string; t: number } | null = null;
   return (p) => {
     const line = `${prefix}: ${p.variant} ${p.tasksDone}/${p.tasksTotal} tasks`;
-    if (tty) process.stdout.write(`\r${line.padEnd(60)}${p.tasksDone === p.tasksTotal ? "\n" : ""}`);
-    else if (p.tasksDone === p.tasksTotal) console.log(line);
+    const end = p.tasksDone === p.tasksTotal;
+    if (tty) {
+      process.stdout.write(`\r${line.padEnd(60)}${end ? "\n" : ""}`);
+      return;
+    }
+    const t = now();
+    if (end || last === null || last.variant !== p.variant || t - last.t >= every) {
+      write(line);
+      last = { variant: p.variant, t };
+    }
   };
 }
