@@ -266,6 +266,13 @@ SAMPLE: dict[str, Knob] = {
     "seed": Knob(0, SEED_RANGE, "seed of the per-response seeds"),
 }
 
+AGENT: dict[str, Knob] = {
+    "max_turns": Knob(4, Range(1, 32), "model turns per episode"),
+    "max_tool_calls": Knob(4, Range(0, 64), "tool calls per episode"),
+    "tool_timeout_ms": Knob(5000, Range(1, 600_000), "per-tool-call timeout (ms)"),
+    "max_tool_output_chars": Knob(2000, Range(1, 100_000), "a tool's output is cut to this many characters"),
+}
+
 DEFAULT_REWARDS = ({"name": "exact_match", "weight": 1.0}, {"name": "format", "weight": 0.2})
 DEFAULT_GRADERS = ({"name": "exact_match"},)
 
@@ -278,6 +285,7 @@ TABLES: dict[str, tuple[dict[str, Knob], Mapping[str, Any]]] = {
     "RuntimeSettings": (RUNTIME, {}),
     "EvaluateRequest": (EVALUATE, {}),
     "SampleGroupsRequest": (SAMPLE, {}),
+    "AgentSpec": (AGENT, {}),
 }
 
 

@@ -164,13 +164,14 @@ def load_ranked_groups(ds: pb.Dataset, data_root: Path, field: str, *, need_rank
 # Splits
 
 
-def split_rows(req: pb.TrainRequest, data_root: Path) -> tuple[list[pb.TaskRow], list[pb.TaskRow]]:
+def split_rows(req: pb.TrainRequest, data_root: Path, *, need_answers: bool = True) -> tuple[list[pb.TaskRow], list[pb.TaskRow]]:
     """(train rows, held-out rows) of a validated GRPO request: held_out.dataset's first
-    num_prompts rows, or else the last num_prompts rows of the dataset (not trained on)."""
-    rows = task_rows(req.dataset, data_root, "dataset", need_answers=True)
+    num_prompts rows, or else the last num_prompts rows of the dataset (not trained on). Agent
+    tasks need no answers (their TS scorers judge the episode)."""
+    rows = task_rows(req.dataset, data_root, "dataset", need_answers=need_answers)
     n = req.held_out.num_prompts
     if req.held_out.HasField("dataset"):
-        held = task_rows(req.held_out.dataset, data_root, "held_out.dataset", need_answers=True)[:n]
+        held = task_rows(req.held_out.dataset, data_root, "held_out.dataset", need_answers=need_answers)[:n]
         return rows, held
     return rows[:-n], rows[-n:]
 

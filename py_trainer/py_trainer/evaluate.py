@@ -24,6 +24,7 @@ generation at the next batch (and a queued job never starts).
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
@@ -31,6 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
+from py_trainer.agents.chat_format import TEMPLATE_SHA256
+from py_trainer.agents.episodes import Episode, run_episodes, start_episodes
+from py_trainer.agents.spec import AgentSetup, check_agent_spec
+from py_trainer.agents.tool_host import ScorerError, ToolHost, ToolHostLost
 from py_trainer.base_models import check_base_model, model_dir_for
 from py_trainer.config import DEFAULT_GRADERS, EVALUATE, check_knobs, check_runtime, fill_defaults
 from py_trainer.data import task_rows
@@ -38,8 +43,9 @@ from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.inference import AdapterSource, generation_error, load_for_inference
 from py_trainer.model_files import check_adapter_fits_base
-from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, adapter_sha256, check_chat_template,
-                               format_prompts, generate_completions, model_fingerprint, resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, adapter_sha256,
+                               check_chat_template, format_prompts, generate_completions, model_fingerprint,
+                               resolve_adapter)
 from py_trainer.rewards import build_scorer, check_reward_specs
 
 
@@ -74,11 +80,18 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     check_chat_template(out.runtime, out.base_model, data_root)
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
-    rows = task_rows(out.tasks, data_root, "tasks", need_answers=True)
-    if not out.graders:
-        for g in DEFAULT_GRADERS:
-            out.graders.add(name=g["name"])
-    graders = check_reward_specs(out.graders, "graders", check_weight=False)
+    agent = out.HasField("agent")
+    rows = task_rows(out.tasks, data_root, "tasks", need_answers=not agent)
+    if agent:
+        if out.graders:
+            raise InvalidArgument("graders", "must be empty for an agent task: its scorers (agent.scorers) grade it")
+        check_agent_spec(out.agent, "agent")
+        graders = [{"name": s.name} for s in out.agent.scorers]
+    else:
+        if not out.graders:
+            for g in DEFAULT_GRADERS:
+                out.graders.add(name=g["name"])
+        graders = check_reward_specs(out.graders, "graders", check_weight=False)
     adapters: list[AdapterSource] = []
     adapter_runs: dict[str, tuple[str, int]] = {}
     names = {"base"}
@@ -89,9 +102,10 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
         if ref.name in names:
             raise InvalidArgument(f"{field}.name", f"{ref.name!r} is used twice (or is the reserved 'base')")
         names.add(ref.name)
-        folder = resolve_adapter(ref, field, data_root, registry.get)
         where, what = adapter_label(ref, field)
-        check_adapter_fits_base(folder, where, what, out.base_model, data_root, model_dir_for(out.base_model, data_root))
+        with adapter_access(ref, field, data_root, getattr(registry, "runs_root", None)):
+            folder = resolve_adapter(ref, field, data_root, registry.get)
+            check_adapter_fits_base(folder, where, what, out.base_model, data_root, model_dir_for(out.base_model, data_root))
         adapters.append(AdapterSource(ref.name, folder, where, what))
         if ref.WhichOneof("source") == "run_id":
             step = ref.checkpoint_step if ref.HasField("checkpoint_step") else registry.get(ref.run_id).steps_completed
@@ -108,8 +122,9 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     t0 = time.time()
     req = plan.request
     model, tokenizer, path, device, dtype = load_for_inference(plan.base_model, data_root, req.runtime, plan.adapters)
-    scorers = {g["name"]: build_scorer(g) for g in plan.graders}
-    prompts = format_prompts(tokenizer, [r.prompt for r in plan.rows], req.runtime.prompt_format)
+    agent = AgentSetup.from_spec(req.agent) if req.HasField("agent") else None
+    scorers = {g["name"]: None if agent else build_scorer(g) for g in plan.graders}
+    prompts = [] if agent else format_prompts(tokenizer, [r.prompt for r in plan.rows], req.runtime.prompt_format)
     variants = ([] if req.skip_base else ["base"]) + [a.name for a in plan.adapters]
     labels = {a.name: (a.field, a.what) for a in plan.adapters}
     labels["base"] = ("base_model", repr(plan.base_model or "the embedded default model"))
@@ -117,41 +132,51 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     result.fingerprint.CopyFrom(model_fingerprint(path, tokenizer, req.runtime.prompt_format, device, dtype))
     result.fingerprint.batch_size = req.batch_size
     result.fingerprint.top_p = req.top_p
+    if agent is not None:  # episodes are written by the agent template, whatever the tokenizer has
+        result.fingerprint.prompt_format = "agent"
+        result.fingerprint.chat_template_sha256 = TEMPLATE_SHA256
     for a in plan.adapters:
         run_id, step = plan.adapter_runs.get(a.name, ("", 0))
         result.adapters.add(name=a.name, run_id=run_id, sha256=adapter_sha256(a.folder), step=step)
     for variant in variants:
         def on_batch(done: int, _v=variant) -> None:
-            progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(prompts)))
+            progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(plan.rows)))
 
         def gen(_v=variant):
             try:
-                return generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
-                                            temperature=req.temperature, top_p=req.top_p,
-                                            max_new_tokens=req.max_new_tokens, seed=req.seed,
-                                            batch_size=req.batch_size, on_batch=on_batch)
-            except GenerationCancelled:
+                if agent is not None:
+                    return agent_samples(model, tokenizer, plan, agent, _v, on_batch)
+                comps = generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
+                                             temperature=req.temperature, top_p=req.top_p,
+                                             max_new_tokens=req.max_new_tokens, seed=req.seed,
+                                             batch_size=req.batch_size, on_batch=on_batch)
+                return [[(c, {name: scorer(c, list(row.answers)) for name, scorer in scorers.items()}, None)
+                         for c in cs] for row, cs in zip(plan.rows, comps)]
+            except (GenerationCancelled, ToolHostLost, ScorerError):
                 raise
             except Exception as exc:
                 raise generation_error(exc, *labels[_v]) from None
 
         if variant == "base" and plan.adapters:
             with model.disable_adapter():
-                comps = gen()
+                graded = gen()
         else:
             if plan.adapters:
                 model.set_adapter(variant)
-            comps = gen()
+            graded = gen()
         vr = result.variants.add(name=variant)
         sums = {name: 0.0 for name in scorers}
         counts = {name: 0 for name in scorers}
-        for row, cs in zip(plan.rows, comps):
+        for row, samples in zip(plan.rows, graded):
             tr = vr.tasks.add(task_id=row.id)
-            for c in cs:
-                s = tr.samples.add(completion=c)
-                for name, scorer in scorers.items():
-                    v = scorer(c, list(row.answers))
+            for completion, scores, episode in samples:
+                s = tr.samples.add(completion=completion)
+                for name in scorers:
+                    v = scores[name]
                     s.scores[name] = math.nan if v is None else float(v)
+                if episode is not None:
+                    s.messages_json = json.dumps(episode.messages, ensure_ascii=False)
+                    s.episode.CopyFrom(episode.stats)
             for name in scorers:
                 vals = [s.scores[name] for s in tr.samples if math.isfinite(s.scores[name])]
                 if vals:
@@ -161,6 +186,23 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
             vr.mean_scores[name] = sums[name] / counts[name] if counts[name] else math.nan
     result.seconds = time.time() - t0
     return result
+
+
+def agent_samples(model, tokenizer, plan: EvalPlan, agent: AgentSetup, variant: str,
+                  on_batch: Callable[[int], None]) -> list[list[tuple[str, dict, Episode]]]:
+    """K episodes per task with one variant: (final answer, scores, episode) per sample."""
+    req = plan.request
+    k = req.samples_per_task
+    tasks = [(r.id, r.prompt) for r in plan.rows for _ in range(k)]
+    host = ToolHost(agent.tool_host, agent.tool_timeout_ms)
+    try:
+        eps = start_episodes(tokenizer, agent, tasks, [f"{variant}-{i}" for i in range(len(tasks))])
+        run_episodes(model, tokenizer, agent, host, eps, temperature=req.temperature, top_p=req.top_p,
+                     max_new_tokens=req.max_new_tokens, max_total_tokens=None, seed=req.seed)
+    finally:
+        host.close()
+    on_batch(len(plan.rows))
+    return [[(e.final_answer, e.scores, e) for e in eps[i * k:(i + 1) * k]] for i in range(len(plan.rows))]
 
 
 async def stream_evaluation(plan: EvalPlan, data_root: Path) -> AsyncIterator[pb.EvaluateResponse]:

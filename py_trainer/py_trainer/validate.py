@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from py_trainer.agents.spec import check_agent_spec
 from py_trainer.base_models import check_base_model, model_dir_for
 from py_trainer.config import (DEFAULT_REWARDS, GRPO, GRPO_ONLY_FIELDS, HELD_OUT, MAX_HELD_OUT_GROUPS_DEFAULT,
                                PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, VLLM_ONLY_FIELDS,
@@ -50,6 +51,8 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machin
         raise InvalidArgument("mode", f"unknown mode {out.mode}")
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
+    if out.HasField("agent") and out.mode != pb.TRAIN_MODE_GRPO:
+        raise InvalidArgument("agent", "agent tasks train with GRPO only (mode TRAIN_MODE_GRPO)")
     check_runtime(out.runtime, data_root, training=True, this_machine=this_machine)
     check_chat_template(out.runtime, out.base_model, data_root)
     MODE_CHECKS[out.mode](out, data_root)
@@ -63,10 +66,16 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machin
 
 def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
     """Fill every GRPO default into `out` in place, or raise naming the field."""
-    if not out.rewards:
+    agent = out.HasField("agent")
+    if agent:
+        if out.rewards:
+            raise InvalidArgument("rewards", "must be empty for an agent task: its scorers (agent.scorers) are the reward")
+        check_agent_spec(out.agent, "agent")
+    elif not out.rewards:
         for spec in DEFAULT_REWARDS:
             out.rewards.add(name=spec["name"], weight=spec["weight"])
-    check_reward_specs(out.rewards, "rewards", check_weight=True)
+    if not agent:
+        check_reward_specs(out.rewards, "rewards", check_weight=True)
     g = out.grpo
     check_schedule(g)
     check_trl_knobs(g)
@@ -82,12 +91,12 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise FailedPrecondition("grpo.use_vllm", "the vllm package is not installed (pip install vllm)")
     check_lora(out.lora)
-    rows = task_rows(out.dataset, data_root, "dataset", need_answers=True)
+    rows = task_rows(out.dataset, data_root, "dataset", need_answers=not agent)
     ho = out.held_out
     fill_defaults(ho, HELD_OUT)
     check_knobs(ho, HELD_OUT, "held_out.")
     if ho.HasField("dataset"):
-        held = task_rows(ho.dataset, data_root, "held_out.dataset", need_answers=True)
+        held = task_rows(ho.dataset, data_root, "held_out.dataset", need_answers=not agent)
         if len(held) < ho.num_prompts:
             raise InvalidArgument("held_out.num_prompts",
                                   f"{ho.num_prompts} requested but held_out.dataset has {len(held)} rows")

@@ -40,6 +40,7 @@ from py_trainer.launch import CANCEL_FILE
 from py_trainer.memory_estimate import preflight
 from py_trainer.rewards import RewardFunctionError
 from py_trainer.run_folder import load_request
+from py_trainer.train_agent import AgentMode
 from py_trainer.train_grpo import GrpoMode
 from py_trainer.train_preference import PreferenceMode
 from py_trainer.training import Emit, RunStopped, close_process_group, run_training
@@ -55,7 +56,8 @@ def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[
     `resume`: continue from the run's last complete checkpoint."""
     req = load_request(run_dir)
     check_memory(req, data_root)
-    return run_training(run_dir, data_root, emit, should_stop, MODES[req.mode](), resume=resume)
+    mode = AgentMode() if req.HasField("agent") else MODES[req.mode]()
+    return run_training(run_dir, data_root, emit, should_stop, mode, resume=resume)
 
 
 def check_memory(req: pb.TrainRequest, data_root: Path) -> None:

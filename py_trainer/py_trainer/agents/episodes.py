@@ -1,0 +1,211 @@
+"""The one episode runner: training's rollouts, the held-out measurement and Evaluate all run agent
+episodes through `run_episodes` (docs/agents.md, docs/architecture.md "Agents").
+
+An episode: the task's prompt under the agent template (`chat_format`), then up to `max_turns`
+model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
+the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
+generate together (one `generate` call per turn for every episode still going, left-padded).
+
+Token ids are built by concatenation, never by re-tokenizing the transcript (TRL's tool loop does
+the same): `completion_ids` is every model-generated token (mask 1, trained on) and every tool
+turn's tokens (mask 0, masked out of the loss: TRL's ``env_mask``). The decoded ids are exactly
+the agent template's rendering of the transcript.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from py_trainer.agents.chat_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
+from py_trainer.agents.spec import AgentSetup
+from py_trainer.agents.tool_host import ToolHost
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models import pad_batch
+
+TOOL_THREADS = 16
+"""Tool calls (and scorings) of one turn run concurrently, at most this many at a time."""
+CUT_MARK = "\n[output cut]"
+
+
+@dataclass
+class Episode:
+    task_id: str
+    episode_id: str
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    """1 for a model-generated token, 0 for a tool turn's token (masked out of the loss)"""
+    messages: list[dict] = field(default_factory=list)
+    stats: pb.EpisodeStats = field(default_factory=pb.EpisodeStats)
+    final_answer: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stats.ended_by)
+
+    def record(self) -> dict:
+        """The episode as the run folder's sample files and Evaluate's result keep it."""
+        return {"task_id": self.task_id, "episode_id": self.episode_id, "messages": self.messages,
+                "final_answer": self.final_answer, "scores": self.scores,
+                "stats": {"turns": self.stats.turns, "tool_calls": self.stats.tool_calls,
+                          "tool_errors": self.stats.tool_errors, "unknown_tool_calls": self.stats.unknown_tool_calls,
+                          "malformed_calls": self.stats.malformed_calls, "ended_by": self.stats.ended_by}}
+
+
+def start_episodes(tokenizer, setup: AgentSetup, tasks: list[tuple[str, str]], episode_ids: list[str]) -> list[Episode]:
+    """One episode per (task id, prompt), its prompt rendered and tokenized."""
+    end = end_token(tokenizer)
+    out = []
+    for (task_id, prompt), eid in zip(tasks, episode_ids):
+        text = system_and_user(setup.system_prompt, setup.tools, prompt, end)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        messages = ([{"role": "system", "content": setup.system_prompt}] if setup.system_prompt or setup.tools else [])
+        out.append(Episode(task_id=task_id, episode_id=eid, prompt_ids=ids,
+                           messages=messages + [{"role": "user", "content": prompt}]))
+    return out
+
+
+def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: list[Episode], *,
+                 temperature: float, top_p: float, max_new_tokens: int, max_total_tokens: int | None,
+                 seed: int) -> list[Episode]:
+    """Run every episode to its end (in place; returned for convenience), then score each.
+
+    `max_new_tokens` bounds one turn; `max_total_tokens` (training's max_completion_length) bounds
+    all of an episode's completion tokens, tool turns included, as TRL's does; None = no bound.
+    temperature 0 is greedy. Sampling re-seeds torch per turn from (seed, turn)."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    end = end_token(tokenizer)
+    stops = stop_token_ids(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    greedy = temperature == 0
+    try:
+        with ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="agent-tools") as pool:
+            for turn in range(setup.max_turns):
+                active = [e for e in episodes if not e.done]
+                if not active:
+                    break
+                budgets = [max_new_tokens if max_total_tokens is None
+                           else min(max_new_tokens, max_total_tokens - len(e.completion_ids)) for e in active]
+                for e, b in zip(active, budgets):
+                    if b <= 0:
+                        e.stats.ended_by = "max_tokens"
+                pairs = [(e, b) for e, b in zip(active, budgets) if b > 0]
+                if not pairs:
+                    break
+                rows = [e.prompt_ids + e.completion_ids for e, _ in pairs]
+                input_ids, mask = pad_batch(rows, 0, pad_id, device)
+                torch.manual_seed((seed * 1_000_003 + turn) % 2**63)
+                with torch.no_grad():
+                    gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
+                                         temperature=None if greedy else temperature,
+                                         top_p=None if greedy else top_p, top_k=None if greedy else 0,
+                                         max_new_tokens=max(b for _, b in pairs), pad_token_id=pad_id,
+                                         eos_token_id=stops)
+                new = gen[:, input_ids.shape[1]:].tolist()
+                calls = []
+                for (e, budget), ids in zip(pairs, new):
+                    calls += take_turn(e, tokenizer, ids, budget, stops, setup)
+                results = list(pool.map(lambda c: run_call(host, setup, *c), calls))
+                finish_turn(tokenizer, setup, end, pairs, calls, results, max_total_tokens, turn)
+            for e in episodes:
+                if not e.done:
+                    e.stats.ended_by = "max_turns"
+            scored = pool.map(lambda e: host.score(e.task_id, e.episode_id, e.messages, e.stats, setup.scorer_names),
+                              episodes)
+            for e, scores in zip(episodes, scored):
+                e.scores = scores
+    finally:
+        if was_training:
+            model.train()
+    return episodes
+
+
+def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[int], setup: AgentSetup) -> list[tuple]:
+    """Append one generated turn to an episode; return the tool calls it asks for, as
+    (episode, index in the turn, block) triples. A turn cut by the token budget ends the episode."""
+    ids = ids[:budget]
+    stop_at = next((i for i, t in enumerate(ids) if t in stops), None)
+    ids = ids if stop_at is None else ids[:stop_at + 1]
+    e.completion_ids += ids
+    e.env_mask += [1] * len(ids)
+    e.stats.turns += 1
+    text = tokenizer.decode(ids[:-1] if stop_at is not None else ids, skip_special_tokens=False)
+    parsed = parse_turn(text)
+    message = {"role": "assistant", "content": text}
+    calls_ok = [b for b in parsed.blocks if "name" in b]
+    if calls_ok:
+        message["tool_calls"] = [{"id": f"call_{e.stats.turns}_{i}", "type": "function",
+                                  "function": {"name": b["name"], "arguments": b["arguments"]}}
+                                 for i, b in enumerate(calls_ok)]
+    e.messages.append(message)
+    if stop_at is None:
+        e.stats.ended_by = "max_tokens"
+        e.final_answer = parsed.content
+        return []
+    if not parsed.blocks:
+        e.stats.ended_by = "answer"
+        e.final_answer = parsed.content
+        return []
+    out = []
+    for i, block in enumerate(parsed.blocks):
+        if "name" in block and block["name"] in {t["name"] for t in setup.tools}:
+            if e.stats.tool_calls >= setup.max_tool_calls:
+                e.stats.ended_by = "max_tool_calls"  # the calls before the limit still run
+                return out
+            e.stats.tool_calls += 1
+        out.append((e, i, block))
+    return out
+
+
+def run_call(host: ToolHost, setup: AgentSetup, e: Episode, index: int, block: dict) -> tuple[str, str, bool]:
+    """(tool name, what the model sees, is_error) for one block of a turn."""
+    if "malformed" in block:
+        return "", f"error: malformed tool call: {block['malformed']}", True
+    name = block["name"]
+    if name not in {t["name"] for t in setup.tools}:
+        known = ", ".join(t["name"] for t in setup.tools) or "none"
+        return name, f"error: unknown tool {name!r}; the tools are: {known}", True
+    output, is_error = host.call_tool(e.task_id, e.episode_id, name, block["arguments"])
+    if len(output) > setup.max_tool_output_chars:
+        output = output[:setup.max_tool_output_chars] + CUT_MARK
+    return name, output, is_error
+
+
+def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, max_total_tokens, turn: int) -> None:
+    """Count each call's outcome, append the tool turns (masked) to every episode that goes on."""
+    by_episode: dict[str, list[tuple[dict, tuple[str, str, bool]]]] = {}
+    for (e, _, block), result in zip(calls, results):
+        by_episode.setdefault(e.episode_id, []).append((block, result))
+        if "malformed" in block:
+            e.stats.malformed_calls += 1
+        elif block["name"] not in {t["name"] for t in setup.tools}:
+            e.stats.unknown_tool_calls += 1
+        elif result[2]:
+            e.stats.tool_errors += 1
+    for e, _ in pairs:
+        if e.done:
+            continue
+        if turn + 1 >= setup.max_turns:
+            e.stats.ended_by = "max_turns"
+            continue
+        done = by_episode.get(e.episode_id, [])
+        suffix = tokenizer(tool_turns([r[1] for _, r in done], end), add_special_tokens=False)["input_ids"]
+        if max_total_tokens is not None and len(e.completion_ids) + len(suffix) >= max_total_tokens:
+            e.stats.ended_by = "max_tokens"  # no room for the results and a reply: TRL drops them too
+            continue
+        e.completion_ids += suffix
+        e.env_mask += [0] * len(suffix)
+        calls_made = e.messages[-1].get("tool_calls", [])
+        k = 0
+        for block, (name, output, _) in done:
+            msg = {"role": "tool", "name": name, "content": output}
+            if "name" in block and k < len(calls_made) and calls_made[k]["function"]["name"] == name:
+                msg["tool_call_id"] = calls_made[k]["id"]
+                k += 1
+            e.messages.append(msg)
