@@ -337,16 +337,11 @@ async function followAndDownload(
   const onEvent = opts.onEvent ? (ev: RunEvent) => (logger.onEvent(ev), opts.onEvent!(ev)) : logger.onEvent;
   const { runId, events } = await followRun(client, stream, onEvent, { signal: opts.signal, runId: opts.runId });
   const onWait = (pid: number) => log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`, true);
-  let dl: DownloadOutcome;
-  try {
-    dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait });
-  } catch (err) {
-    // the sidecar went away once the run ended (a SIGTERM'd sidecar ends it CANCELLED, then stops)
-    if (err instanceof SidecarError && RETRIABLE.includes(err.code)) {
-      throw new SidecarLost(runId, client.options.address, lastStepOf(events), err, 0, { state: logger.state(), reason: logger.reason() });
-    }
-    throw err;
-  }
+  // the sidecar may go away once the run ended (a SIGTERM'd sidecar ends it CANCELLED, then stops)
+  const dl = await downloadRun(client, runId, opts.evalsDir ?? EVALS_DIR, { events, onWait }).catch((err: unknown) => {
+    const gone = err instanceof SidecarError && RETRIABLE.includes(err.code);
+    throw gone ? new SidecarLost(runId, client.options.address, lastStepOf(events), err, 0, { state: logger.state(), reason: logger.reason() }) : err;
+  });
   return { runId, state: dl.run.state, reason: dl.run.reason || logger.reason(), result: dl.run.result, events, localDir: dl.localDir };
 }
 
