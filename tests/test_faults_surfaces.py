@@ -94,6 +94,10 @@ def box(tiny_model_home, tiny_model_dir):
     make_run(runs, "ok")
     (runs / "ok" / "worker.log").write_text("trained\n")
     make_run(runs, "locked")
+    make_run(runs, "shut")  # read back at the start; its adapter/ and worker.log are not readable
+    (runs / "shut" / "adapter").mkdir()
+    (runs / "shut" / "adapter" / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    (runs / "shut" / "worker.log").write_text("trained\n")
     make_run(runs, "sealed")
     (runs / "sealed" / "kept").mkdir()
     (runs / "sealed" / "kept" / "file").write_text("x")
@@ -112,7 +116,8 @@ def box(tiny_model_home, tiny_model_dir):
     shutil.copy(other / "events.jsonl", runs / "foreign" / "events.jsonl")
     tampered_run(runs, "tampered", learning_rate=0.5)
     tampered_run(runs, "renamed", run_id="another-run")
-    for p, mode in ((runs / "locked", 0o000), (runs / "sealed" / "kept", 0o555), (trash / "kept", 0o555)):
+    for p, mode in ((runs / "locked", 0o000), (runs / "sealed" / "kept", 0o555), (trash / "kept", 0o555),
+                    (runs / "shut" / "adapter", 0o000), (runs / "shut" / "worker.log", 0o000)):
         os.chmod(p, mode)
     env = sidecar_env(PY_TRAINER_HOME=str(tiny_model_home), HOME=str(root / "user"), MPLCONFIGDIR=str(root / "user"))
     sc = launch(runs, data, env=env, argv_prefix=prefix, log_path=root / "sidecar.log")
@@ -123,7 +128,8 @@ def box(tiny_model_home, tiny_model_dir):
         ch.close()
         if sc.proc.poll() is None:
             sc.stop()
-        for p in (runs / "locked", runs / "sealed" / "kept", trash / "kept"):
+        for p in (runs / "locked", runs / "sealed" / "kept", trash / "kept", runs / "shut" / "adapter",
+                  runs / "shut" / "worker.log"):
             if p.exists():
                 os.chmod(p, 0o755)
         shutil.rmtree(root, ignore_errors=True)
@@ -171,15 +177,44 @@ def test_an_unreadable_run_folder_is_listed_failed_and_named_in_every_answer(box
     assert "run 'locked': unreadable run folder" in details, details
 
 
+def test_a_file_the_sidecar_may_not_read_is_refused_naming_the_field_not_the_servers_path(box):
+    """Issue 44, item 5: a run folder readable at the start whose adapter/ or worker.log is not was
+    FAILED_PRECONDITION `<absolute path>: Permission denied` from DownloadArtifact and Evaluate:
+    no field, and the server's absolute paths shown to a client. Each refusal names the request
+    field and shows the file relative to the runs root."""
+    sc, stub, root = box
+    asks = {
+        "run_id": lambda: list(stub.DownloadArtifact(pb.DownloadArtifactRequest(run_id="shut", path="worker.log"),
+                                                     timeout=30)),
+        "adapters[0].run_id": lambda: list(stub.Evaluate(evaluate(adapters=[{"name": "a", "run_id": "shut"}]),
+                                                         timeout=60)),
+        "adapter.run_id": lambda: list(stub.SampleGroups(json_format.ParseDict(
+            {"adapter": {"run_id": "shut"}, "prompts": ["x"], "k": 2},
+            pb.SampleGroupsRequest()), timeout=60)),
+    }
+    for field, ask in asks.items():
+        details = refused(ask, grpc.StatusCode.FAILED_PRECONDITION)
+        assert details.startswith(f"{field}: run 'shut': "), details
+        assert "permission denied" in details.lower(), details
+        assert str(root) not in details and "/runs/" not in details, details
+    for run in runs_by_id(stub).values():  # every reason a client reads, the unreadable ones included
+        assert str(root) not in run.reason, run.reason
+    details = refused(lambda: stub.Evaluate(evaluate(adapters=[{"name": "a", "run_id": "locked"}]), timeout=60),
+                      grpc.StatusCode.FAILED_PRECONDITION)
+    assert details.startswith("adapters[0].run_id: run 'locked': ") and str(root) not in details, details
+
+
 def test_a_delete_that_cannot_finish_says_so_and_leaves_no_trash(box):
     sc, stub, _ = box
     details = refused(lambda: stub.DeleteRun(pb.DeleteRunRequest(run_id="sealed"), timeout=30),
                       grpc.StatusCode.FAILED_PRECONDITION)
     assert details.startswith("run_id: run 'sealed' cannot be deleted:") and "kept" in details, details
+    assert str(sc.runs_root) not in details, details
     assert "nothing was removed" in details
     details = refused(lambda: stub.DeleteRun(pb.DeleteRunRequest(run_id="locked"), timeout=30),
                       grpc.StatusCode.FAILED_PRECONDITION)
     assert details.startswith("run_id: run 'locked' cannot be deleted:"), details
+    assert str(sc.runs_root) not in details, details  # issue 44 item 5: no server path shown to a client
     assert (sc.runs_root / "sealed" / "kept" / "file").exists() and (sc.runs_root / "locked").exists()
     assert not [p.name for p in sc.runs_root.iterdir() if ".deleted-" in p.name and "gone" not in p.name]
     assert runs_by_id(stub)["sealed"].state == pb.RUN_STATE_SUCCEEDED  # still listed, as it was

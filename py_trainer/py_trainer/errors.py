@@ -9,7 +9,9 @@ needs a group), got 1``).
 from __future__ import annotations
 
 import errno
+import os
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -48,6 +50,40 @@ class ResourceExhausted(RequestError):
 
 class OutOfRange(RequestError):
     code = grpc.StatusCode.OUT_OF_RANGE
+
+
+# ---------------------------------------------------------------------------------------------
+# A file the sidecar may not read: the request's field, never the server's absolute path
+
+
+def shown_path(path: str | Path | None, roots: tuple[Path, ...]) -> str:
+    """`path` as a client may see it: relative to the first of `roots` it lies under, else its
+    name alone."""
+    if not path:
+        return "a file"
+    path = Path(os.path.abspath(path))
+    for root in roots:
+        try:
+            return path.relative_to(Path(os.path.abspath(root))).as_posix() or "."
+        except ValueError:
+            continue
+    return path.name
+
+
+def not_permitted(err: PermissionError, field: str, what: str = "", roots: tuple[Path, ...] = ()) -> FailedPrecondition:
+    """FAILED_PRECONDITION naming the request `field` for a file the sidecar may not read (issue 44
+    item 5: it was `<absolute path>: Permission denied`, no field)."""
+    return FailedPrecondition(field, f"{what}{shown_path(err.filename, roots)}: permission denied "
+                                     f"(the sidecar runs as uid {os.getuid()})")
+
+
+@contextmanager
+def permission_refused(field: str, what: str = "", roots: tuple[Path, ...] = ()):
+    """Inside it, a PermissionError is `not_permitted` naming `field`."""
+    try:
+        yield
+    except PermissionError as err:
+        raise not_permitted(err, field, what, roots) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Callable
 
 from py_trainer.artifacts import CHECKPOINT_COMPLETE, cached_sha256, checkpoint_damage
 from py_trainer.code_revision import code_revision
-from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound, permission_refused
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.model_files import cached_hub_file, check_adapter_folder
 from py_trainer.paths import resolve_under
@@ -222,6 +222,15 @@ def resolve_adapter(ref: pb.AdapterRef, field: str, data_root: Path, find_run=No
         check_adapter_folder(path, f"{field}.path", repr(ref.path))
         return path
     raise InvalidArgument(field, "needs `run_id` or `path`")
+
+
+def adapter_access(ref: pb.AdapterRef, field: str, data_root: Path, runs_root: Path | None):
+    """`errors.permission_refused` for reading the adapter `ref` names: its request field
+    (`adapters[0].run_id`), the run it belongs to, and the roots its files are shown under."""
+    if ref.WhichOneof("source") == "path":
+        return permission_refused(f"{field}.path", "", (Path(data_root),))
+    runs = (Path(runs_root) / ref.run_id, Path(runs_root)) if runs_root is not None else ()
+    return permission_refused(f"{field}.run_id", f"run {ref.run_id!r}: ", (*runs, Path(data_root)))
 
 
 def adapter_label(ref: pb.AdapterRef, field: str) -> tuple[str, str]:

@@ -38,7 +38,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from py_trainer.atomic import TEMP_SUFFIX, write_atomic, write_json_atomic
-from py_trainer.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted, is_disk_full
+from py_trainer.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted, is_disk_full, shown_path
 from py_trainer.events import EVENTS_FILE, EventLog, UnreadableLog
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.paths import RUN_ID_RE, validate_run_id
@@ -164,12 +164,13 @@ def read_run(folder: Path) -> RunRecord:
     if not RUN_ID_RE.fullmatch(run_id):
         raise UnreadableRun(f"folder name {run_id!r} is not a run id")
     if folder.is_symlink():
-        raise UnreadableRun(f"{folder} is a symlink (to {os.path.realpath(folder)}): a run folder must be a folder "
+        to = shown_path(os.path.realpath(folder), (folder.parent,))  # a client never sees the server's paths
+        raise UnreadableRun(f"{run_id} is a symlink (to {to}): a run folder must be a folder "
                             "of the runs root; it is never read, served or followed")
     try:
         os.listdir(folder)
     except OSError as err:
-        raise UnreadableRun(f"{folder}: {err.strerror.lower()} (the sidecar runs as uid {os.getuid()})") from None
+        raise UnreadableRun(f"{run_id}: {err.strerror.lower()} (the sidecar runs as uid {os.getuid()})") from None
     try:
         raw = (folder / REQUEST_FILE).read_bytes()
         request = json_format.Parse(raw.decode("utf-8"), pb.TrainRequest())
@@ -271,16 +272,17 @@ def trash_run_folder(folder: Path, trash: Path) -> Path | None:
     run_id = folder.name
     if folder.is_symlink():
         if why := remove_tree(folder):
-            raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {why}")
+            raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {under_runs(why, folder)}")
         return None
     if why := undeletable(folder) if folder.exists() else "":
-        raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {why}; nothing was removed")
+        raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {under_runs(why, folder)}; "
+                                           "nothing was removed")
     try:
         os.rename(folder, trash)
     except FileNotFoundError:
         return None  # removed by hand meanwhile
     except OSError as err:
-        raise FailedPrecondition("run_id", f"run {run_id!r}: cannot remove {folder}: {err}") from None
+        raise FailedPrecondition("run_id", f"run {run_id!r}: cannot remove {run_id}: {err.strerror}") from None
     digest_file(folder).unlink(missing_ok=True)
     return trash
 
@@ -288,14 +290,19 @@ def trash_run_folder(folder: Path, trash: Path) -> Path | None:
 def finish_removal(trash: Path, folder: Path) -> str:
     """The second half of a delete: remove `trash`; when something cannot be removed, what is left goes
     back to `folder` (never a trash folder left behind silently) and the message says so ('' when done)."""
-    why = remove_tree(trash)
+    why = under_runs(remove_tree(trash), folder)
     if not why:
         return ""
     try:
         os.rename(trash, folder)
-        return f"the delete could not finish ({why}); what is left is back at {folder}"
+        return f"the delete could not finish ({why}); what is left is back at {folder.name}"
     except OSError as err:
-        return f"the delete could not finish ({why}); what is left is at {trash} ({err.strerror})"
+        return f"the delete could not finish ({why}); what is left is at {trash.name} ({err.strerror})"
+
+
+def under_runs(message: str, folder: Path) -> str:
+    """`message` with the runs root taken out of its paths: a client sees `sealed/kept`, never the server's paths."""
+    return message.replace(f"{os.path.abspath(folder.parent)}{os.sep}", "")
 
 
 def remove_temp_entries(folder: Path) -> None:

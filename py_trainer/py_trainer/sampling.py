@@ -32,8 +32,8 @@ from py_trainer.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.inference import AdapterSource, generation_error, load_for_inference
 from py_trainer.model_files import check_adapter_fits_base
-from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_label, check_chat_template, format_prompts,
-                               generate_completions, resolve_adapter)
+from py_trainer.models import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, check_chat_template,
+                               format_prompts, generate_completions, resolve_adapter)
 from py_trainer.preference_data import group_to_json
 from py_trainer.rewards import checked_scorer
 
@@ -113,9 +113,11 @@ def validate_sample_request(request: pb.SampleGroupsRequest, data_root: Path,
 
     adapter = None
     if req.HasField("adapter"):
-        folder = resolve_adapter(req.adapter, "adapter", data_root, registry.get if registry is not None else None)
         where, what = adapter_label(req.adapter, "adapter")
-        check_adapter_fits_base(folder, where, what, req.base_model, data_root, model_dir_for(req.base_model, data_root))
+        with adapter_access(req.adapter, "adapter", data_root, getattr(registry, "runs_root", None)):
+            folder = resolve_adapter(req.adapter, "adapter", data_root, registry.get if registry is not None else None)
+            check_adapter_fits_base(folder, where, what, req.base_model, data_root,
+                                    model_dir_for(req.base_model, data_root))
         adapter = AdapterSource("default", folder, where, what)
     return req, adapter
 

@@ -39,7 +39,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from py_trainer.errors import FailedPrecondition, RequestError
+from py_trainer.errors import RequestError, not_permitted
 from py_trainer.evaluate import plan_evaluation
 from py_trainer.forkserver import ForkServer
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -63,9 +63,14 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError):
     await context.abort(err.code, str(err))
 
 
-def _not_permitted(err: PermissionError) -> RequestError:
-    """A file under the roots the sidecar may not read or write: FAILED_PRECONDITION naming it (was UNKNOWN)."""
-    return FailedPrecondition("", f"{err.filename}: {err.strerror} (the sidecar runs as uid {os.getuid()})")
+def _not_permitted(err: PermissionError, service: "TrainerService", request) -> RequestError:
+    """A file under the roots the sidecar may not read or write (was UNKNOWN): FAILED_PRECONDITION
+    naming the request's run_id when it has one, the file shown under the run folder or the roots,
+    never as the server's absolute path (issue 44 item 5)."""
+    reg, run_id = service.registry, getattr(request, "run_id", "")
+    roots = (Path(reg.runs_root) / run_id,) if run_id else ()
+    return not_permitted(err, "run_id" if run_id else "", f"run {run_id!r}: " if run_id else "",
+                         (*roots, Path(reg.runs_root), Path(reg.data_root)))
 
 
 def _guard(method: Callable) -> Callable:
@@ -77,7 +82,7 @@ def _guard(method: Callable) -> Callable:
         except RequestError as err:
             await _abort(context, err)
         except PermissionError as err:
-            await _abort(context, _not_permitted(err))
+            await _abort(context, _not_permitted(err, self, request))
 
     wrapper.__name__ = method.__name__
     return wrapper
@@ -93,7 +98,7 @@ def _guard_stream(method: Callable) -> Callable:
         except RequestError as err:
             await _abort(context, err)
         except PermissionError as err:
-            await _abort(context, _not_permitted(err))
+            await _abort(context, _not_permitted(err, self, request))
 
     wrapper.__name__ = method.__name__
     return wrapper
