@@ -19,7 +19,7 @@
 const LAYERS = [
   ["ground", ["^src/sidecar/", "^src/agent/workspace\\.ts$", "^src/gen/"]],
   ["core", ["^src/agent/core/", "^src/agent/code-revision\\.ts$"]],
-  ["eval", ["^src/agent/eval/", "^src/agent/train/"]],
+  ["eval", ["^src/agent/eval/", "^src/agent/train/", "^src/agent/agent-task/"]],
   ["verdict", ["^src/agent/verdict/"]],
   ["replicate", ["^src/agent/replicate/"]],
   ["report", ["^src/agent/report/"]],

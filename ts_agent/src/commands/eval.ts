@@ -8,6 +8,7 @@
  * report.md prints), and whether baseline.json gates the verdict (its fingerprint and per-task
  * check). A TS/Python grading disagreement fails the command and writes nothing.
  */
+import { evalHelp as agentEvalHelp } from "./agent-task-help.js";
 import { basename, isAbsolute, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
@@ -29,8 +30,9 @@ import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type Command
 
 export const help: CommandHelp = {
   summary: "Base model vs an adapter on the test split (Evaluate + TS re-grading) -> runs/<id>/eval.json.",
-  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options]",
+  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE --run ID [--threshold T]",
   flags: [
+    ...agentEvalHelp,
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
     ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name)"],
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
@@ -145,6 +147,7 @@ export async function evalAdapterPath(client: SidecarClient, adapterPath: string
 }
 
 export const command: CommandHandler = async (argv, client) => {
+  if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).evalAgentTask(argv, client);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { ...EVAL_FLAGS, adapter: { type: "string" }, name: { type: "string" }, ...GLOBAL_FLAGS },

@@ -9,6 +9,8 @@
  */
 import { parseArgs } from "node:util";
 
+import { trainHelp as agentTrainHelp } from "./agent-task-help.js";
+
 import { Detached, SidecarLost, heldOutChangeLine, loadTrainRequest, outcomeLine, trainProgressPrinter, trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { evalsDirOrDefault } from "../agent/workspace.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
@@ -16,8 +18,9 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, repeatFlags, sidecarFlags, u
 
 export const help: CommandHelp = {
   summary: "Train through the sidecar: live progress, then every artifact downloaded and sha256-verified.",
-  usage: "agent train --config FILE [--run-id ID] [--evals-dir DIR]",
+  usage: "agent train --config FILE [--run-id ID] [--evals-dir DIR] | agent train --agent-task FILE [--config FILE] [--run-id ID]",
   flags: [
+    ...agentTrainHelp,
     ["--config FILE", "a TrainRequest in proto JSON (.proto or camelCase field names)"],
     ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
     ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"],
@@ -109,6 +112,7 @@ export function ctrlCDetaches(controller: AbortController): { afterDetach: (clie
 }
 
 export const command: CommandHandler = async (argv, client) => {
+  if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).trainAgentTask(argv, client);
   const { values, positionals } = parseArgs({ args: argv, options: { ...TRAIN_FLAGS, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
   if (positionals.length) throw usageError("train", help, `unexpected argument '${positionals[0]}'`);
   if (!values.config) throw usageError("train", help, "--config FILE is required");

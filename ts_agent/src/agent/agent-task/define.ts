@@ -1,0 +1,173 @@
+/**
+ * An agent task, defined in TypeScript by its user (docs/agents.md): the tasks, the tools (TS
+ * functions with JSON-schema parameters, OpenAI's function-tool format), the scorers (TS
+ * functions of the whole episode returning a number in [0, 1]) and the limits. The same file
+ * trains (`agent train --agent-task FILE`) and evaluates (`agent eval --agent-task FILE`).
+ *
+ * `loadAgentTask` imports the user's module (a .ts file through tsx, or .js/.mjs) and checks it:
+ * every mistake is one line naming the field (a UserError: exit 2).
+ */
+import { pathToFileURL } from "node:url";
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+
+import { UserError } from "../workspace.js";
+
+/** One task: its id, the prompt the model sees, and anything the scorers need. */
+export interface AgentTaskRow {
+  id: string;
+  prompt: string;
+  /** "train" or "test" (default: "train"); `agent eval` uses the test rows. */
+  split?: string;
+  /** free for the scorers (the expected answer, a rubric, ...) */
+  [key: string]: unknown;
+}
+
+/** What a tool's `run` gets beside its arguments. */
+export interface ToolContext {
+  task: AgentTaskRow;
+  episodeId: string;
+  /** aborted when the tool's timeout passes */
+  signal: AbortSignal;
+}
+
+export interface AgentTool {
+  description: string;
+  /** JSON schema of the arguments object */
+  parameters: Record<string, unknown>;
+  /** The result goes to the model as text (a non-string is JSON-encoded); a throw becomes an error observation. */
+  run: (args: Record<string, unknown>, ctx: ToolContext) => unknown | Promise<unknown>;
+}
+
+/** A message of a finished episode (OpenAI chat format). */
+export interface EpisodeMessage {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  tool_call_id?: string;
+  tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: Record<string, unknown> } }>;
+}
+
+/** A finished episode as a scorer sees it. */
+export interface Episode {
+  task: AgentTaskRow;
+  messages: EpisodeMessage[];
+  /** the last assistant turn's text without tool-call blocks */
+  finalAnswer: string;
+  toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>;
+  stats: { turns: number; toolCalls: number; toolErrors: number; unknownToolCalls: number; malformedCalls: number; endedBy: string };
+}
+
+export interface AgentScorer {
+  /** weight in the episode's reward (default 1) */
+  weight?: number;
+  score: (episode: Episode) => number | Promise<number>;
+}
+
+export interface AgentLimits {
+  /** model turns per episode (default 4) */
+  maxTurns?: number;
+  /** tool calls per episode (default 4) */
+  maxToolCalls?: number;
+  /** per tool call, ms (default 5000) */
+  toolTimeoutMs?: number;
+  /** a tool's output is cut to this many characters (default 2000) */
+  maxToolOutputChars?: number;
+}
+
+export interface AgentTask {
+  name: string;
+  tasks: AgentTaskRow[];
+  tools: Record<string, AgentTool>;
+  scorers: Record<string, AgentScorer>;
+  /** the scorer whose per-task score `agent eval` judges (default: the first) */
+  primaryScorer?: string;
+  systemPrompt?: string;
+  limits?: AgentLimits;
+}
+
+/** Identity with types: `export default defineAgentTask({...})`. */
+export function defineAgentTask(task: AgentTask): AgentTask {
+  return task;
+}
+
+const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+const LIMITS: Record<keyof AgentLimits, [number, number]> = {
+  maxTurns: [1, 32], maxToolCalls: [0, 64], toolTimeoutMs: [1, 600_000], maxToolOutputChars: [1, 100_000],
+};
+
+/** Throw a one-line UserError naming the field when `value` is not a well-formed agent task. */
+export function checkAgentTask(value: unknown, file: string): AgentTask {
+  const bad = (field: string, what: string): never => {
+    throw new UserError(`${file}: ${field}: ${what}`);
+  };
+  if (typeof value !== "object" || value === null) bad("default export", "must be an agent task object (defineAgentTask({...}))");
+  const t = value as Record<string, unknown>;
+  if (typeof t.name !== "string" || !t.name) bad("name", "must be a non-empty string");
+  if (!Array.isArray(t.tasks) || t.tasks.length === 0) bad("tasks", "must be a non-empty array");
+  const ids = new Set<string>();
+  (t.tasks as unknown[]).forEach((row, i) => {
+    const r = row as Record<string, unknown>;
+    if (typeof r !== "object" || r === null) bad(`tasks[${i}]`, "must be an object");
+    if (typeof r.id !== "string" || !r.id) bad(`tasks[${i}].id`, "must be a non-empty string");
+    if (ids.has(r.id as string)) bad(`tasks[${i}].id`, `${JSON.stringify(r.id)} is used twice`);
+    ids.add(r.id as string);
+    if (typeof r.prompt !== "string" || !r.prompt.trim()) bad(`tasks[${i}].prompt`, "must be a non-empty string");
+    if (r.split !== undefined && r.split !== "train" && r.split !== "test") bad(`tasks[${i}].split`, `must be "train" or "test", got ${JSON.stringify(r.split)}`);
+  });
+  if (typeof t.tools !== "object" || t.tools === null) bad("tools", "must be an object of name -> { description, parameters, run }");
+  for (const [name, tool] of Object.entries(t.tools as Record<string, unknown>)) {
+    if (!TOOL_NAME.test(name)) bad(`tools.${name}`, "a tool name must match [A-Za-z_][A-Za-z0-9_-]{0,63}");
+    const x = tool as Record<string, unknown>;
+    if (typeof x?.run !== "function") bad(`tools.${name}.run`, "must be a function");
+    if (typeof x.description !== "string") bad(`tools.${name}.description`, "must be a string");
+    if (typeof x.parameters !== "object" || x.parameters === null || Array.isArray(x.parameters)) bad(`tools.${name}.parameters`, "must be a JSON-schema object");
+  }
+  if (typeof t.scorers !== "object" || t.scorers === null || Object.keys(t.scorers).length === 0) bad("scorers", "must name at least one scorer");
+  for (const [name, scorer] of Object.entries(t.scorers as Record<string, unknown>)) {
+    const s = scorer as Record<string, unknown>;
+    if (typeof s?.score !== "function") bad(`scorers.${name}.score`, "must be a function");
+    if (s.weight !== undefined && (typeof s.weight !== "number" || !Number.isFinite(s.weight))) bad(`scorers.${name}.weight`, "must be a finite number");
+  }
+  if (t.primaryScorer !== undefined && !(typeof t.primaryScorer === "string" && t.primaryScorer in (t.scorers as object))) {
+    bad("primaryScorer", `must name one of the scorers (${Object.keys(t.scorers as object).join(", ")})`);
+  }
+  if (t.systemPrompt !== undefined && typeof t.systemPrompt !== "string") bad("systemPrompt", "must be a string");
+  const limits = (t.limits ?? {}) as Record<string, unknown>;
+  for (const [key, value] of Object.entries(limits)) {
+    const range = LIMITS[key as keyof AgentLimits];
+    if (!range) bad(`limits.${key}`, `unknown limit (one of ${Object.keys(LIMITS).join(", ")})`);
+    if (typeof value !== "number" || !Number.isInteger(value) || value < range[0] || value > range[1]) {
+      bad(`limits.${key}`, `must be an integer in [${range[0]}, ${range[1]}], got ${JSON.stringify(value)}`);
+    }
+  }
+  return value as AgentTask;
+}
+
+/** Import the user's agent task module (its default export, else its `agentTask` export) and check it. */
+export async function loadAgentTask(path: string): Promise<AgentTask> {
+  const file = resolve(path);
+  if (!existsSync(file)) throw new UserError(`--agent-task: no such file: ${path}`);
+  let mod: Record<string, unknown>;
+  try {
+    if (/\.(c|m)?ts$/.test(file)) {
+      const { tsImport } = await import("tsx/esm/api");
+      mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>;
+    } else {
+      mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    }
+  } catch (err) {
+    const first = String((err as Error)?.message ?? err).split("\n")[0];
+    throw new UserError(`${path}: cannot be loaded: ${first}`);
+  }
+  let exported = mod.default ?? mod.agentTask;
+  // a file outside an ESM package is loaded as CommonJS: its default export arrives one level down
+  const inner = exported as Record<string, unknown> | undefined;
+  if (inner && typeof inner === "object" && !("name" in inner) && ("default" in inner || "agentTask" in inner)) exported = inner.default ?? inner.agentTask;
+  return checkAgentTask(exported, path);
+}
+
+/** The scorer `agent eval` judges on. */
+export function primaryScorer(task: AgentTask): string {
+  return task.primaryScorer ?? Object.keys(task.scorers)[0];
+}

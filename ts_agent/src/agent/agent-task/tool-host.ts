@@ -1,0 +1,155 @@
+/**
+ * The TS side of an agent task's episodes: an AgentToolHostService (gRPC over HTTP/2, Connect-ES's
+ * node adapter) that the sidecar's episode runner calls for every tool call and every finished
+ * episode's scores, so the user's tools and scorers run unchanged in this process (docs/agents.md).
+ *
+ * A tool that throws, runs past its timeout or returns more than the limit answers `isError` with
+ * what happened: the model sees it as the tool's output and the episode counts a tool error. A
+ * scorer that throws or gives a number outside [0, 1] fails the call with INVALID_ARGUMENT naming
+ * the scorer (the sidecar fails the run with that message: a scorer bug is not a model's error).
+ */
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+
+import { AgentToolHostService } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
+import type { AgentTask, AgentTaskRow, Episode, EpisodeMessage } from "./define.js";
+
+export const DEFAULT_LIMITS = { maxTurns: 4, maxToolCalls: 4, toolTimeoutMs: 5000, maxToolOutputChars: 2000 };
+
+/** Counts of what the host served (for the progress line and tests). */
+export interface HostCounters {
+  toolCalls: number;
+  toolErrors: number;
+  episodesScored: number;
+}
+
+export interface ToolHost {
+  /** "127.0.0.1:PORT", for AgentSpec.tool_host */
+  address: string;
+  counters: HostCounters;
+  close: () => Promise<void>;
+}
+
+function asText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value === undefined) return "";
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** Run one tool call under the task's limits: (output, isError). */
+export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: string, name: string, args: Record<string, unknown>): Promise<[string, boolean]> {
+  const limits = { ...DEFAULT_LIMITS, ...task.limits };
+  const tool = task.tools[name];
+  if (!tool) return [`error: unknown tool ${JSON.stringify(name)}`, true];
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new Error(`timed out after ${limits.toolTimeoutMs} ms`));
+    }, limits.toolTimeoutMs);
+  });
+  try {
+    const out = asText(await Promise.race([Promise.resolve().then(() => tool.run(args, { task: row, episodeId, signal: controller.signal })), timeout]));
+    if (out.length > limits.maxToolOutputChars) {
+      return [`${out.slice(0, limits.maxToolOutputChars)}\n[error: output cut at ${limits.maxToolOutputChars} of ${out.length} characters]`, true];
+    }
+    return [out, false];
+  } catch (err) {
+    return [`error: ${String((err as Error)?.message ?? err).split("\n")[0]}`, true];
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const TOOL_BLOCK = /<tool_call>[\s\S]*?(<\/tool_call>|$)/g;
+
+/** The episode a scorer sees, from the sidecar's transcript. */
+export function episodeFrom(row: AgentTaskRow, messages: EpisodeMessage[], stats: Episode["stats"]): Episode {
+  const last = [...messages].reverse().find((m) => m.role === "assistant");
+  const toolCalls = messages.flatMap((m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })));
+  const finalAnswer = stats.endedBy === "answer" && last ? last.content.replace(TOOL_BLOCK, "").trim() : "";
+  return { task: row, messages, finalAnswer, toolCalls, stats };
+}
+
+/** Every scorer on one episode; a throw or a score outside [0, 1] is a ConnectError naming the scorer. */
+export async function scoreEpisode(task: AgentTask, episode: Episode): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, scorer] of Object.entries(task.scorers)) {
+    let v: number;
+    try {
+      v = await scorer.score(episode);
+    } catch (err) {
+      throw new ConnectError(`scorers.${name}: threw on task ${episode.task.id}: ${String((err as Error)?.message ?? err).split("\n")[0]}`, Code.InvalidArgument);
+    }
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > 1) {
+      throw new ConnectError(`scorers.${name}: gave ${String(v)} on task ${episode.task.id}; a score must be a number in [0, 1]`, Code.InvalidArgument);
+    }
+    out[name] = v;
+  }
+  return out;
+}
+
+/** Serve the task's tools and scorers on 127.0.0.1 (an ephemeral port unless `port` is given). */
+export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost> {
+  const rows = new Map(task.tasks.map((r) => [r.id, r]));
+  const counters: HostCounters = { toolCalls: 0, toolErrors: 0, episodesScored: 0 };
+  const rowOf = (id: string): AgentTaskRow => {
+    const row = rows.get(id);
+    if (!row) throw new ConnectError(`task_id: no task ${JSON.stringify(id)} in ${task.name}`, Code.NotFound);
+    return row;
+  };
+  const routes = (router: ConnectRouter) =>
+    router.service(AgentToolHostService, {
+      async callTool(req) {
+        const row = rowOf(req.taskId);
+        let args: Record<string, unknown>;
+        try {
+          args = JSON.parse(req.argumentsJson || "{}");
+        } catch {
+          return { output: "error: the arguments are not JSON", isError: true };
+        }
+        counters.toolCalls += 1;
+        const [output, isError] = await runTool(task, row, req.episodeId, req.name, args);
+        if (isError) counters.toolErrors += 1;
+        return { output, isError };
+      },
+      async scoreEpisode(req) {
+        const row = rowOf(req.taskId);
+        const s = req.stats;
+        const episode = episodeFrom(row, JSON.parse(req.messagesJson) as EpisodeMessage[], {
+          turns: s?.turns ?? 0, toolCalls: s?.toolCalls ?? 0, toolErrors: s?.toolErrors ?? 0,
+          unknownToolCalls: s?.unknownToolCalls ?? 0, malformedCalls: s?.malformedCalls ?? 0, endedBy: s?.endedBy ?? "",
+        });
+        const scores = await scoreEpisode(task, episode);
+        counters.episodesScored += 1;
+        return { scores };
+      },
+    });
+  const server = http2.createServer(connectNodeAdapter({ routes }));
+  const sessions = new Set<http2.ServerHttp2Session>(); // the sidecar keeps its channel open: closed with the server
+  server.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+  });
+  await new Promise<void>((resolveListen, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolveListen());
+  });
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${bound}`,
+    counters,
+    close: () => new Promise<void>((done) => {
+      server.close(() => done());
+      for (const s of sessions) s.destroy();
+    }),
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * An agent task written in TS (agent-evals/agent-tasks/calculator.agent.ts) trained and judged
+ * through a real sidecar by bin/agent, as a user runs it: GRPO steps on episodes whose tool calls
+ * run in this TS process, then base vs adapter episodes with --threshold (exit code), JUnit XML,
+ * eval.json and report.md's episodes section; a malformed task file is one line, exit 2.
+ */
+import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { AGENT } from "./helpers/agent-process.js";
+import { REPO, sidecarForFile } from "./helpers/sidecar.js";
+
+const sidecar = sidecarForFile();
+const TASK = join(REPO, "agent-evals", "agent-tasks", "calculator.agent.ts");
+
+function agent(args: string[]) {
+  const r = spawnSync(AGENT, [...args, "--address", sidecar().address], { encoding: "utf8", timeout: 600_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test("train on episodes, then eval base vs adapter with a threshold, JUnit XML and the episodes report", { timeout: 900_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "agent-task-"));
+  const config = join(dir, "run.json");
+  writeFileSync(config, JSON.stringify({
+    grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
+    held_out: { num_prompts: 2, samples_per_prompt: 2 },
+  }));
+  const train = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1"]);
+  assert.equal(train.code, 0, train.stdout + train.stderr);
+  assert.match(train.stdout, /step 2\/2 {2}reward [\d.]+ {2}turns\/episode [\d.]+ {2}tool calls\/episode [\d.]+ {2}tool errors\/call/);
+  assert.match(train.stdout, /run calc-1: SUCCEEDED/);
+
+  const out = join(dir, "eval");
+  const ev = agent(["eval", "--agent-task", TASK, "--run", "calc-1", "--threshold", "0.99", "--out", out]);
+  assert.equal(ev.code, 1, `the adapter cannot reach 99%: exit 1\n${ev.stdout}${ev.stderr}`);
+  assert.match(ev.stdout, /calculator: base [\d.]+% -> adapter [\d.]+% on 16 test tasks/);
+  assert.match(ev.stdout, /verdict: (CONFIRMED|PASS|FAIL|INCONCLUSIVE) \(/);
+  assert.match(ev.stdout, /threshold: the adapter's success [\d.]+% is below 99\.0%: exit 1/);
+  const junit = readFileSync(join(out, "junit.xml"), "utf8");
+  assert.equal((junit.match(/<testcase /g) ?? []).length, 16);
+  assert.match(junit, /<testsuite name="agent eval: calculator" tests="16" failures="\d+">/);
+  const report = readFileSync(join(out, "report.md"), "utf8");
+  for (const heading of ["## Episodes", "## Transcripts", "| tool errors |", "| calls to unknown tools |", "| malformed calls |", "| limits hit |"]) {
+    assert.ok(report.includes(heading), heading);
+  }
+  assert.match(report, /Governing test: (exact McNemar|paired t)/);
+  const saved = JSON.parse(readFileSync(join(out, "eval.json"), "utf8"));
+  assert.equal(saved.judgement.n, 16);
+  assert.equal(saved.result.variants.length, 2);
+  assert.ok(existsSync(join(out, "report.md")));
+});
+
+test("a malformed agent task file is one line naming the field, exit 2", () => {
+  const r = agent(["train", "--agent-task", join(REPO, "ts_agent", "test", "fixtures", "agent-tasks", "no-run.agent.ts")]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.match(r.stderr, /no-run\.agent\.ts: tools\.multiply\.run: must be a function/);
+});

@@ -1,0 +1,49 @@
+/** The TS tool host's pieces without a process: a tool that throws, hangs past its timeout or floods
+ * becomes an error observation; a scorer outside [0, 1] or throwing is refused naming it; the
+ * agent task checks name the field. */
+import { strict as assert } from "node:assert";
+import { test } from "node:test";
+
+import { checkAgentTask, defineAgentTask } from "../src/agent/agent-task/define.js";
+import { episodeFrom, runTool, scoreEpisode } from "../src/agent/agent-task/tool-host.js";
+
+const task = defineAgentTask({
+  name: "t",
+  tasks: [{ id: "a", prompt: "p", answer: "6" }],
+  tools: {
+    ok: { description: "", parameters: {}, run: ({ x }) => ({ doubled: (x as number) * 2 }) },
+    boom: { description: "", parameters: {}, run: () => { throw new Error("kaput\nstack"); } },
+    hang: { description: "", parameters: {}, run: () => new Promise(() => {}) },
+    flood: { description: "", parameters: {}, run: () => "y".repeat(50) },
+  },
+  scorers: { right: { score: (ep) => (ep.finalAnswer === ep.task.answer ? 1 : 0) }, bad: { score: () => 2 } },
+  limits: { toolTimeoutMs: 50, maxToolOutputChars: 20 },
+});
+const row = task.tasks[0];
+
+test("a tool's result, throw, timeout and flood", async () => {
+  assert.deepEqual(await runTool(task, row, "e", "ok", { x: 3 }), ['{"doubled":6}', false]);
+  assert.deepEqual(await runTool(task, row, "e", "boom", {}), ["error: kaput", true]);
+  assert.deepEqual(await runTool(task, row, "e", "hang", {}), ["error: timed out after 50 ms", true]);
+  const [out, isError] = await runTool(task, row, "e", "flood", {});
+  assert.equal(isError, true);
+  assert.ok(out.startsWith("yyyyyyyyyyyyyyyyyyyy\n[error: output cut at 20 of 50 characters]"), out);
+  assert.deepEqual(await runTool(task, row, "e", "nope", {}), ['error: unknown tool "nope"', true]);
+});
+
+test("a scorer outside [0, 1] is refused naming it; the final answer drops tool-call blocks", async () => {
+  const stats = { turns: 2, toolCalls: 1, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0, endedBy: "answer" };
+  const ep = episodeFrom(row, [{ role: "user", content: "p" }, { role: "assistant", content: '<tool_call>{"name":"ok"}</tool_call>' },
+    { role: "tool", content: "6" }, { role: "assistant", content: "6" }], stats);
+  assert.equal(ep.finalAnswer, "6");
+  await assert.rejects(scoreEpisode(task, ep), /scorers\.bad: gave 2 on task a; a score must be a number in \[0, 1\]/);
+  const limited = episodeFrom(row, [{ role: "assistant", content: "6" }], { ...stats, endedBy: "max_turns" });
+  assert.equal(limited.finalAnswer, "", "an episode cut by a limit has no final answer");
+});
+
+test("a malformed agent task names the field", () => {
+  assert.throws(() => checkAgentTask({ ...task, tasks: [] }, "f.ts"), /^UserError: f\.ts: tasks: must be a non-empty array$/);
+  assert.throws(() => checkAgentTask({ ...task, tools: { "bad name": task.tools.ok } }, "f.ts"), /f\.ts: tools\.bad name: a tool name must match/);
+  assert.throws(() => checkAgentTask({ ...task, limits: { maxTurns: 0 } }, "f.ts"), /f\.ts: limits\.maxTurns: must be an integer in \[1, 32\], got 0/);
+  assert.throws(() => checkAgentTask({ ...task, tasks: [{ id: "a", prompt: "p", split: "dev" }] }, "f.ts"), /tasks\[0\]\.split: must be "train" or "test"/);
+});
