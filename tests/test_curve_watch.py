@@ -60,3 +60,25 @@ def test_kl_spike_is_judged_against_the_recent_local_level():
     assert _codes(jump) == ["kl_spike"]
     assert kl_local_level([0.1, 0.2], KL_SPIKE_WINDOW) is None
     assert kl_local_level([9, 9, 9, 0.1, 0.2, 0.3, 0.4], 4) == 0.3
+
+
+def demo_kl() -> list[float]:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / "ts_agent" / "test" / "fixtures"
+                       / "demo-kl-seed1.json").read_text())["kl"]
+
+
+def test_the_demos_own_kl_curve_fires_no_spike_and_a_collapse_still_does():
+    """Issue 44, item 6: the demo's recipe warned at steps 14, 30 and 53 ("336.8x the median
+    0.0004289"): a KL rising from 0 against a near-0 median, and the per-step noise of a KL near 0.1
+    (steps 43-52: median 0.0875, median absolute deviation 0.043; step 53 at 0.59). Neither is a
+    jump of the policy; a KL of 6 (the demo's recipe at lr 5e-3) on the same curve still is."""
+    kl = demo_kl()
+    assert _codes([{"kl": x} for x in kl]) == []
+    assert not [i + 1 for i, x in enumerate(kl) if is_kl_spike(x, kl[:i])]
+    collapsed = kl[:100] + [6.0] + kl[101:]
+    assert _codes([{"kl": x} for x in collapsed]) == ["kl_spike"]
+    assert is_kl_spike(0.5, [0.01] * KL_SPIKE_WINDOW)  # the report's collapse case: 0.5 on a flat 0.01
+    assert not is_kl_spike(0.5, [0.01] * (KL_SPIKE_WINDOW - 1)), "judged only with a full window before it"

@@ -116,11 +116,11 @@ def test_curve_thresholds_constants_equal_the_json():
     data = json.loads(ct.JSON_PATH.read_text(encoding="utf-8"))
     assert ct.CURVE_THRESHOLDS == data
     assert set(data) == {"clipped_ratio_warn", "zero_std_warn", "zero_std_warn_steps", "zero_std_rel_tol",
-                         "kl_spike_factor", "kl_spike_min", "kl_spike_window", "kl_spike_every"}
+                         "kl_spike_factor", "kl_spike_min", "kl_spike_mads", "kl_spike_window", "kl_spike_every"}
     for key, value in data.items():
         assert getattr(ct, key.upper()) == value, key
     assert isinstance(ct.ZERO_STD_WARN_STEPS, int) and isinstance(ct.KL_SPIKE_EVERY, int)
-    for name in ("CLIPPED_RATIO_WARN", "ZERO_STD_WARN", "KL_SPIKE_FACTOR", "KL_SPIKE_MIN"):
+    for name in ("CLIPPED_RATIO_WARN", "ZERO_STD_WARN", "KL_SPIKE_FACTOR", "KL_SPIKE_MIN", "KL_SPIKE_MADS"):
         assert isinstance(getattr(ct, name), float), name
 
 

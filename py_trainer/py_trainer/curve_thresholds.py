@@ -19,6 +19,7 @@ __all__ = [
     "ZERO_STD_REL_TOL",
     "KL_SPIKE_FACTOR",
     "KL_SPIKE_MIN",
+    "KL_SPIKE_MADS",
     "KL_SPIKE_WINDOW",
     "KL_SPIKE_EVERY",
 ]
@@ -46,8 +47,10 @@ ZERO_STD_REL_TOL: float = float(CURVE_THRESHOLDS["zero_std_rel_tol"])
 KL_SPIKE_FACTOR: float = float(CURVE_THRESHOLDS["kl_spike_factor"])
 """A KL spike: KL above this multiple of the recent local level (median of the last KL_SPIKE_WINDOW steps)..."""
 KL_SPIKE_MIN: float = float(CURVE_THRESHOLDS["kl_spike_min"])
-"""...and above this floor (nats/token)."""
+"""...the level floored at this (nats/token)..."""
+KL_SPIKE_MADS: float = float(CURVE_THRESHOLDS["kl_spike_mads"])
+"""...and over the level by more than this many median absolute deviations of the window."""
 KL_SPIKE_WINDOW: int = _steps("kl_spike_window")
-"""The local level is the median KL of the previous this many steps (at least 3 of them)."""
+"""The local level is the median KL of the previous this many steps (none judged before)."""
 KL_SPIKE_EVERY: int = _steps("kl_spike_every")
 """At most one kl_spike warning per this many steps."""

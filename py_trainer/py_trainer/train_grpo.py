@@ -20,8 +20,8 @@ from typing import Callable
 from py_trainer import stats
 from py_trainer.atomic import write_jsonl_atomic
 from py_trainer.config import GRPO, RUNTIME, trl_kwargs
-from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MIN, KL_SPIKE_WINDOW,
-                                         ZERO_STD_REL_TOL, ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
+from py_trainer.curve_thresholds import (CLIPPED_RATIO_WARN, KL_SPIKE_EVERY, KL_SPIKE_FACTOR, KL_SPIKE_MADS, KL_SPIKE_MIN,
+                                         KL_SPIKE_WINDOW, ZERO_STD_REL_TOL, ZERO_STD_WARN, ZERO_STD_WARN_STEPS)
 from py_trainer.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
 from py_trainer.data import split_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -160,18 +160,29 @@ def effective_zero_std(m: dict[str, float]) -> float | None:
 
 def kl_local_level(previous: list[float], window: int) -> float | None:
     """The local KL level a step is judged against: the median of the previous ``window`` steps'
-    KL (upper median for an even count); None with fewer than 3 (thresholds.ts klLocalLevel)."""
-    recent = previous[max(0, len(previous) - window):]
-    if len(recent) < 3:
+    KL (upper median for an even count); None before ``window`` steps (thresholds.ts klLocalLevel)."""
+    if len(previous) < window:
         return None
-    return sorted(recent)[len(recent) // 2]
+    return sorted(previous[len(previous) - window:])[window // 2]
+
+
+def kl_local_spread(previous: list[float], window: int) -> float | None:
+    """The median absolute deviation (upper median) of the same window's KL from `kl_local_level`;
+    None when that is (thresholds.ts klLocalSpread)."""
+    level = kl_local_level(previous, window)
+    if level is None:
+        return None
+    return sorted(abs(x - level) for x in previous[len(previous) - window:])[window // 2]
 
 
 def is_kl_spike(kl: float, previous: list[float]) -> bool:
-    """KL over KL_SPIKE_FACTOR x the local level (floored at 1e-6) and over KL_SPIKE_MIN
-    (thresholds.ts isKlSpike): a smooth ramp is no spike, a jump is."""
+    """With a full window before it: KL over KL_SPIKE_FACTOR x the local level floored at
+    KL_SPIKE_MIN, and over the level by more than KL_SPIKE_MADS x the local spread (thresholds.ts
+    isKlSpike): a KL rising from ~0 and the per-step noise of the demo's KL are no spike, a jump is."""
     level = kl_local_level(previous, KL_SPIKE_WINDOW)
-    return level is not None and kl > KL_SPIKE_MIN and kl > KL_SPIKE_FACTOR * max(level, 0.000001)
+    spread = kl_local_spread(previous, KL_SPIKE_WINDOW)
+    return (level is not None and spread is not None and kl > KL_SPIKE_FACTOR * max(level, KL_SPIKE_MIN)
+            and kl > level + KL_SPIKE_MADS * spread)
 
 
 class CurveWatch:
@@ -209,9 +220,10 @@ class CurveWatch:
             if is_kl_spike(kl, self.kls) and step - self.last_spike_step >= KL_SPIKE_EVERY:
                 self.fired.discard("kl_spike")  # spikes may repeat: report at most one per window
                 self.last_spike_step = step
-                self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(level, 0.000001):.1f}x the median "
-                           f"{level:.4g} of the last {KL_SPIKE_WINDOW} steps: the policy jumped (lower "
-                           "learning_rate or epsilon, raise beta)")
+                spread = kl_local_spread(self.kls, KL_SPIKE_WINDOW)
+                self._warn("kl_spike", step, f"kl = {kl:.4g} is {kl / max(level, KL_SPIKE_MIN):.1f}x the median "
+                           f"{level:.4g} of the last {KL_SPIKE_WINDOW} steps (floored at {KL_SPIKE_MIN:g}; spread "
+                           f"{spread:.2g}): the policy jumped (lower learning_rate or epsilon, raise beta)")
             self.kls.append(kl)
 
 

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 
 import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMisses } from "../src/agent/report/attribution.js";
 import type { DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
-import { CURVE_THRESHOLDS, isKlSpike, klLocalLevel } from "../src/agent/report/thresholds.js";
+import { CURVE_THRESHOLDS, isKlSpike, klLocalLevel, klLocalSpread } from "../src/agent/report/thresholds.js";
 import { mulberry32 } from "../src/agent/eval/narratives.js";
 import { answerDistribution, labelSetOf, type AnswerDistribution } from "../src/agent/eval/answers.js";
 import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
@@ -77,7 +78,7 @@ describe("the attribution table, row by row", () => {
     const row = attribute(f, NO_EVAL)[0];
     assert.equal(
       row.evidence,
-      "yes: curve rising; yes: kl 0.0231 (want 0.001 to 0.1); yes: frac_reward_zero_std falling; yes: 0 KL spike(s) (want 0); yes: no significant downstream regression",
+      "yes: curve rising; yes: kl 0.0231 (want 0.001 to 0.5); yes: frac_reward_zero_std falling; yes: 0 KL spike(s) (want 0); yes: no significant downstream regression",
     );
     assert.match(describeFeatures(f)[0], /^reward: rising; start 0\.\d{3} -> end 0\.\d{3} \(change/);
   });
@@ -164,7 +165,8 @@ describe("the attribution table, row by row", () => {
       assert.deepEqual(results.filter((r) => r.fired), []);
       const near = nearMisses(results);
       assert.deepEqual(near.map((r) => r.row.likelyCause), ["healthy", "lr too high, clip too loose"]);
-      assert.deepEqual(near[0].missed, ["6 KL spike(s) (want 0)"]);
+      // 6 steps at 0.76, the first (step 6) with fewer than KL_SPIKE_WINDOW steps before it: not judged
+      assert.deepEqual(near[0].missed, ["5 KL spike(s) (want 0)"]);
       assert.deepEqual(near[1].missed, ["curve rising"]);
     }
     // a run whose row fires has no near rows listed by the report; a healthy run's alarms are never "near"
@@ -244,12 +246,32 @@ describe("KL spikes against the recent local level", () => {
     const jump = ramp.map((x, i) => (i === 40 ? { step: x.step, metrics: { ...x.metrics, kl: 0.5 } } : x));
     assert.deepEqual(curveFeatures(jump).kl!.spikeSteps, [41]);
   });
-  test("the local level is the upper median of the previous KL_SPIKE_WINDOW steps, none before 3", () => {
+  test("the local level is the upper median of the previous KL_SPIKE_WINDOW steps, none before that many", () => {
     assert.equal(klLocalLevel([0.1, 0.2], 10), null);
-    assert.equal(klLocalLevel([0.3, 0.1, 0.2], 10), 0.2);
+    assert.equal(klLocalLevel([0.3, 0.1, 0.2], 10), null);
+    assert.equal(klLocalLevel([0.3, 0.1, 0.2], 3), 0.2);
+    assert.equal(klLocalSpread([0.3, 0.1, 0.2, 0.9], 3), 0.1);
     assert.equal(klLocalLevel([9, 9, 9, 0.1, 0.2, 0.3, 0.4], 4), 0.3);
-    assert.equal(isKlSpike(0.06, [0.001, 0.001, 0.001]), true);
-    assert.equal(isKlSpike(0.04, [0.001, 0.001, 0.001]), false, "below kl_spike_min");
+    assert.equal(isKlSpike(0.5, Array(10).fill(0.01)), true);
+    assert.equal(isKlSpike(0.5, Array(9).fill(0.01)), false, "judged only with a full window before it");
+    assert.equal(isKlSpike(0.06, Array(10).fill(0.001)), false, "a ratio against a near-0 level: under kl_spike_factor x kl_spike_min");
+  });
+  test("the demo's own KL curve (seed 1) has no spike; a KL of 6 on it (lr 5e-3's collapse) is one (issue 44)", () => {
+    const kl: number[] = JSON.parse(readFileSync(new URL("./fixtures/demo-kl-seed1.json", import.meta.url), "utf8")).kl;
+    const demo = kl.map((x, i) => ({ step: i + 1, metrics: { kl: x, reward: 0.2 + 0.002 * i } }));
+    assert.deepEqual(curveFeatures(demo).kl!.spikeSteps, []);
+    const collapsed = demo.map((x, i) => (i === 100 ? { step: x.step, metrics: { ...x.metrics, kl: 6 } } : x));
+    assert.deepEqual(curveFeatures(collapsed).kl!.spikeSteps, [101]);
+  });
+  test("the healthy row takes the demo's own KL (end-window mean 0.134; 0.22 on the run issue 44 reported), not lr 5e-3's ~6", () => {
+    const kl: number[] = JSON.parse(readFileSync(new URL("./fixtures/demo-kl-seed1.json", import.meta.url), "utf8")).kl;
+    const demo = steps({ reward: (i, e) => 0.15 + 0.0025 * i + 0.02 * e, frac_reward_zero_std: (i) => 0.8 - 0.004 * i }, 7, kl.length)
+      .map((x, i) => ({ step: x.step, metrics: { ...x.metrics, kl: kl[i] } }));
+    assert.ok(fired(demo).includes("rises steadily | moderate | falling"), JSON.stringify(attribute(curveFeatures(demo), NO_EVAL)[0].evidence));
+    const end = demo.map((x, i) => (i >= 120 ? { step: x.step, metrics: { ...x.metrics, kl: 0.22 } } : x));
+    assert.ok(fired(end).includes("rises steadily | moderate | falling"));
+    const drifted = demo.map((x, i) => (i >= 120 ? { step: x.step, metrics: { ...x.metrics, kl: 6 } } : x));
+    assert.ok(!fired(drifted).includes("rises steadily | moderate | falling"));
   });
 });
 
@@ -261,7 +283,7 @@ describe("thresholds shared with the sidecar's live warnings", () => {
     assert.equal(CLIPPED_HIGH, CURVE_THRESHOLDS.clipped_ratio_warn);
     assert.deepEqual(
       { ...CURVE_THRESHOLDS },
-      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_window: 10, kl_spike_every: 10 },
+      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_mads: 20, kl_spike_window: 10, kl_spike_every: 10 },
     );
     assert.ok(Object.isFrozen(CURVE_THRESHOLDS));
   });

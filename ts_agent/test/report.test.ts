@@ -114,7 +114,7 @@ describe("report.md", () => {
   test("a rising curve with KL spikes: no row fires, and the report names the nearest rows and what each missed", () => {
     const { md } = setup(240, 0.3, 0.7, { baseline: true, spiky: true });
     assert.match(md, /\*\*No row of the table fired for this run\.\*\*\n\nNearest rows/);
-    assert.match(md, /- \*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\* \(likely cause _healthy_;[^\n]*except this run's "6 KL spike\(s\) \(want 0\)"/);
+    assert.match(md, /- \*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\* \(likely cause _healthy_;[^\n]*except this run's "5 KL spike\(s\) \(want 0\)"/);
     assert.match(md, /- \*\*collapses \/ oscillates \/ KL spikes[^\n]*_lr too high, clip too loose_;[^\n]*except this run's "curve rising"/);
     assert.doesNotMatch(md, /Nearest rows[\s\S]*reward hacking or loose grader[\s\S]*\| reward curve/);
     const calm = setup(240, 0.3, 0.7, { baseline: true }).md;

@@ -12,7 +12,7 @@
  * eval's base and adapter answer (report/answer-analysis.ts), each variant on its own; an adapter
  * with a constant answer is never "healthy".
  */
-import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, KL_SPIKE_WINDOW, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
+import { KL_SPIKE_FACTOR, KL_SPIKE_MADS, KL_SPIKE_MIN, KL_SPIKE_WINDOW, MIN_STEPS_FOR_SHAPE, type CurveFeatures, type CurveShape } from "./curve-features.js";
 import type { DownstreamSignal } from "../verdict/verdict.js";
 import { CONSTANT_ANSWER_SHARE, FORMAT_FAILURE_SHARE, NO_ANSWER, type AnswerDistribution } from "../eval/answers.js";
 import { NO_ANSWER_SIGNAL, type AnswerSignal } from "./answer-analysis.js";
@@ -25,6 +25,10 @@ import { CURVE_THRESHOLDS } from "./thresholds.js";
 export const KL_NEAR_ZERO = 1e-3;
 /** KL "high": the end-window mean KL is above this (policy far from the reference for beta ~0.04). */
 export const KL_HIGH = 0.1;
+/** KL "moderate" for the healthy row: the end-window mean KL at most this. The demo's own recipe
+ *  ends at 0.13 (seed 1, test/fixtures/demo-kl-seed1.json) to 0.22 (the run issue 44 reported),
+ *  over KL_HIGH, on runs the verdict confirms; lr 5e-3 on the same recipe collapses at ~6. */
+export const KL_HEALTHY_MAX = 0.5;
 /** frac_reward_zero_std "~1": at least this run mean (almost every group has no reward variance). */
 export const FRAC_ZERO_STD_HIGH = CURVE_THRESHOLDS.zero_std_warn;
 /** frac_reward_zero_std "low": at most this run mean. */
@@ -142,7 +146,7 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     check: (f, d, a) =>
       all(
         shapeIs(f, "rising"),
-        klIs(f, (kl) => kl >= KL_NEAR_ZERO && kl <= KL_HIGH, `${KL_NEAR_ZERO} to ${KL_HIGH}`),
+        klIs(f, (kl) => kl >= KL_NEAR_ZERO && kl <= KL_HEALTHY_MAX, `${KL_NEAR_ZERO} to ${KL_HEALTHY_MAX}`),
         fracIs(f, (z) => z.direction === "falling", "frac_reward_zero_std #"),
         f.kl ? [f.kl.spikes === 0, `${f.kl.spikes} KL spike(s) (want 0)`] : [false, "kl not logged"],
         [!regressed(d), regressed(d) ? `downstream ${d.text}: a significant regression` : "no significant downstream regression"],
@@ -252,7 +256,7 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     check: (f) =>
       all(
         shapeIs(f, "collapses / oscillates"),
-        f.kl ? [f.kl.spikes > 0, `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median of the previous ${KL_SPIKE_WINDOW} steps and > ${KL_SPIKE_MIN})`] : [false, "kl not logged"],
+        f.kl ? [f.kl.spikes > 0, `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median of the previous ${KL_SPIKE_WINDOW} steps floored at ${KL_SPIKE_MIN}, and > ${KL_SPIKE_MADS} median absolute deviations over it)`] : [false, "kl not logged"],
       ),
   },
   {

@@ -55,9 +55,11 @@ export const OSCILLATION_MIN_SE = 8;
 /** A KL "spike": a step whose KL is over this multiple of the recent local level (the median of
  *  the previous KL_SPIKE_WINDOW steps; thresholds.ts)... */
 export const KL_SPIKE_FACTOR = CURVE_THRESHOLDS.kl_spike_factor;
-/** ...and above this absolute floor (so noise around ~0 is not a spike). */
+/** ...the level floored at this (so a KL rising from ~0 is not a spike)... */
 export const KL_SPIKE_MIN = CURVE_THRESHOLDS.kl_spike_min;
-/** ...the local level being the median KL of the previous this many steps (at least 3 of them). */
+/** ...and over the level by more than this many median absolute deviations of the window... */
+export const KL_SPIKE_MADS = CURVE_THRESHOLDS.kl_spike_mads;
+/** ...the local level being the median KL of the previous this many steps (none judged before). */
 export const KL_SPIKE_WINDOW = CURVE_THRESHOLDS.kl_spike_window;
 // ---------------------------------------------------------------------------------------------
 // Features

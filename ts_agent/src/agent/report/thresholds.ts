@@ -11,21 +11,33 @@
  */
 
 /** The KL spike rule, written once here and ported name for name to py_trainer's train_grpo.py
- *  (kl_spike_level, used by the live CurveWatch): the local level a step's KL is judged against is
+ *  (kl_local_level, used by the live CurveWatch): the local level a step's KL is judged against is
  *  the median of the KL of the previous `window` steps (the upper median for an even count, as
- *  sorted(...)[len // 2]); null with fewer than 3 previous steps. */
+ *  sorted(...)[len // 2]); null before `window` steps (issue 44: the demo's KL rising from 0
+ *  was "336.8x the median 0.0004" at step 14). */
 export function klLocalLevel(previous: ReadonlyArray<number>, window: number): number | null {
-  const recent = previous.slice(Math.max(0, previous.length - window));
-  if (recent.length < 3) return null;
-  const sorted = [...recent].sort((a, b) => a - b);
+  if (previous.length < window) return null;
+  const sorted = previous.slice(previous.length - window).sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)];
 }
 
-/** A KL spike at a step: its KL is over kl_spike_factor x the local level (klLocalLevel, floored
- *  at 1e-6 so a level of 0 does not make every KL a spike) and over kl_spike_min. */
+/** The local spread: the median absolute deviation of the same window's KL from klLocalLevel
+ *  (upper median); null when the level is. */
+export function klLocalSpread(previous: ReadonlyArray<number>, window: number): number | null {
+  const level = klLocalLevel(previous, window);
+  if (level === null) return null;
+  const dev = previous.slice(previous.length - window).map((x) => Math.abs(x - level)).sort((a, b) => a - b);
+  return dev[Math.floor(dev.length / 2)];
+}
+
+/** A KL spike at a step: with a full window before it, its KL is over kl_spike_factor x the local
+ *  level floored at kl_spike_min (a ratio against a level near 0 is no spike) and over the level
+ *  by more than kl_spike_mads x the local spread (the per-step noise of a KL near 0.1 is none). */
 export function isKlSpike(kl: number, previous: ReadonlyArray<number>, t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): boolean {
   const level = klLocalLevel(previous, t.kl_spike_window);
-  return level !== null && kl > t.kl_spike_min && kl > t.kl_spike_factor * Math.max(level, 0.000001);
+  const spread = klLocalSpread(previous, t.kl_spike_window);
+  return level !== null && spread !== null && kl > t.kl_spike_factor * Math.max(level, t.kl_spike_min) &&
+    kl > level + t.kl_spike_mads * spread;
 }
 
 /** The curve thresholds; each field says what crosses it and why it matters. */
@@ -44,10 +56,15 @@ export interface CurveThresholds {
    *  (reward_std 1.5e-8) logs frac_reward_zero_std 0.0. Such a step counts as all groups zero-std. */
   zero_std_rel_tol: number;
   /** A KL spike: a step whose KL exceeds this multiple of the recent local level (the median KL
-   *  of the previous kl_spike_window steps; a step with fewer than 3 before it is not judged)... */
+   *  of the previous kl_spike_window steps; a step with fewer before it is not judged)... */
   kl_spike_factor: number;
-  /** ...and this absolute floor (nats/token), so noise around ~0 is not a spike. */
+  /** ...the level floored at this (nats/token), so a KL rising from ~0 is not a spike... */
   kl_spike_min: number;
+  /** ...and exceeds the level by more than this many median absolute deviations of that window:
+   *  the demo's own KL (seed 1, test/fixtures/demo-kl-seed1.json) reaches 11.8 at most among its
+   *  steps over the factor (step 53: 0.59 on a median 0.0875, spread 0.043), lr 5e-3's KL ~6 is
+   *  over 100. */
+  kl_spike_mads: number;
   /** The local level's window (steps): against the whole run's median a KL that grows smoothly
    *  (0 -> 0.1) counted 22 spikes; against the last 10 steps a ramp has none, a jump still is one. */
   kl_spike_window: number;
@@ -62,6 +79,7 @@ export const CURVE_THRESHOLDS: Readonly<CurveThresholds> = Object.freeze({
   zero_std_rel_tol: 1e-4,
   kl_spike_factor: 5,
   kl_spike_min: 0.05,
+  kl_spike_mads: 20,
   kl_spike_window: 10,
   kl_spike_every: 10,
 });
