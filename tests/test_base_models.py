@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.abc
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_the_short_name_resolves_to_the_wheels_gguf_without_importing_it(no_llm_
     check_base_model(SHORT, tmp_path)  # the up-front check reads the header only
     folder = model_dir_for(SHORT, tmp_path)
     assert folder == gguf_model_dir(path) and folder.parent == home / "models"
-    assert folder.name.startswith("gguf-SmolLM2-135M-Instruct.Q4_1-") and not folder.exists()
+    assert re.fullmatch(r"gguf-[0-9a-f]{10}", folder.name) and not folder.exists()  # its content's hash alone
     # the chat-template check of a request reads the header: nothing is converted up front
     assert chat_template_without_building(SHORT, tmp_path) == header.chat_template
     assert chat_template_without_building("Qwen/Qwen2.5-0.5B", tmp_path) is False
@@ -113,7 +114,12 @@ def test_the_cache_folder_is_keyed_by_the_files_content_not_its_name(tmp_path, h
     a = _copy_head(tmp_path, "a.gguf", 4096)
     (tmp_path / "models" / "b.gguf").write_bytes((tmp_path / a).read_bytes())
     da, db = gguf_model_dir(tmp_path / a), gguf_model_dir(tmp_path / "models" / "b.gguf")
-    assert da.name.split("-")[-1] == db.name.split("-")[-1]
+    # issue 43 item 4: the folder itself, not only its hash suffix (the name was in it: a renamed copy
+    # paid the 40-70 s conversion again, into gguf-<other name>-<same hash>)
+    assert da == db, (da.name, db.name)
+    da.mkdir(parents=True)
+    (da / "build_info.json").write_text("{}")  # converted once, under the first name
+    assert chat_template_without_building("models/b.gguf", tmp_path) is False  # the copy finds it converted
     (tmp_path / "models" / "b.gguf").write_bytes((tmp_path / a).read_bytes()[:-1] + b"x")
     assert gguf_model_dir(tmp_path / "models" / "b.gguf").name.split("-")[-1] != da.name.split("-")[-1]
 

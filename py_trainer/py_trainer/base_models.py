@@ -228,11 +228,11 @@ def _read_header(path: Path, name: str, field: str, size: int) -> GgufHeader:
 
 
 def gguf_model_dir(path: Path) -> Path:
-    """Where a GGUF file's converted folder lives: $PY_TRAINER_HOME/models/gguf-<file stem>-<hash>,
-    the hash over the file's bytes and GGUF_BUILDER_VERSION (its path and name do not matter)."""
-    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in path.stem)[:48] or "model"
+    """Where a GGUF file's converted folder lives: $PY_TRAINER_HOME/models/gguf-<hash>, the hash over
+    the file's bytes and GGUF_BUILDER_VERSION alone: a copy or a rename finds the same folder (its
+    name was in the folder's until issue 43, and each name paid the 40-70 s conversion again)."""
     key = hashlib.sha256(f"{GGUF_BUILDER_VERSION}\n{cached_sha256(path, path.stat())}".encode()).hexdigest()[:10]
-    return models_home() / f"{GGUF_NAME_PREFIX}-{stem}-{key}"
+    return models_home() / f"{GGUF_NAME_PREFIX}-{key}"
 
 
 def convert_gguf(path: Path, out_dir: Path, name: str, field: str = "base_model") -> Path:
