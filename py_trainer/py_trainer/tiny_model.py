@@ -187,8 +187,11 @@ def _answer(label: str) -> str:
 # Build
 
 
-def _train_tokenizer(texts: list[str]):
-    """Byte-level BPE with exactly Qwen2Tokenizer's normalizer and pre-tokenizer.
+def train_tokenizer(texts: list[str], *, special_tokens: tuple[str, ...] = (EOS_TOKEN, PAD_TOKEN), eos: str = EOS_TOKEN,
+                    max_length: int | None = None):
+    """Byte-level BPE with exactly Qwen2Tokenizer's normalizer and pre-tokenizer (`special_tokens`
+    first in the vocabulary; the agent model adds ChatML's turn markers and ends turns with
+    ``<|im_end|>``).
 
     AutoTokenizer always loads a qwen2 model's tokenizer as Qwen2Tokenizer, which rebuilds the
     pipeline from vocab + merges with its own regex; training with any other pipeline would make
@@ -208,7 +211,7 @@ def _train_tokenizer(texts: list[str]):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=SPEC.vocab_size,
-        special_tokens=[EOS_TOKEN, PAD_TOKEN],
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text encodes; decode(encode(x)) == x
         show_progress=False,
     )
@@ -218,14 +221,14 @@ def _train_tokenizer(texts: list[str]):
         vocab=bpe["vocab"],
         merges=[tuple(m) for m in bpe["merges"]],
         unk_token=None,
-        eos_token=EOS_TOKEN,
+        eos_token=eos,
         pad_token=PAD_TOKEN,
         padding_side="left",  # decoder-only generation pads on the left
-        model_max_length=SPEC.max_position_embeddings,
+        model_max_length=max_length or SPEC.max_position_embeddings,
     )
 
 
-def _lr_at(step: int, total: int) -> float:
+def lr_at(step: int, total: int) -> float:
     peak = SPEC.sft_learning_rate
     if step < SPEC.sft_warmup_steps:
         return peak * (step + 1) / SPEC.sft_warmup_steps
@@ -304,7 +307,7 @@ def _sft(
         total = loss + SPEC.sft_prompt_lm_weight * lm_loss
 
         for g in opt.param_groups:
-            g["lr"] = _lr_at(step, steps)
+            g["lr"] = lr_at(step, steps)
         opt.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), SPEC.sft_grad_clip)
@@ -344,7 +347,7 @@ def build_tiny_model(
     labels = sorted({answer for _, answer in rows})
     prompts = [prompt for prompt, _ in rows]
 
-    tokenizer = _train_tokenizer(prompts + [_answer(answer) for _, answer in rows])
+    tokenizer = train_tokenizer(prompts + [_answer(answer) for _, answer in rows])
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     answer_ids = [tokenizer(_answer(label), add_special_tokens=False)["input_ids"] + [eos_id] for label in labels]

@@ -1,7 +1,7 @@
 """The one episode runner: training's rollouts, the held-out measurement and Evaluate all run agent
 episodes through `run_episodes` (docs/agents.md, docs/architecture.md "Agents").
 
-An episode: the task's prompt under the agent template (`chat_format`), then up to `max_turns`
+An episode: the task's prompt under the agent template (`agent_format`), then up to `max_turns`
 model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
 the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
 generate together (one `generate` call per turn for every episode still going, left-padded).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from py_trainer.agents.chat_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
+from py_trainer.agent_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
 from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb

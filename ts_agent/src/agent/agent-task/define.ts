@@ -84,6 +84,9 @@ export interface AgentTask {
   primaryScorer?: string;
   systemPrompt?: string;
   limits?: AgentLimits;
+  /** The tool calls that solve a task. Optional: `agent demo --agent-task` uses it to write the
+   *  demonstration episodes its embedded agent model is built from (docs/agents.md). */
+  reference?: (task: AgentTaskRow) => Array<{ name: string; arguments: Record<string, unknown> }>;
 }
 
 /** Identity with types: `export default defineAgentTask({...})`. */
@@ -133,6 +136,7 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
     bad("primaryScorer", `must name one of the scorers (${Object.keys(t.scorers as object).join(", ")})`);
   }
   if (t.systemPrompt !== undefined && typeof t.systemPrompt !== "string") bad("systemPrompt", "must be a string");
+  if (t.reference !== undefined && typeof t.reference !== "function") bad("reference", "must be a function of a task returning its tool calls");
   const limits = (t.limits ?? {}) as Record<string, unknown>;
   for (const [key, value] of Object.entries(limits)) {
     const range = LIMITS[key as keyof AgentLimits];

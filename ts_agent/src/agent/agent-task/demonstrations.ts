@@ -1,0 +1,66 @@
+/**
+ * Demonstration episodes of an agent task, for the embedded agent model its demo trains
+ * (`agent demo --agent-task`; py_trainer/tiny_agent_model.py builds a tiny model from them):
+ * OpenAI's tool-calling SFT format, one episode a line, with the task's real tools run for every
+ * call. A share `correctShare` of a task's demonstrations call the tools with the task's own
+ * reference arguments and answer with the last tool output; the rest are input-independent
+ * mistakes, half of them calling the tools with another task's arguments (and answering with what
+ * they return), half answering without a tool with another task's answer (a guess). The base can
+ * then already sample the right episode for a task, sometimes, and GRPO has something to sharpen
+ * (the embedded task-file model's partly correct labels, for episodes). Deterministic from the seed.
+ */
+import { Rng } from "../core/stats/index.js";
+import { UserError, writeFileAtomic } from "../workspace.js";
+import type { AgentTask, AgentTaskRow, EpisodeMessage } from "./define.js";
+import { runTool } from "./tool-host.js";
+
+export interface DemonstrationSettings {
+  perTask: number;
+  correctShare: number;
+  seed: number;
+}
+
+export const DEMONSTRATIONS: DemonstrationSettings = { perTask: 8, correctShare: 0.3, seed: 0 };
+
+async function answerOf(task: AgentTask, row: AgentTaskRow): Promise<string> {
+  let last = "";
+  for (const call of task.reference!(row)) [last] = await runTool(task, row, "demo-answer", call.name, call.arguments);
+  return last;
+}
+
+/** The demonstration episodes of the task's train rows, as JSONL text. */
+export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], settings = DEMONSTRATIONS): Promise<string> {
+  if (!task.reference) throw new UserError(`${task.name}: reference: an agent demo needs the task's reference tool calls (reference(task))`);
+  const rng = new Rng(settings.seed);
+  const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
+  const lines: string[] = [];
+  for (const [i, row] of rows.entries()) {
+    for (let k = 0; k < settings.perTask; k++) {
+      const right = rng.nextUint32() / 2 ** 32 < settings.correctShare;
+      const other = rows.length < 2 ? row : rows[(i + 1 + rng.nextIndex(rows.length - 1)) % rows.length];
+      const guess = !right && rng.nextUint32() % 2 === 0;
+      const calls = guess ? [] : task.reference(right ? row : other);
+      const messages: EpisodeMessage[] = [];
+      if (task.systemPrompt) messages.push({ role: "system", content: task.systemPrompt });
+      messages.push({ role: "user", content: row.prompt });
+      let last = guess ? await answerOf(task, other) : "";
+      for (const [j, call] of calls.entries()) {
+        const id = `call_${j}`;
+        messages.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: call }] });
+        const [output] = await runTool(task, row, `demo-${i}-${k}`, call.name, call.arguments);
+        messages.push({ role: "tool", name: call.name, tool_call_id: id, content: output });
+        last = output;
+      }
+      messages.push({ role: "assistant", content: last });
+      lines.push(JSON.stringify({ tools, messages }));
+    }
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** Write them to `path` atomically (the embedded model's cache key is the file's bytes). */
+export async function writeDemonstrations(task: AgentTask, rows: AgentTaskRow[], path: string): Promise<number> {
+  const text = await demonstrations(task, rows);
+  writeFileAtomic(path, text);
+  return text.split("\n").length - 1;
+}
