@@ -25,6 +25,7 @@ INVALID_ARGUMENT naming base_model before anything loads.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import mmap
@@ -304,10 +305,17 @@ def gguf_revision(folder: Path) -> str:
 
 
 def check_base_model(name: str, data_root: Path, field: str = "base_model") -> None:
-    """config.check_base_model, plus GGUF bases: the file is there and its header is readable."""
+    """config.check_base_model, plus GGUF bases: the file is there and its header is readable. A
+    refused name near a packaged short name says which (did you mean smollm2-135m-instruct?)."""
     path = gguf_path(name, data_root, field)
     if path is None:
-        check_other_base_model(name, data_root, field)
+        try:
+            check_other_base_model(name, data_root, field)
+        except RequestError as err:
+            near = difflib.get_close_matches(name.lower(), list(PACKAGED_BASES), n=1, cutoff=0.8)
+            if not near:
+                raise
+            raise type(err)(err.field, f"{err.message} (did you mean {near[0]}?)") from None
     else:
         read_gguf_header(path, name, field)
 

@@ -1,8 +1,8 @@
 """What a model or adapter folder holds, read without loading a model: cheap checks up front.
 
 A request that names a model is checked before anything is queued: the folder must hold a model
-(config.json that parses, a tokenizer), a hub id must be in the local cache when the hub is
-offline, an adapter folder's adapter_config.json must parse, and ``lora.target_modules`` must
+(config.json that parses, a tokenizer), a hub id must be in the local cache, or the hub (when not
+offline) must answer for its config.json, an adapter folder's adapter_config.json must parse, and ``lora.target_modules`` must
 name layers the model has. Module names come from the safetensors header (names and shapes of
 every tensor, a few KB at the start of the file), not from building the model, so the check
 costs a file read and is safe next to a model being loaded in another thread.
@@ -26,6 +26,8 @@ from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 MAX_HEADER_BYTES = 64 * 1024 * 1024
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+HUB_TIMEOUT_S = 10.0
+"""How long the up-front check of an uncached hub id waits for the hub."""
 
 
 def hub_offline() -> bool:
@@ -126,10 +128,38 @@ def cached_hub_file(repo_id: str, filename: str) -> Path | None:
 
 
 def check_hub_model(repo_id: str, field: str) -> None:
-    """With the hub offline, a hub id must already be in the local cache (NOT_FOUND otherwise)."""
-    if hub_offline() and cached_hub_file(repo_id, "config.json") is None:
+    """A hub id not in the local cache: with the hub offline, NOT_FOUND; else the hub is asked once
+    for its config.json (`hub_refusal`), so a mistyped id or a machine without the hub is one line
+    up front instead of a run that fails after the download's retries (issue 45)."""
+    if cached_hub_file(repo_id, "config.json") is not None:
+        return
+    if hub_offline():
         raise NotFound(field, f"{repo_id!r} is not in the local model cache and the hub is offline "
                               f"(HF_HUB_OFFLINE=1): put the model under the data root or download it first")
+    refusal = hub_refusal(repo_id)
+    if refusal:
+        raise NotFound(field, refusal)
+
+
+def hub_refusal(repo_id: str, timeout: float = HUB_TIMEOUT_S) -> str:
+    """Why the hub cannot give `repo_id`'s config.json (one HEAD request, no retries, to $HF_ENDPOINT
+    or the hub), "" when it can or when only a token or another file is missing (left to the load)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, "config.json", endpoint=os.environ.get("HF_ENDPOINT") or None),
+                             timeout=timeout)
+    except RepositoryNotFoundError:
+        return (f"{repo_id!r} is not a model on the hub (or a private one and no HF_TOKEN is set), nor in the local "
+                f"model cache")
+    except HfHubHTTPError:
+        return ""
+    except Exception as err:  # the transport's own errors (connect, DNS, timeout) name no common base
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return (f"{repo_id!r} is not in the local model cache and the hub cannot be reached ({reason}): check the "
+                f"name, put the model under the data root, or download it first")
+    return ""
 
 
 def model_folder(base_model: str, data_root: Path, default_folder: Path | None) -> Path | None:
