@@ -4,6 +4,8 @@
  *   ground    sidecar/ (the gRPC client), agent/workspace.ts (places on disk, atomic writes), gen/
  *   core      agent/core/: statistics, task rewards, the task format, the eval log's schema,
  *             the base-vs-adapter comparison; agent/code-revision.ts (which code made a log)
+ *   task-sets task-sets/: the generators of the shipped task files (scripts: nothing in src/
+ *             imports them; they read only core and ground)
  *   eval      agent/eval/ (tasks, Evaluate, grading, baseline) and agent/train/ (a training run);
  *             these two never import each other
  *   verdict   agent/verdict/: the milestone and what it judges
@@ -19,6 +21,7 @@
 const LAYERS = [
   ["ground", ["^src/sidecar/", "^src/agent/workspace\\.ts$", "^src/gen/"]],
   ["core", ["^src/agent/core/", "^src/agent/code-revision\\.ts$"]],
+  ["task-sets", ["^src/task-sets/"]],
   ["eval", ["^src/agent/eval/", "^src/agent/train/", "^src/agent/agent-task/"]],
   ["verdict", ["^src/agent/verdict/"]],
   ["replicate", ["^src/agent/replicate/"]],
@@ -69,6 +72,13 @@ module.exports = {
       comment: "agent/, sidecar/ and parity/ are libraries: they never import a command or the CLI.",
       from: { path: "^src/(agent|sidecar|parity)/" },
       to: { path: "^src/(commands/|cli\\.ts$)" },
+    },
+    {
+      name: "nothing-imports-task-sets",
+      severity: "error",
+      comment: "task-sets/ generates the checked-in task files; the commands read those files through agent/eval/tasks.ts, never a generator.",
+      from: { path: "^src/", pathNot: "^src/task-sets/" },
+      to: { path: "^src/task-sets/" },
     },
     {
       name: "nothing-imports-bench",

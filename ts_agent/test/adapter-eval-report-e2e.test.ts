@@ -14,7 +14,7 @@ import { after, before, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { EvaluateResponseSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import type { TaskRow } from "../src/agent/eval/typologies.js";
+import type { TaskRow } from "../src/agent/core/task-format.js";
 import { gradedResult, runtimeFingerprint } from "./helpers/eval-fixtures.js";
 import { agentAsync, startFakeSidecar, type FakeSidecar } from "./helpers/fake-sidecar.js";
 import { REPO } from "./helpers/sidecar.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { FORMAT_FAILURE_SHARE, NO_ANSWER, TIE_ANSWER, answerDistribution, labelSetOf, taskAnswer, type LabelledTask } from "../src/agent/eval/answers.js";
-import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
+import { TYPOLOGIES } from "../src/task-sets/typologies.js";
 import { ATTRIBUTION_TABLE } from "../src/agent/report/attribution.js";
 
 const set = labelSetOf(TYPOLOGIES.map((t) => ({ label: t.label, answers: t.answers })))!;

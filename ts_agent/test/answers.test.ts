@@ -13,7 +13,7 @@ import {
   taskAnswer,
   type LabelledTask,
 } from "../src/agent/eval/answers.js";
-import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
+import { TYPOLOGIES } from "../src/task-sets/typologies.js";
 
 const rows = TYPOLOGIES.map((t) => ({ label: t.label, answers: t.answers }));
 const set = labelSetOf(rows)!;

@@ -1,7 +1,8 @@
 /**
  * `make arch` (dependency-cruiser with .dependency-cruiser.cjs) fails on an upward import: a copy
  * of src/ in a temporary folder gets one import from agent/core/ up to agent/report/, and the same
- * check run on the copy must fail naming the core floor's rule. An e2e file: it starts depcruise.
+ * check run on the copy must fail naming the core floor's rule; the same for the floors added
+ * since (task-sets, pipeline). An e2e file: it starts depcruise.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -18,16 +19,31 @@ function depcruise(root: string) {
   return spawnSync(join(TS_AGENT, "node_modules", ".bin", "depcruise"), ["src", "--config", ".dependency-cruiser.cjs"], { cwd: root, encoding: "utf8" });
 }
 
+/** A fresh copy of src/ and the check's config in its own folder under tmp. */
+function copy(name: string): string {
+  const root = join(tmp, name);
+  cpSync(join(TS_AGENT, "src"), join(root, "src"), { recursive: true });
+  for (const f of [".dependency-cruiser.cjs", "package.json", "tsconfig.json"]) cpSync(join(TS_AGENT, f), join(root, f));
+  symlinkSync(join(TS_AGENT, "node_modules"), join(root, "node_modules"));
+  return root;
+}
+
 test("an upward import (core -> report) fails the layer check, naming the rule", () => {
-  cpSync(join(TS_AGENT, "src"), join(tmp, "src"), { recursive: true });
-  cpSync(join(TS_AGENT, ".dependency-cruiser.cjs"), join(tmp, ".dependency-cruiser.cjs"));
-  cpSync(join(TS_AGENT, "package.json"), join(tmp, "package.json"));
-  cpSync(join(TS_AGENT, "tsconfig.json"), join(tmp, "tsconfig.json"));
-  symlinkSync(join(TS_AGENT, "node_modules"), join(tmp, "node_modules"));
+  const tmp = copy("core-up");
   const clean = depcruise(tmp);
   assert.equal(clean.status, 0, `the copy as it is passes: ${clean.stdout}${clean.stderr}`);
   appendFileSync(join(tmp, "src", "agent", "core", "task-format.ts"), '\nexport { table as upward } from "../report/markdown.js";\n');
   const upward = depcruise(tmp);
   assert.notEqual(upward.status, 0, "an upward import must fail");
   assert.match(upward.stdout, /layer-core-not-up: src\/agent\/core\/task-format\.ts → src\/agent\/report\/markdown\.ts/);
+});
+
+test("a task-set generator imports no floor above core, and nothing in src/ imports a generator", () => {
+  const root = copy("task-sets");
+  appendFileSync(join(root, "src", "task-sets", "typologies.ts"), '\nexport { loadTasks as upward } from "../agent/eval/tasks.js";\n');
+  appendFileSync(join(root, "src", "agent", "eval", "tasks.ts"), '\nexport { LABELS as generated } from "../../task-sets/typologies.js";\n');
+  const out = depcruise(root);
+  assert.notEqual(out.status, 0, "both imports must fail");
+  assert.match(out.stdout, /layer-task-sets-not-up: src\/task-sets\/typologies\.ts → src\/agent\/eval\/tasks\.ts/);
+  assert.match(out.stdout, /nothing-imports-task-sets: src\/agent\/eval\/tasks\.ts → src\/task-sets\/typologies\.ts/);
 });

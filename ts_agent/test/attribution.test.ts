@@ -6,9 +6,9 @@ import { ATTRIBUTION_TABLE, CLIPPED_HIGH, FRAC_ZERO_STD_HIGH, attribute, nearMis
 import type { DownstreamSignal } from "../src/agent/verdict/verdict.js";
 import { KL_SPIKE_FACTOR, KL_SPIKE_MIN, curveFeatures, describeFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { CURVE_THRESHOLDS, isKlSpike, klLocalLevel, klLocalSpread } from "../src/agent/report/thresholds.js";
-import { mulberry32 } from "../src/agent/eval/narratives.js";
+import { mulberry32 } from "../src/task-sets/task-rng.js";
 import { answerDistribution, labelSetOf, type AnswerDistribution } from "../src/agent/eval/answers.js";
-import { TYPOLOGIES } from "../src/agent/eval/typologies.js";
+import { TYPOLOGIES } from "../src/task-sets/typologies.js";
 import type { AnswerSignal } from "../src/agent/report/answer-analysis.js";
 
 const N = 60;

@@ -16,7 +16,7 @@ import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { holmAdjust } from "../src/agent/core/stats/index.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
-import type { TaskRow } from "../src/agent/eval/typologies.js";
+import type { TaskRow } from "../src/agent/core/task-format.js";
 import { writeEvalLog } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { comparePairs, writeCompare } from "../src/agent/run-comparison/run-comparison.js";

@@ -18,7 +18,7 @@ import { loadTaskSet } from "../src/agent/eval/task-set.js";
 import { writeEvalLog, type EvalSettings } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { buildReward } from "../src/agent/core/task-rewards.js";
-import type { TaskRow } from "../src/agent/eval/typologies.js";
+import type { TaskRow } from "../src/agent/core/task-format.js";
 import { writeReport } from "../src/agent/report/report.js";
 import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures } from "../src/agent/report/curve-features.js";

@@ -11,7 +11,7 @@ import { test } from "node:test";
 import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
-import type { TaskRow } from "../src/agent/eval/typologies.js";
+import type { TaskRow } from "../src/agent/core/task-format.js";
 import { answerAnalysis, answerSignal } from "../src/agent/report/answer-analysis.js";
 import { gradedResult } from "./helpers/eval-fixtures.js";
 

@@ -17,7 +17,7 @@ import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
-import type { TaskRow } from "../src/agent/eval/typologies.js";
+import type { TaskRow } from "../src/agent/core/task-format.js";
 import { writeEvalLog } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { writeReport } from "../src/agent/report/report.js";

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 
 import { main as agentMain } from "../src/cli.js";
-import { generateDomains, main as domainsMain } from "../src/agent/eval/demo-domains.js";
+import { generateDomains, main as domainsMain } from "../src/task-sets/demo-domains.js";
 import { skippedFeatures } from "../src/agent/core/task-format.js";
 import { loadTaskFile } from "../src/agent/eval/tasks.js";
 import { captureConsole, captureConsoleSync } from "./helpers/console.js";
@@ -107,7 +107,7 @@ describe("a task file without label and template", () => {
 describe("the shipped generated task sets", () => {
   test("are what demo-domains.ts generates (byte for byte) and load with their metadata", () => {
     const { value: checked } = captureConsoleSync(() => domainsMain(["--check"]));
-    assert.equal(checked, 0, "agent-evals/tasks is stale: run `tsx src/agent/eval/demo-domains.ts --write`");
+    assert.equal(checked, 0, "agent-evals/tasks is stale: run `tsx src/task-sets/demo-domains.ts --write`");
     const [tickets, arith] = generateDomains();
     const t = loadTaskFile(join(REPO, tickets.path));
     const count = (split: string) => t.rows.filter((r) => r.split === split).length;

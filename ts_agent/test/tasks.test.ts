@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 
-import { MAX_WORDS, MIN_WORDS } from "../src/agent/eval/narratives.js";
+import { MAX_WORDS, MIN_WORDS } from "../src/task-sets/narratives.js";
 import {
   DEFAULT_HELDOUT_PER_TYPOLOGY,
   DEFAULT_PER_TYPOLOGY,
@@ -13,9 +13,9 @@ import {
   main,
   toJsonl,
   type AmlRow,
-} from "../src/agent/eval/aml-tasks.js";
+} from "../src/task-sets/aml-tasks.js";
 import { defaultTasksPath, loadTaskFile, loadTasks, metaPathFor, splitTasks } from "../src/agent/eval/tasks.js";
-import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/agent/eval/typologies.js";
+import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/task-sets/typologies.js";
 import { captureConsoleSync } from "./helpers/console.js";
 
 const all = generateAmlTasks();
@@ -175,7 +175,7 @@ describe("checked-in file", () => {
   test("equals a fresh generation with the default seed", () => {
     const expected = toJsonl(generateAmlTasks());
     const actual = readFileSync(defaultTasksPath(), "utf8");
-    assert.ok(actual === expected, "agent-evals/tasks/aml_typology.jsonl is stale: run `tsx src/agent/eval/aml-tasks.ts --write`");
+    assert.ok(actual === expected, "agent-evals/tasks/aml_typology.jsonl is stale: run `tsx src/task-sets/aml-tasks.ts --write`");
     assert.deepEqual(JSON.parse(readFileSync(metaPathFor(defaultTasksPath()), "utf8")), amlMeta());
   });
 

@@ -10,7 +10,7 @@ import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures, type StepMetrics } from "../src/agent/report/curve-features.js";
 import { judgeMilestone, judgeReward } from "../src/agent/verdict/milestone.js";
 import { downstreamEvidence, downstreamSignal, type DownstreamSignal } from "../src/agent/verdict/verdict.js";
-import { mulberry32 } from "../src/agent/eval/narratives.js";
+import { mulberry32 } from "../src/task-sets/task-rng.js";
 import { reward } from "./helpers/verdict-fixtures.js";
 
 function steps(n: number, f: (i: number, e: number) => Record<string, number>, seed = 7): StepMetrics[] {

@@ -23,9 +23,8 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
 import { baselinePath, readBaseline } from "../agent/eval/baseline.js";
-import { skippedFeatures } from "../agent/core/task-format.js";
+import { skippedFeatures, type Split } from "../agent/core/task-format.js";
 import { TASKS_RELATIVE_PATH, loadTaskFile, splitTasks } from "../agent/eval/tasks.js";
-import type { Split } from "../agent/eval/typologies.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS } from "../agent/verdict/milestone.js";
 import { minimumDetectableEffect, normalQuantile, plannedPairedSd, requiredNForDelta, simulatedOperatingCharacteristic } from "../agent/core/stats/index.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";

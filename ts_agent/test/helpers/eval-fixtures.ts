@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 
 import { EvalFingerprintSchema, EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/evaluate.js";
-import { formatPrompt, type TaskRow } from "../../src/agent/eval/typologies.js";
+import { formatPrompt, type TaskRow } from "../../src/task-sets/typologies.js";
 import { buildReward } from "../../src/agent/core/task-rewards.js";
 
 export const RESOLVED_MODEL = "/cache/models/tiny-aml-qwen2-s0-8ae0970906";

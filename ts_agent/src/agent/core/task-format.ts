@@ -7,6 +7,9 @@
  * which field would enable it (`skippedFeatures`).
  */
 
+/** Repo-root-relative location of the default task file (the AML set, task-sets/aml-tasks.ts). */
+export const TASKS_RELATIVE_PATH = "agent-evals/tasks/aml_typology.jsonl";
+
 /** A split name; "train", "test" and "test_heldout_template" have roles (train rows, the eval's
  *  in-distribution test, its held-out-template companion). */
 export type Split = string;

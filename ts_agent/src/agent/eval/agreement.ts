@@ -10,7 +10,7 @@ import type { Agreement } from "../core/eval-log.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import { cohenKappa } from "../core/stats/index.js";
-import type { TaskRow } from "./typologies.js";
+import type { TaskRow } from "../core/task-format.js";
 
 function kappaOf(what: string, r1: Array<string | number>, r2: Array<string | number>): Agreement | null {
   if (r1.length === 0) return null;

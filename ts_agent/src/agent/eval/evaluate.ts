@@ -14,7 +14,7 @@ import { buildReward, rewardNames, type RewardSpec } from "../core/task-rewards.
 import { UserError } from "../workspace.js";
 import { metaPathFor } from "./tasks.js";
 import type { TaskSet } from "./task-set.js";
-import type { Split } from "./typologies.js";
+import type { Split } from "../core/task-format.js";
 
 // ---------------------------------------------------------------------------------------------
 // Settings

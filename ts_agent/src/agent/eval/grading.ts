@@ -15,7 +15,7 @@ import { buildReward, type RewardSpec } from "../core/task-rewards.js";
 import { graderAgreement, secondGrader } from "./agreement.js";
 import { type Agreement } from "../core/eval-log.js";
 import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
-import type { TaskRow } from "./typologies.js";
+import type { TaskRow } from "../core/task-format.js";
 
 // ---------------------------------------------------------------------------------------------
 // Re-grading

@@ -7,8 +7,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
 import { REPO_ROOT, UserError } from "../workspace.js";
-import { TASKS_RELATIVE_PATH } from "./aml-tasks.js";
-import { SPLITS, type Split, type TaskFormat, type TaskRow } from "../core/task-format.js";
+import { SPLITS, TASKS_RELATIVE_PATH, type Split, type TaskFormat, type TaskRow } from "../core/task-format.js";
 
 export { TASKS_RELATIVE_PATH };
 

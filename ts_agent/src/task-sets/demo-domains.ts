@@ -6,18 +6,18 @@
  * - arithmetic: an open-answer task: integer addition and subtraction, graded by exact_match on
  *   the number; slice field `operation`, no label set, no templates (so the commands show what
  *   they skip without them).
- * Deterministic from one seed with the same PRNG as the AML generator; lives beside it in TS so
- * that the checked-in files are checked by the same --check test. Regenerate / check:
+ * Deterministic from one seed with the same stream as the AML generator (task-rng.ts); lives beside
+ * it in TS so that the checked-in files are checked by the same --check test. Regenerate / check:
  *
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --write
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --check
+ *   cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --write
+ *   cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --check
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
-import { TaskRng, mulberry32 } from "./narratives.js";
+import { REPO_ROOT, writeFileAtomic } from "../agent/workspace.js";
+import { TaskRng, mulberry32 } from "./task-rng.js";
 
 export const DOMAIN_SEED = 20261202;
 
@@ -145,7 +145,7 @@ export function generateTicketRouting(seed = DOMAIN_SEED, perQueue = 40, testPer
     jsonl: jsonl(rows.map((o) => ({ id: o.id, split: o.split, label: o.label, product: o.product, prompt: o.prompt, answers: o.answers, template: o.template }))),
     meta: {
       description: "Support-ticket routing: read a customer ticket, name its queue",
-      generator: "cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --write",
+      generator: "cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --write",
       labels: [...QUEUES],
       slice_field: "product",
       splits: ["train", "test", "test_heldout_template"],
@@ -176,7 +176,7 @@ export function generateArithmetic(seed = DOMAIN_SEED, nTrain = 160, nTest = 60)
     jsonl: jsonl(rows),
     meta: {
       description: "Integer arithmetic: open answers graded by exact_match on the number; no label set, no templates",
-      generator: "cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --write",
+      generator: "cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --write",
       slice_field: "operation",
       splits: ["train", "test"],
     },
@@ -209,7 +209,7 @@ export function generateArithmeticChat(seed = DOMAIN_SEED, nTrain = 400, nTest =
     jsonl: jsonl(rows),
     meta: {
       description: "Integer arithmetic asked as a chat model is asked (no answer tag): graded by final_number_match, the real-model recipe's task set",
-      generator: "cd ts_agent && node_modules/.bin/tsx src/agent/eval/demo-domains.ts --write",
+      generator: "cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --write",
       graders: ["final_number_match", "exact_match_lenient", "stops_after_answer", "exact_match"],
       slice_field: "operation",
       splits: ["train", "test"],
@@ -252,7 +252,7 @@ export function main(argv: string[], root = REPO_ROOT): number {
         // missing reads as stale
       }
       if (current !== text) {
-        console.error(`${path} is stale; regenerate with: tsx src/agent/eval/demo-domains.ts --write`);
+        console.error(`${path} is stale; regenerate with: tsx src/task-sets/demo-domains.ts --write`);
         return 1;
       }
     }

@@ -5,8 +5,8 @@
  * tasks.ts loads any task file). The checked-in agent-evals/tasks/aml_typology.jsonl is
  * reproducible byte for byte:
  *
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/aml-tasks.ts --write   # regenerate
- *   cd ts_agent && node_modules/.bin/tsx src/agent/eval/aml-tasks.ts --check   # exit 1 if stale
+ *   cd ts_agent && node_modules/.bin/tsx src/task-sets/aml-tasks.ts --write   # regenerate
+ *   cd ts_agent && node_modules/.bin/tsx src/task-sets/aml-tasks.ts --check   # exit 1 if stale
  *
  * The split is stratified by typology: exactly round(testFraction * perTypology) test rows per
  * typology, chosen by the seeded PRNG. "test" shares its 5 templates per typology with "train"
@@ -17,9 +17,10 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { REPO_ROOT, writeFileAtomic } from "../workspace.js";
-import { HELDOUT_TEMPLATES, TEMPLATES, TaskRng, composeNarrative, drawSlots, mulberry32, type Template } from "./narratives.js";
-import { SPLITS, type TaskRow } from "../core/task-format.js";
+import { REPO_ROOT, writeFileAtomic } from "../agent/workspace.js";
+import { SPLITS, TASKS_RELATIVE_PATH, type TaskRow } from "../agent/core/task-format.js";
+import { HELDOUT_TEMPLATES, TEMPLATES, composeNarrative, drawSlots, type Template } from "./narratives.js";
+import { TaskRng, mulberry32 } from "./task-rng.js";
 import { LABELS, TYPOLOGIES, formatPrompt } from "./typologies.js";
 
 /** A row of the AML file: its typology is its label and its slice (aml_typology.meta.json). */
@@ -52,14 +53,11 @@ export const DEFAULT_HELDOUT_PER_TYPOLOGY = 30;
  *  train and test rows, and the embedded model built from the train split, byte for byte as before. */
 export const HELDOUT_SEED_SALT = 0x5eed7e57;
 
-/** Repo-root-relative location of the checked-in task file. */
-export const TASKS_RELATIVE_PATH = "agent-evals/tasks/aml_typology.jsonl";
-
 /** The metadata that declares the AML file's typology as its label and slice field. */
 export function amlMeta(): Record<string, unknown> {
   return {
     description: "AML typology identification: read a case narrative, name its money-laundering typology",
-    generator: "cd ts_agent && node_modules/.bin/tsx src/agent/eval/aml-tasks.ts --write",
+    generator: "cd ts_agent && node_modules/.bin/tsx src/task-sets/aml-tasks.ts --write",
     label_field: "typology",
     labels: [...LABELS],
     slice_field: "typology",
@@ -183,7 +181,7 @@ export function main(argv: string[]): number {
         // missing file reads as stale
       }
       if (current !== want) {
-        console.error(`${file} is stale; regenerate with: tsx src/agent/eval/aml-tasks.ts --write`);
+        console.error(`${file} is stale; regenerate with: tsx src/task-sets/aml-tasks.ts --write`);
         return 1;
       }
     }

@@ -45,4 +45,4 @@ export function formatPrompt(narrative: string): string {
 
 // The row schema and answer format are the task format's (core/task-format.ts), re-exported here for
 // the modules that import them with the AML vocabulary.
-export { SPLITS, formatAnswer, type Split, type TaskRow } from "../core/task-format.js";
+export { SPLITS, formatAnswer, type Split, type TaskRow } from "../agent/core/task-format.js";

@@ -1,6 +1,6 @@
 /**
- * The case narratives of the AML task set, drawn from a seeded PRNG (mulberry32; never
- * Math.random), so tasks.ts regenerates the checked-in file byte for byte.
+ * The case narratives of the AML task set, drawn from the task sets' seeded stream (task-rng.ts;
+ * never Math.random), so aml-tasks.ts regenerates the checked-in file byte for byte.
  *
  * What is deliberate:
  * - Each narrative keeps its typology's key indicator (e.g. deposits just under the reporting
@@ -11,52 +11,11 @@
  * - TEMPLATES (5 per typology) feed the train and test splits; HELDOUT_TEMPLATES (2 more per
  *   typology) only the "test_heldout_template" split.
  */
+import type { TaskRng } from "./task-rng.js";
+
 /** Narrative length bounds in words (whitespace-separated), inclusive. */
 export const MIN_WORDS = 40;
 export const MAX_WORDS = 90;
-
-// ---------------------------------------------------------------------------------------------
-// Seeded PRNG
-
-/** mulberry32: a small 32-bit PRNG; returns floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** The generator's draws (ints, picks, samples, shuffles) over one mulberry32 stream. */
-export class TaskRng {
-  constructor(private readonly next: () => number) {}
-  float(): number {
-    return this.next();
-  }
-  /** Integer in [lo, hi], inclusive. */
-  int(lo: number, hi: number): number {
-    return lo + Math.floor(this.next() * (hi - lo + 1));
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-  /** k distinct items, in random order. */
-  sample<T>(items: readonly T[], k: number): T[] {
-    return this.shuffle(items).slice(0, k);
-  }
-  /** Fisher-Yates on a copy. */
-  shuffle<T>(items: readonly T[]): T[] {
-    const out = items.slice();
-    for (let i = out.length - 1; i > 0; i--) {
-      const j = Math.floor(this.next() * (i + 1));
-      [out[i], out[j]] = [out[j], out[i]];
-    }
-    return out;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Slot values
