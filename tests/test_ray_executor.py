@@ -166,6 +166,29 @@ def test_serve_with_the_ray_executor_and_no_address_is_one_line_and_exit_2(capsy
     assert err.strip() == "py-trainer serve: --executor ray needs --ray-address HOST:PORT (or $RAY_ADDRESS)"
 
 
+def test_serve_with_no_ray_cluster_at_the_address_is_one_line_and_exit_2_at_once(capsys, monkeypatch):
+    """Issue 45 item 4: it waited for the probe's 180 s timeout, silent; now a TCP connect first."""
+    import socket
+    import time
+
+    from py_trainer import server
+    from py_trainer.cli import main
+
+    def started(*args, **kwargs):
+        raise AssertionError("serve started: the address was not checked first")
+
+    monkeypatch.setattr(server, "serve", started)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens once it is closed
+    t0 = time.monotonic()
+    assert main(["serve", "--executor", "ray", "--ray-address", address, "--port", "0"]) == 2
+    assert time.monotonic() - t0 < 10
+    assert capsys.readouterr().err.strip() == (
+        f"py-trainer serve: --ray-address: no Ray cluster answers at {address} (Connection refused): start one "
+        f"(ray start --head) or check the address")
+
+
 @pytest.fixture(scope="module")
 def cluster():
     # A short temp dir of its own, not tmp_path_factory's: Ray puts its Unix sockets under

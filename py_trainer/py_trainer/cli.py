@@ -118,9 +118,11 @@ def _executor(args: argparse.Namespace):
     """The executor `serve` runs workers with: None = local child processes."""
     if args.executor == "local":
         return None
-    from py_trainer.ray_executor import RayExecutor
+    from py_trainer.ray_executor import RayExecutor, unreachable
     if not args.ray_address:
         raise UsageError("py-trainer serve: --executor ray needs --ray-address HOST:PORT (or $RAY_ADDRESS)")
+    if why := unreachable(args.ray_address):
+        raise UsageError(f"py-trainer serve: {why}")
     return RayExecutor(args.ray_address, cpus_per_rank=args.ray_cpus_per_rank)
 
 

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -53,7 +54,23 @@ MARKER_FILE = "ray-worker.json"
 BRIDGE_LOG = "ray-bridge.log"
 FORWARDED_PREFIXES = ("PY_TRAINER_", "HF_", "TRANSFORMERS_")
 PROBE_TIMEOUT_S = 180.0
+REACH_TIMEOUT_S = 5.0
+"""How long `serve` waits for a TCP connect to --ray-address before the probe (which waits 180 s)."""
 TAIL_EVERY_S = 0.25
+
+
+def unreachable(address: str, timeout: float = REACH_TIMEOUT_S) -> str:
+    """Why nothing answers at a Ray address's HOST:PORT (one TCP connect, no Ray imported), as the
+    line `serve` prints; "" when something does, or when the address names no port ("auto")."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return ""
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout).close()
+    except OSError as err:
+        why = err.strerror or str(err) or type(err).__name__
+        return f"--ray-address: no Ray cluster answers at {address} ({why}): start one (ray start --head) or check the address"
+    return ""
 
 
 class EventTail:
