@@ -32,6 +32,10 @@ def test_export_merge_loads_with_from_pretrained_and_matches_the_adapter(tmp_pat
                                "--out", str(tmp_path / out), *args], capture_output=True, text=True, cwd=REPO,
                               timeout=300, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
+        # issue 45 item 6: transformers' "Loading weights"/"Writing model shards" bars and its
+        # FutureWarnings went to the user's terminal (agent export inherits this output)
+        assert proc.stderr == "", proc.stderr[-2000:]
+        assert len(proc.stdout.splitlines()) == 1 and proc.stdout.startswith("wrote "), proc.stdout
     assert (tmp_path / "plain" / "adapter_config.json").is_file()
     merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     assert not any("lora_" in n for n, _ in merged.named_parameters())

@@ -27,6 +27,25 @@ TOLERANCE = {"float32": (1e-3, 1e-3), "bfloat16": (1e-1, 2e-2), "float16": (2e-2
 """dtype -> (atol, rtol) of the logit comparison."""
 
 
+def quiet_libraries() -> None:
+    """`export`'s output is its own lines (agent export passes it to the user's terminal): no
+    transformers or hub progress bars ("Loading weights", "Writing model shards"), no transformers
+    info or warning logs, no FutureWarning about a library's own deprecations (issue 45 item 6).
+    Its errors still print: they are the export's own one-line messages."""
+    import os
+    import warnings
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+
+
 class MergeMismatch(FailedPrecondition):
     """The merged model differs from base + adapter; `result` is what export-check.json records."""
 

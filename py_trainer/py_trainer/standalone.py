@@ -420,7 +420,7 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
         raise InvalidArgument("--adapter", f"{adapter}: no adapter_config.json (not a PEFT adapter folder)")
     check_export_out(out)
     if merge:  # the check's prompts up front: a wrong task file is refused before anything loads
-        from py_trainer.export_check import check_prompts
+        from py_trainer.export_check import check_prompts, quiet_libraries
         from py_trainer.tiny_model import default_tasks_path
 
         tasks = Path(data_root) / check_tasks if check_tasks is not None else default_tasks_path()
@@ -433,6 +433,7 @@ def export_adapter(adapter: Path, out: Path, *, merge: bool, base_model: str | N
                     shutil.copy2(f, tmp / f.name)
             what = "PEFT adapter"
         else:
+            quiet_libraries()
             from peft import PeftModel
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
