@@ -30,6 +30,7 @@ from py_trainer import stats
 from py_trainer.atomic import write_json_atomic
 from py_trainer.paths import run_data_paths
 from py_trainer.code_revision import code_revision
+from py_trainer.base_models import conversion_pending
 from py_trainer.config import LORA, SCHEDULE, trl_kwargs
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models import count_params, load_model, resolve_prompt_format, save_adapter_atomic
@@ -426,6 +427,9 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
     run_dir, data_root = Path(run_dir), Path(data_root)
     req = load_request(run_dir)
     set_seed(req.grpo.seed)
+    if note := conversion_pending(req.base_model, data_root):
+        log.warning("%s", note)
+        emit(pb.RunEvent(warning=pb.RunWarning(code="base_model_conversion", step=0, message=note)))
     model, tokenizer, model_path, device, dtype = load_model(req.base_model, data_root, req.runtime)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     run = RunContext(run_dir=run_dir, data_root=data_root, req=req, emit=emit, should_stop=should_stop,

@@ -1,0 +1,57 @@
+"""The one-time GGUF conversion is never a silent wait (issue 45 item 4): a training run whose base
+is a GGUF file not yet converted says so, as a warning event before the model loads (the agent and
+`py-trainer train` print it: `warning [base_model_conversion] at step 0: converting ...`), and the
+worker logs it; a converted base says nothing. Unit tier: the load is replaced by one that stops."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from google.protobuf import json_format
+
+from py_trainer import training
+from py_trainer.base_models import conversion_pending, gguf_model_dir, gguf_path
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+
+SHORT = "smollm2-135m-instruct"
+
+
+class Loading(Exception):
+    pass
+
+
+def start_run(tmp_path, monkeypatch, base_model: str) -> list[pb.RunEvent]:
+    def load_model(*args, **kwargs):
+        raise Loading()
+
+    monkeypatch.setattr(training, "load_model", load_model)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "request.json").write_text(json_format.MessageToJson(pb.TrainRequest(base_model=base_model)))
+    events: list[pb.RunEvent] = []
+    with pytest.raises(Loading):
+        training.run_training(run_dir, tmp_path, events.append, lambda: False, mode=None)
+    return events
+
+
+def test_a_run_on_an_unconverted_gguf_base_says_so_before_the_model_loads(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    caplog.set_level(logging.WARNING)
+    events = start_run(tmp_path, monkeypatch, SHORT)
+    assert [e.WhichOneof("kind") for e in events] == ["warning"]
+    w = events[0].warning
+    assert w.code == "base_model_conversion" and w.step == 0
+    assert w.message == ("converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model folder before the first "
+                         "step (one time, about a minute here; later runs load the converted folder)")
+    assert w.message in caplog.text  # the worker's log, which the sidecar's log carries
+
+
+def test_a_converted_gguf_base_or_another_base_says_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    folder = gguf_model_dir(gguf_path(SHORT, tmp_path))
+    folder.mkdir(parents=True)
+    (folder / "build_info.json").write_text("{}")
+    assert conversion_pending(SHORT, tmp_path) == ""
+    assert start_run(tmp_path, monkeypatch, SHORT) == []
+    assert conversion_pending("Qwen/Qwen2.5-0.5B", tmp_path) == "" and conversion_pending("", tmp_path) == ""
