@@ -6,14 +6,20 @@
  *             the base-vs-adapter comparison; agent/code-revision.ts (which code made a log)
  *   task-sets task-sets/: the generators of the shipped task files (scripts: nothing in src/
  *             imports them; they read only core and ground)
- *   eval      agent/eval/ (tasks, Evaluate, grading, baseline) and agent/train/ (a training run);
- *             these two never import each other
+ *   eval-train agent/eval/ (tasks, Evaluate, grading, baseline), agent/train/ (a training run)
+ *             and agent/agent-task/ (agent tasks trained and evaluated); eval/ and train/ never
+ *             import each other
  *   verdict   agent/verdict/: the milestone and what it judges
  *   replicate agent/replicate/: seeds of one recipe, judged per seed
  *   report    agent/report/: report.md and its sections
  *   actions   agent/run-comparison/ (`agent compare`), agent/checkpoint-selection/ (`agent select`)
- *   commands  commands/ (flags, refusals, printing) and parity/ (the TS side of `make parity`)
- *   top       cli.ts, bench/ (stand-alone scripts nobody imports)
+ *   pipeline  pipeline/: what several commands run (follow a run, evaluate an adapter, baseline.json
+ *             at the start of demo and sweep, the demo request, a sweep's run, a run's own task
+ *             file, what Ctrl-C prints), so that no command imports another
+ *   commands  commands/ (flags, refusals, printing; one file per command, importing no other
+ *             command but flags.ts and agent-task-help.ts)
+ *   top       cli.ts, bench/ and parity/ (the TS side of `make parity`): entry points and
+ *             stand-alone scripts nobody imports
  * test/arch-e2e.test.ts shows that an upward import fails this check.
  *
  * TypeScript 7 has no JS compiler API, so the sources are parsed with swc (`parser: "swc"`).
@@ -22,13 +28,14 @@ const LAYERS = [
   ["ground", ["^src/sidecar/", "^src/agent/workspace\\.ts$", "^src/gen/"]],
   ["core", ["^src/agent/core/", "^src/agent/code-revision\\.ts$"]],
   ["task-sets", ["^src/task-sets/"]],
-  ["eval", ["^src/agent/eval/", "^src/agent/train/", "^src/agent/agent-task/"]],
+  ["eval-train", ["^src/agent/eval/", "^src/agent/train/", "^src/agent/agent-task/"]],
   ["verdict", ["^src/agent/verdict/"]],
   ["replicate", ["^src/agent/replicate/"]],
   ["report", ["^src/agent/report/"]],
   ["actions", ["^src/agent/run-comparison/", "^src/agent/checkpoint-selection/"]],
-  ["commands", ["^src/commands/", "^src/parity/"]],
-  ["top", ["^src/cli\\.ts$", "^src/bench/"]],
+  ["pipeline", ["^src/pipeline/"]],
+  ["commands", ["^src/commands/"]],
+  ["top", ["^src/cli\\.ts$", "^src/bench/", "^src/parity/"]],
 ];
 
 /** One rule per floor: nothing on it imports a floor above it. */
@@ -69,9 +76,16 @@ module.exports = {
     {
       name: "library-not-to-commands",
       severity: "error",
-      comment: "agent/, sidecar/ and parity/ are libraries: they never import a command or the CLI.",
-      from: { path: "^src/(agent|sidecar|parity)/" },
+      comment: "agent/, sidecar/, pipeline/ and parity/ are libraries: they never import a command or the CLI.",
+      from: { path: "^src/(agent|sidecar|pipeline|parity)/" },
       to: { path: "^src/(commands/|cli\\.ts$)" },
+    },
+    {
+      name: "no-command-imports-a-command",
+      severity: "error",
+      comment: "A command file is thin: what two commands share lives on the pipeline floor (or in agent/), not in another command (flags.ts and agent-task-help.ts are shared flags and help; agent-task.ts is reached only by the commands' --agent-task hooks).",
+      from: { path: "^src/commands/" },
+      to: { path: "^src/commands/", pathNot: "^src/commands/(flags|agent-task-help|agent-task)\\.ts$" },
     },
     {
       name: "nothing-imports-task-sets",

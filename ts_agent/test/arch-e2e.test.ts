@@ -47,3 +47,13 @@ test("a task-set generator imports no floor above core, and nothing in src/ impo
   assert.match(out.stdout, /layer-task-sets-not-up: src\/task-sets\/typologies\.ts → src\/agent\/eval\/tasks\.ts/);
   assert.match(out.stdout, /nothing-imports-task-sets: src\/agent\/eval\/tasks\.ts → src\/task-sets\/typologies\.ts/);
 });
+
+test("the pipeline floor imports no command, and no command imports another", () => {
+  const root = copy("pipeline");
+  appendFileSync(join(root, "src", "pipeline", "follow.ts"), '\nexport { help as upward } from "../commands/watch.js";\n');
+  appendFileSync(join(root, "src", "commands", "demo.ts"), '\nexport { help as sideways } from "./sweep.js";\n');
+  const out = depcruise(root);
+  assert.notEqual(out.status, 0, "both imports must fail");
+  assert.match(out.stdout, /layer-pipeline-not-up: src\/pipeline\/follow\.ts → src\/commands\/watch\.ts/);
+  assert.match(out.stdout, /no-command-imports-a-command: src\/commands\/demo\.ts → src\/commands\/sweep\.ts/);
+});

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { onInterrupt } from "../src/commands/interrupt.js";
+import { onInterrupt } from "../src/pipeline/interrupt.js";
 
 test("SIGTERM during a sweep prints the run left training and the command that cancels it; exit 143", () => {
   const printed: string[] = [];

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { main } from "../src/cli.js";
-import { interruptLines } from "../src/commands/interrupt.js";
+import { interruptLines } from "../src/pipeline/interrupt.js";
 import { captureConsole } from "./helpers/console.js";
 
 test("the run that keeps running, with watch and cancel commands carrying the flags", () => {

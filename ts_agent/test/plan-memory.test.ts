@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { EstimateMemoryResponseSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { memoryLines } from "../src/commands/plan-memory.js";
+import { memoryLines } from "../src/pipeline/plan-memory.js";
 
 const GiB = 2n ** 30n;
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { planLines, planMilestone } from "../src/commands/plan.js";
+import { planLines, planMilestone } from "../src/agent/verdict/milestone-plan.js";
 
 test("agent plan: required n and MDE for +5 pp under both error-overlap models, per split", () => {
   const p = planMilestone(0.117, [{ split: "test", n: 264 }, { split: "test_heldout_template", n: 240 }], "baseline.json");

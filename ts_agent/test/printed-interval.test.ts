@@ -16,7 +16,7 @@ import { test } from "node:test";
 import { buildReward } from "../src/agent/core/task-rewards.js";
 import { writeEvalReport } from "../src/agent/report/eval-report.js";
 import { SidecarClient } from "../src/sidecar/client.js";
-import { evalAdapterPath } from "../src/commands/eval.js";
+import { evalAdapterPath } from "../src/pipeline/evaluate-adapter.js";
 import { evalTargetFromFlags } from "../src/commands/flags.js";
 import { startFakeSidecar } from "./helpers/fake-sidecar.js";
 

@@ -14,7 +14,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { RunEventSchema, RunResultSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { pairedBootstrapCI } from "../src/agent/core/stats/index.js";
 import { RunClock, eventLogger, heldOutChangeLine, progressLine, trainProgressPrinter } from "../src/agent/train/run.js";
-import { detachLines } from "../src/commands/train.js";
+import { detachLines } from "../src/pipeline/follow.js";
 
 const at = (s: number) => timestampFromMs(1_700_000_000_000 + s * 1000);
 const stepEvent = (s: number, step: number, metrics: Record<string, number>, maxSteps = 10) =>

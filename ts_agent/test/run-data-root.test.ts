@@ -14,7 +14,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { runDataRoot, runTaskFile } from "../src/commands/run-task-file.js";
+import { runDataRoot, runTaskFile } from "../src/pipeline/run-task-file.js";
 import { EVALS_DIR, REPO_ROOT, evalsDirOrDefault } from "../src/agent/workspace.js";
 
 function runOn(jsonlPath: string) {

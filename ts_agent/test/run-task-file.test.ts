@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { command as compare } from "../src/commands/compare.js";
-import { checkRunTaskFile } from "../src/commands/run-task-file.js";
+import { checkRunTaskFile } from "../src/pipeline/run-task-file.js";
 import { command as select } from "../src/commands/select.js";
 import { REPO_ROOT, UserError } from "../src/agent/workspace.js";
 import type { SidecarClient } from "../src/sidecar/client.js";

@@ -17,7 +17,7 @@ import { Code } from "@connectrpc/connect";
 import { RunEventSchema, RunState, TrainRequestSchema, type RunEvent } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunClock, SidecarLost, trainViaSidecar } from "../src/agent/train/run.js";
 import { SidecarError, type SidecarClient } from "../src/sidecar/client.js";
-import { sidecarLostLines } from "../src/commands/train.js";
+import { sidecarLostLines } from "../src/pipeline/follow.js";
 
 const at = (s: number) => timestampFromMs(1_700_000_000_000 + s * 1000);
 const state = (s: number, st: RunState, reason = "") => create(RunEventSchema, { runId: "r1", time: at(s), kind: { case: "stateChange", value: { state: st, reason } } });

@@ -11,8 +11,8 @@ import { test } from "node:test";
 import { Code } from "@connectrpc/connect";
 
 import { maxOverlap, placementCell, placementLine, renderSweepReport, summarizeSweep, type SeedRun } from "../src/agent/replicate/sweep.js";
-import { interruptLines } from "../src/commands/interrupt.js";
-import { seedLog, untilAdmitted } from "../src/commands/sweep.js";
+import { interruptLines } from "../src/pipeline/interrupt.js";
+import { seedLog, untilAdmitted } from "../src/pipeline/seed-sweep.js";
 import { SidecarError } from "../src/sidecar/client.js";
 
 const seed = (s: number, startMs: number | null, endMs: number | null, slots: number[] = []): SeedRun => ({

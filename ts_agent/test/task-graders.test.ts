@@ -54,7 +54,7 @@ test("the summary's per-task scores, accuracy and pass@k come from the first gra
 });
 
 test("agent eval's summary line names the primary grader, not always exact_match", async () => {
-  const { evalSummaryLines } = await import("../src/commands/eval.js");
+  const { evalSummaryLines } = await import("../src/pipeline/evaluate-adapter.js");
   const log = {
     settings: { ...DEFAULT_EVAL_SETTINGS, graders: [{ name: "final_number_match" }, { name: "exact_match_lenient" }] },
     variants: [{ name: "base", accuracy: { estimate: 0.29, lower: 0.232, upper: 0.356, n: 200, method: "wilson" } }],

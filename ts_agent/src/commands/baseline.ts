@@ -24,7 +24,6 @@ import {
   readBaselineHistory,
   runsJudgedOn,
   setBaseline,
-  type Baseline,
 } from "../agent/eval/baseline.js";
 import { progressPrinter, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import {
@@ -41,9 +40,10 @@ import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { EVAL_FILE, readEvalLog } from "../agent/core/eval-log.js";
 import { judgeEvalComparison } from "../agent/verdict/verdict.js";
 import { UserError, displayPath } from "../agent/workspace.js";
-import type { SidecarClient } from "../sidecar/client.js";
-import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
-import { embeddedBaseFor } from "./run-task-file.js";
+import { describeBaseline } from "../pipeline/baseline-step.js";
+import type { EvalTarget } from "../pipeline/eval-target.js";
+import { embeddedBaseFor } from "../pipeline/run-task-file.js";
+import { EVAL_FLAGS, EVAL_FLAGS_USAGE, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 
 const USAGE = `usage: agent baseline set [--force --reason TEXT] [options]
        agent baseline show [--evals-dir DIR]
@@ -135,29 +135,6 @@ export function historyLines(evalsDir: string): string[] | null {
     lines.push(`current: none (${displayPath(baselinePath(evalsDir))} is missing; run \`agent baseline set\`)`);
   }
   return lines;
-}
-
-/** `agent demo` and `agent sweep`, step 1: keep baseline.json, or set it when it is missing (never --force). */
-export async function ensureBaseline(client: SidecarClient, target: EvalTarget, tag: string, t0: number): Promise<void> {
-  const existing = readBaseline(target.evalsDir);
-  if (existing) {
-    console.log(`[${tag}] kept ${baselinePath(target.evalsDir)}: ${describeBaseline(existing)}`);
-    return;
-  }
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-  console.log(`[${tag}] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
-  const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: settingsForTaskSet(target.settings, taskSet), taskSet, onProgress: progressPrinter("baseline") });
-  console.log(`[${tag}] wrote ${path}: ${describeBaseline(baseline)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
-
-/** One line: the baseline's model, task set, grader and accuracy. */
-export function describeBaseline(b: Baseline): string {
-  const a = b.accuracy;
-  return (
-    `baseline ${b.date}: model ${b.model.requested || "(embedded default)"} (${b.model.resolved}), ` +
-    `${b.taskSet.n} ${b.taskSet.split} tasks of ${b.taskSet.path} (sha256 ${b.taskSet.sha256.slice(0, 12)}), ` +
-    `${b.grader.name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%, ${a.method})` : "-"}, seed ${b.seed}`
-  );
 }
 
 export const command: CommandHandler = async (argv, client) => {

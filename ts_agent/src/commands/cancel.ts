@@ -3,7 +3,8 @@
 import { parseArgs } from "node:util";
 
 import { runStateName } from "../sidecar/client.js";
-import { GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { repeatFlags } from "../pipeline/next-commands.js";
+import { GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Cancel a run: it stops after the current step, keeping its checkpoint and adapter.",

@@ -13,7 +13,7 @@ import { recordTestEval } from "../agent/eval/test-evals.js";
 import { COMPARE_FILE, comparePairs, evaluateTogether, pairLine, readComparedRuns, writeCompare, type ComparedRun } from "../agent/run-comparison/run-comparison.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { targetForRuns } from "./run-task-file.js";
+import { targetForRuns } from "../pipeline/run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Several runs' adapters and the base on the same test tasks: pairwise deltas, Holm across them -> compare.md.",

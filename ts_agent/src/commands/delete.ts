@@ -13,7 +13,8 @@ import { Code } from "@connectrpc/connect";
 
 import { UserError, displayPath, evalsDirOrDefault, runDir } from "../agent/workspace.js";
 import { SidecarError, isTerminal, runStateName, type Run } from "../sidecar/client.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, sidecarFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { sidecarFlags } from "../pipeline/next-commands.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Delete a finished run and its folder on the sidecar (asks first; --yes skips the question).",

@@ -12,24 +12,20 @@
  *   5. `agent report <run_id>`;
  *   6. print where everything is.
  */
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-import { create } from "@bufbuild/protobuf";
-
 import { baselinePath } from "../agent/eval/baseline.js";
-import { TASKS_RELATIVE_PATH, defaultTasksPath, loadTasks, splitTasks } from "../agent/eval/tasks.js";
+import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { writeReport } from "../agent/report/report.js";
 import { loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
-import { DatasetSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { milestoneLine } from "../agent/verdict/milestone.js";
+import { ensureBaseline } from "../pipeline/baseline-step.js";
+import { defaultDemoRequest, requestForTasks } from "../pipeline/demo-request.js";
+import { evalRun } from "../pipeline/evaluate-adapter.js";
+import { onInterrupt } from "../pipeline/interrupt.js";
 import { RunState } from "../sidecar/client.js";
-import { REPO_ROOT, UserError } from "../agent/workspace.js";
-import { ensureBaseline } from "./baseline.js";
-import { evalRun } from "./eval.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, evalTargetFromFlags, type CommandHandler } from "./flags.js";
-import { milestoneLine } from "./report.js";
-import { onInterrupt } from "./interrupt.js";
-import { embeddedBaseFor } from "./run-task-file.js";
 
 const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]
   --config FILE     a TrainRequest in proto JSON instead of the default request
@@ -37,38 +33,6 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
   --tasks PATH      task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}): its train rows,
                     its embedded model unless the request names a base, its test split
   --evals-dir DIR   where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
-
-/** The demo's request, checked in so that a user can copy it: `agent train --config agent-evals/demo-request.json`. */
-export const DEMO_REQUEST_FILE = join(REPO_ROOT, "agent-evals", "demo-request.json");
-
-export { embeddedBaseFor };
-
-/**
- * A request for a task file: its train rows inline when `replaceDataset` or the request has no
- * dataset, and its embedded model when the request names no base model.
- */
-export function requestForTasks(request: TrainRequest, tasksPath: string, replaceDataset: boolean): TrainRequest {
-  if (replaceDataset || !request.dataset?.source.case) {
-    const rows = splitTasks(loadTasks(tasksPath), "train");
-    if (rows.length === 0) throw new UserError(`${tasksPath}: no tasks in split "train" to train on`);
-    request.dataset = create(DatasetSchema, {
-      source: { case: "inline", value: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } },
-    });
-  }
-  if (request.baseModel === "") request.baseModel = embeddedBaseFor(tasksPath);
-  return request;
-}
-
-/**
- * The default demo request: agent-evals/demo-request.json (embedded model, the AML train split,
- * exact_match as the only reward: the default model already answers in format, so a format
- * reward would only add a constant to both ends of the milestone's ratio). With `tasksPath`, the
- * file's dataset is replaced by that task file's train rows, sent inline, on its embedded model.
- */
-export async function defaultDemoRequest(tasksPath?: string): Promise<TrainRequest> {
-  const request = await loadTrainRequest(DEMO_REQUEST_FILE);
-  return tasksPath ? requestForTasks(request, tasksPath, true) : request;
-}
 
 /** The advice on how the recipe replicates: the default request's sweep is in docs/demo.md; a
  *  --config / --tasks demo (make demo-real) gets the sweep of its own request and task file. */

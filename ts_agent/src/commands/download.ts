@@ -9,7 +9,8 @@ import { parseArgs } from "node:util";
 import { RunNotFinished, downloadRun } from "../agent/train/run.js";
 import { displayPath, evalsDirOrDefault } from "../agent/workspace.js";
 import { runStateName } from "../sidecar/client.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { repeatFlags } from "../pipeline/next-commands.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Download a finished run (resumable, sha256-checked, idempotent).",

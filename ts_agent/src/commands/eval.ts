@@ -9,24 +9,13 @@
  * check). A TS/Python grading disagreement fails the command and writes nothing.
  */
 import { evalHelp as agentEvalHelp } from "./agent-task-help.js";
-import { basename, isAbsolute, relative, resolve } from "node:path";
+import { basename } from "node:path";
 import { parseArgs } from "node:util";
 
-import { readBaseline } from "../agent/eval/baseline.js";
-import { checkSettings, evaluateRequest, primaryGrader, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
-import { ADAPTER_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
-import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { recordTestEval } from "../agent/eval/test-evals.js";
-import { evalLogDestination, writeEvalLog, type EvalLog } from "../agent/core/eval-log.js";
-import { buildEvalLog, evaluateRun } from "../agent/eval/build-eval-log.js";
-import { pp } from "../agent/verdict/milestone.js";
-import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
-import { UserError, displayPath } from "../agent/workspace.js";
-import { SidecarError, type SidecarClient } from "../sidecar/client.js";
-import { embeddedBaseFor, targetForRun } from "./run-task-file.js";
-import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp, type EvalTarget } from "./flags.js";
+import { evalAdapterPath, evalRun } from "../pipeline/evaluate-adapter.js";
+import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Base model vs an adapter on the test split (Evaluate + TS re-grading) -> runs/<id>/eval.json.",
@@ -43,108 +32,6 @@ export const help: CommandHelp = {
   notes: "A CANCELLED run's kept adapter (saved after its last completed step) is evaluated like a SUCCEEDED run's.",
   examples: ["agent eval run-20261201-101500-ab12cd --limit 200", "agent eval --adapter adapters/aml-v2 --name aml-v2"],
 };
-
-/** One line per variant and the paired difference the milestone judges (`judged`), for the terminal. */
-export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string[] {
-  const lines: string[] = [];
-  for (const v of log.variants) {
-    const a = v.accuracy;
-    lines.push(
-      `${v.name.padEnd(8)} ${primaryGrader(log.settings).name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`,
-    );
-  }
-  const c = judged.comparison;
-  if (c?.paired && c.decision) {
-    const d = c.decision;
-    lines.push(
-      `adapter - base: ${pp(c.paired.meanDiff)} (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}), n=${c.n}` +
-        (c.requiredN !== null ? `, required n=${c.requiredN}` : "") +
-        (c.mde !== null ? `, MDE ${pp(c.mde).replace("+", "")}` : "") +
-        `; base from ${judged.baseSource}`,
-    );
-  }
-  if (judged.baselineMatch.status === "mismatch") lines.push(`baseline.json GATES the verdict: ${judged.baselineMatch.reasons.join("; ")}`);
-  else if (judged.baselineMatch.status === "match") lines.push("baseline.json matches this eval (fingerprint and per-task check)");
-  const h = judged.splits[1]?.comparison;
-  if (h?.paired && h.decision) {
-    lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${decisionInterval(h.decision)}, ${h.decision.method})`);
-  }
-  lines.push(`re-graded ${log.regradedScores} scores in TS: all equal to the sidecar's`);
-  return lines;
-}
-
-/** Write the log and print its summary against the current baseline.json. */
-function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record: EvalLog } {
-  const { keptApartFrom } = evalLogDestination(target.evalsDir, log);
-  const path = writeEvalLog(target.evalsDir, log);
-  for (const line of evalSummaryLines(log, judgeEvalComparison(log, readBaseline(target.evalsDir)))) console.log(line);
-  // a subset never replaces a fuller record unsaid (issue 45)
-  if (keptApartFrom) {
-    console.log(
-      `a partial eval (${log.taskSet.n} tasks, --limit ${log.settings.limit}) is kept apart in ${basename(path)}: ${displayPath(keptApartFrom.path)} keeps its eval of ${keptApartFrom.n} tasks, which agent report reads`,
-    );
-  } else if (log.settings.limit > 0) {
-    console.log(`this eval covers the first ${log.taskSet.n} ${log.taskSet.split} tasks (--limit ${log.settings.limit}); a later eval of more tasks replaces it, a smaller one is kept apart`);
-  }
-  return { path, record: log };
-}
-
-const baseName = (base: string) => (base === "" ? "the embedded default model" : base);
-
-/** Evaluate a run's adapter against the run's base, write eval.json, print the summary (also `agent demo`'s step 4). */
-export async function evalRun(client: SidecarClient, runId: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
-  const target = await targetForRun(client, "eval", runId, given);
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-  const settings = settingsForTaskSet(target.settings, taskSet);
-  console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
-  try {
-    const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));
-    if (taskSet.split === "test") recordTestEval(target.evalsDir, { command: "eval", runId, step: out.record.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
-    return out;
-  } catch (err) {
-    // the run's base must load here: a missing one is refused in one line, naming it
-    if (err instanceof SidecarError && (err.field === "base_model" || err.message.startsWith("base_model:"))) {
-      throw new UserError(`agent eval: ${runId} was trained on ${baseName(settings.baseModel)}, which is not available here (${err.codeName}: ${err.message})`);
-    }
-    throw err;
-  }
-}
-
-/** --adapter is a path the sidecar resolves under its own data root: an absolute path is refused
- *  up front naming that root's flag (the agent cannot know where it is), with the relative form
- *  when the path lies under $PY_TRAINER_DATA_ROOT. */
-export function checkAdapterPath(adapterPath: string): void {
-  if (!isAbsolute(adapterPath)) return;
-  const root = process.env.PY_TRAINER_DATA_ROOT;
-  const rel = root ? relative(resolve(root), adapterPath) : "";
-  const hint = rel && !rel.startsWith("..") && !isAbsolute(rel) ? `; under $PY_TRAINER_DATA_ROOT (${root}) that is --adapter ${rel}` : "";
-  throw new UserError(
-    `agent eval: --adapter ${adapterPath}: give the folder relative to the sidecar's data root (py-trainer serve --data-root DIR; default $PY_TRAINER_DATA_ROOT, else the folder it was started in), e.g. --adapter adapters/${basename(adapterPath)}${hint}`,
-  );
-}
-
-/** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is
- *  named `name`. As for a run, the held-out-template split of an in-distribution test set goes in
- *  the same Evaluate request and into the log's heldOutTemplate. */
-export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
-  checkSettings(given.settings);
-  checkAdapterPath(adapterPath);
-  const taskSet = loadTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
-  // --tasks F names the base too (F's embedded model) unless --base-model says otherwise
-  const named = given.tasksGiven && given.settings.baseModel === "" ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
-  const target = { ...named, settings: settingsForTaskSet(named.settings, taskSet) };
-  const heldOut = heldOutTemplateSetFor(taskSet);
-  console.log(
-    `evaluating base (${target.settings.baseModel || "the embedded default model"}) and the adapter ${adapterPath} on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}` +
-      (heldOut ? ` and ${heldOut.rows.length} held-out-template tasks` : ""),
-  );
-  const req = evaluateRequest(target.settings, heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet);
-  req.adapters = [{ name: ADAPTER_VARIANT, source: { case: "path", value: adapterPath } }];
-  const full = await runEvaluate(client, req, progressPrinter("eval"));
-  const main = heldOut ? restrictResult(full, new Set(taskSet.rows.map((r) => r.id))) : full;
-  const held = heldOut ? { taskSet: heldOut, result: restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) } : null;
-  return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, main, new Date(), held));
-}
 
 export const command: CommandHandler = async (argv, client) => {
   if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).evalAgentTask(argv, client);

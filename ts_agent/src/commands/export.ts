@@ -14,8 +14,9 @@ import { parseArgs } from "node:util";
 
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, fsyncDirectory, runDir } from "../agent/workspace.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { runDataRoot, runTaskFile } from "./run-task-file.js";
+import { repeatFlags } from "../pipeline/next-commands.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { runDataRoot, runTaskFile } from "../pipeline/run-task-file.js";
 
 export const help: CommandHelp = {
   summary: "Export a downloaded run's adapter: a PEFT folder, or (--merge) a merged model from_pretrained loads.",

@@ -10,6 +10,7 @@ import { DEFAULT_EVAL_SETTINGS } from "../agent/eval/evaluate.js";
 import { type EvalSettings } from "../agent/core/eval-log.js";
 import { TASKS_RELATIVE_PATH, defaultTasksPath } from "../agent/eval/tasks.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
+import type { EvalTarget } from "../pipeline/eval-target.js";
 import { SidecarClient } from "../sidecar/client.js";
 
 /** One `agent` command: its arguments after the command name -> exit code. */
@@ -99,20 +100,6 @@ export function clientFromFlags(values: { address?: string; token?: string; time
   });
 }
 
-/** The flags the user gave, to repeat in a command we print for them (" --address H:P --evals-dir D"):
- *  only for a command that takes --evals-dir (watch, download, report, ...). The token is never
- *  printed. */
-export function repeatFlags(values: { address?: string; token?: string; "evals-dir"?: string }): string {
-  let out = sidecarFlags(values);
-  if (values["evals-dir"]) out += ` --evals-dir ${values["evals-dir"]}`;
-  return out;
-}
-
-/** The sidecar flags alone (" --address H:P"), for a printed command without --evals-dir (cancel, runs). */
-export function sidecarFlags(values: { address?: string }): string {
-  return values.address ? ` --address ${values.address}` : "";
-}
-
 // ---------------------------------------------------------------------------------------------
 // Shared flag groups
 
@@ -139,14 +126,6 @@ export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md;
   --limit N           only the first N test tasks (the milestone needs >= 200; default all)
   --base-model M      base model as the sidecar knows it (default: the embedded default model)
   --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
-
-export interface EvalTarget {
-  settings: EvalSettings;
-  tasksPath: string;
-  /** whether tasksPath was given (--tasks) or derived (a run's own file): else it is the AML default */
-  tasksGiven: boolean;
-  evalsDir: string;
-}
 
 /** Settings, task file and evals dir from the eval flags. */
 export function evalTargetFromFlags(values: { tasks?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {

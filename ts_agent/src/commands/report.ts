@@ -10,13 +10,13 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-import type { ReportAnalysis } from "../agent/report/analysis.js";
 import { baselinePath } from "../agent/eval/baseline.js";
 import { adapterEvalIn, writeEvalReport } from "../agent/report/eval-report.js";
 import { writeReport } from "../agent/report/report.js";
-import { verdictLabel } from "../agent/verdict/milestone.js";
+import { milestoneLine } from "../agent/verdict/milestone.js";
 import { UserError, displayPath, evalsDirOrDefault, isRunLocal, runDir } from "../agent/workspace.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, repeatFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { repeatFlags } from "../pipeline/next-commands.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Write report.md for a downloaded run: curve, held-out reward, base vs adapter, verdict, TCO.",
@@ -28,11 +28,6 @@ export const help: CommandHelp = {
   notes: "agent report <name> of an `agent eval --adapter --name <name>` record reports that eval as --eval does.",
   examples: ["agent report run-20261201-101500-ab12cd", "agent report --eval agent-evals/runs/aml-v2/eval.json"],
 };
-
-/** "milestone: PASS", with "(GATED on baseline.json)" when the baseline did not match (milestone.verdictLabel). */
-export function milestoneLine(m: ReportAnalysis["milestone"]): string {
-  return `milestone: ${verdictLabel(m)}`;
-}
 
 export const command: CommandHandler = async (argv, _client) => {
   const { values, positionals } = parseArgs({

@@ -6,9 +6,10 @@
  */
 import { parseArgs } from "node:util";
 
+import { watchViaSidecar } from "../agent/train/run.js";
+import { followAttached } from "../pipeline/follow.js";
 import { runStateName } from "../sidecar/client.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { command as watch } from "./watch.js";
 
 export const help: CommandHelp = {
   summary: "Continue a FAILED or CANCELLED run from its last checkpoint, then follow and download it.",
@@ -19,9 +20,9 @@ export const help: CommandHelp = {
 };
 
 export const command: CommandHandler = async (argv, client) => {
-  const { positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
   if (positionals.length !== 1) throw usageError("resume", help, positionals.length ? "one run id, please" : "which run? give its id");
   const run = await client.resumeRun(positionals[0]);
   console.log(`run ${run.runId}: ${runStateName(run.state)}${run.reason ? ` (${run.reason})` : ""}`);
-  return watch(argv, client);
+  return followAttached(client, values, (opts) => watchViaSidecar(client, positionals[0], opts));
 };

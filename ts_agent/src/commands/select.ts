@@ -10,7 +10,7 @@ import { selectCheckpoint } from "../agent/checkpoint-selection/checkpoint-selec
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { RULES, SELECTION_FILE, readSelection, type SelectionRule } from "../agent/verdict/selection.js";
 import { UserError, displayPath, runDir } from "../agent/workspace.js";
-import { targetForRun } from "./run-task-file.js";
+import { targetForRun } from "../pipeline/run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {

@@ -11,10 +11,9 @@ import { parseArgs } from "node:util";
 
 import { trainHelp as agentTrainHelp } from "./agent-task-help.js";
 
-import { Detached, SidecarLost, heldOutChangeLine, loadTrainRequest, outcomeLine, trainProgressPrinter, trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
-import { evalsDirOrDefault } from "../agent/workspace.js";
-import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, repeatFlags, sidecarFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { loadTrainRequest, trainViaSidecar } from "../agent/train/run.js";
+import { followAttached } from "../pipeline/follow.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Train through the sidecar: live progress, then every artifact downloaded and sha256-verified.",
@@ -33,84 +32,6 @@ export const help: CommandHelp = {
   examples: ["agent train --config run.json --run-id aml-1", "agent train --config run.json --evals-dir /tmp/evals --address 10.0.0.5:50151"],
 };
 
-/** The summary lines after a run ended (train and watch). */
-export function printOutcome(out: TrainOutcome): void {
-  const r = out.result;
-  const heldOut = r ? heldOutChangeLine(r) : undefined;
-  if (heldOut) console.log(heldOut);
-  console.log(outcomeLine(out));
-  if (r) console.log(`artifacts (sha256 verified): ${out.localDir}`);
-}
-
-type RepeatedFlags = { address?: string; token?: string; "evals-dir"?: string };
-
-/** What a detach prints: how to re-attach (watch takes --evals-dir) and how to cancel (cancel does not). */
-export function detachLines(runId: string, values: RepeatedFlags): string[] {
-  if (!runId) return [`detached before the sidecar named the run; find it with: agent runs${sidecarFlags(values)}`];
-  return [
-    `detached from run ${runId}: it keeps running on the sidecar.`,
-    `  re-attach:  agent watch ${runId}${repeatFlags(values)}`,
-    `  cancel:     agent cancel ${runId}${sidecarFlags(values)}   (or press Ctrl-C again within 2 s)`,
-  ];
-}
-
-/** What losing the sidecar prints (stderr): the run id and the commands that recover the run. */
-export function sidecarLostLines(err: SidecarLost, values: RepeatedFlags): string[] {
-  if (err.ended) {
-    return [
-      `agent: ${err.message}.`,
-      `  the run and its last checkpoint stay on the sidecar's disk; once the sidecar is back (py-trainer serve on the same runs root):`,
-      `  continue it from its last checkpoint:  agent resume ${err.runId}${repeatFlags(values)}`,
-      `  or fetch what it kept as it is:  agent download ${err.runId}${repeatFlags(values)}`,
-    ];
-  }
-  return [
-    `agent: ${err.message}.`,
-    `  the run stays on the sidecar's disk; once the sidecar is back (py-trainer serve on the same runs root):`,
-    `  follow it:  agent watch ${err.runId}${repeatFlags(values)}`,
-    `  or, if it ended FAILED, continue it from its last checkpoint:  agent resume ${err.runId}${repeatFlags(values)}`,
-  ];
-}
-
-/**
- * Ctrl-C while following a run: the first aborts `controller` (detach); `afterDetach` then prints
- * how to re-attach or cancel and waits 2 s, and a second Ctrl-C in that time cancels the run.
- */
-export function ctrlCDetaches(controller: AbortController): { afterDetach: (client: SidecarClient, runId: string, values: RepeatedFlags) => Promise<number>; dispose: () => void } {
-  let first = 0;
-  let second: (() => void) | undefined;
-  let secondSeen = false;
-  const onSigint = () => {
-    const now = Date.now();
-    if (first && now - first < 2000) {
-      secondSeen = true;
-      second?.();
-      return;
-    }
-    first = now;
-    controller.abort();
-  };
-  process.on("SIGINT", onSigint);
-  const dispose = () => process.off("SIGINT", onSigint);
-  return {
-    dispose,
-    afterDetach: async (client, runId, values) => {
-      for (const line of detachLines(runId, values)) console.log(line);
-      if (!runId) {
-        dispose();
-        return 130;
-      }
-      const left = Math.max(0, 2000 - (Date.now() - first));
-      if (!secondSeen) await new Promise<void>((res) => ((second = res), setTimeout(res, left)));
-      dispose();
-      if (!secondSeen) return 130;
-      const run = await client.cancelRun(runId);
-      console.log(`cancel requested: run ${runId} is ${runStateName(run.state)}; follow it with: agent watch ${runId}${repeatFlags(values)}`);
-      return 130;
-    },
-  };
-}
-
 export const command: CommandHandler = async (argv, client) => {
   if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).trainAgentTask(argv, client);
   const { values, positionals } = parseArgs({ args: argv, options: { ...TRAIN_FLAGS, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
@@ -120,34 +41,3 @@ export const command: CommandHandler = async (argv, client) => {
   if (values["run-id"]) request.runId = values["run-id"];
   return followAttached(client, values, (opts) => trainViaSidecar(client, request, opts));
 };
-
-/**
- * Run `follow` (train or watch) with the live progress line and Ctrl-C detaching (a second Ctrl-C
- * within 2 s cancels), then print the outcome. Exit 0 when the run SUCCEEDED, 130 when detached.
- */
-export async function followAttached(
-  client: SidecarClient,
-  values: RepeatedFlags,
-  follow: (opts: { log: (line: string) => void; evalsDir: string; signal: AbortSignal }) => Promise<TrainOutcome>,
-): Promise<number> {
-  const controller = new AbortController();
-  const ctrlC = ctrlCDetaches(controller);
-  const progress = trainProgressPrinter({ stepsOffTty: true });
-  let out: TrainOutcome;
-  try {
-    out = await follow({ log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), signal: controller.signal });
-  } catch (err) {
-    progress.end();
-    if (err instanceof Detached) return ctrlC.afterDetach(client, err.runId, values);
-    ctrlC.dispose();
-    if (err instanceof SidecarLost) {
-      for (const line of sidecarLostLines(err, values)) console.error(line);
-      return 1;
-    }
-    throw err;
-  }
-  ctrlC.dispose();
-  progress.end();
-  printOutcome(out);
-  return out.state === RunState.SUCCEEDED ? 0 : 1;
-}

@@ -6,8 +6,8 @@
 import { parseArgs } from "node:util";
 
 import { watchViaSidecar } from "../agent/train/run.js";
+import { followAttached } from "../pipeline/follow.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
-import { followAttached } from "./train.js";
 
 export const help: CommandHelp = {
   summary: "Re-attach to a run: replay its events, follow it live, then download and verify it.",

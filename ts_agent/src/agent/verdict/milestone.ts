@@ -283,6 +283,11 @@ export function verdictLabel(m: Pick<MilestoneVerdict, "verdict" | "gated">): st
   return `${m.verdict}${m.gated ? ` (${GATED})` : ""}`;
 }
 
+/** "milestone: PASS", with "(GATED on baseline.json)" when the baseline did not match (verdictLabel). */
+export function milestoneLine(m: Pick<MilestoneVerdict, "verdict" | "gated">): string {
+  return `milestone: ${verdictLabel(m)}`;
+}
+
 /** The `agent baseline set` of an eval's task file and base: bare for the AML file on the default
  *  model; --tasks F for another file (its embedded model is then the default); --base-model M for
  *  any other base. */

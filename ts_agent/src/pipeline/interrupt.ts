@@ -4,7 +4,7 @@
  * commands to follow or cancel it before it exits 130 (it exited with no message). A sweep has
  * several runs on the sidecar at once: each is named with its commands.
  */
-import { repeatFlags, sidecarFlags } from "./flags.js";
+import { repeatFlags, sidecarFlags } from "./next-commands.js";
 
 export interface Interrupted {
   command: "demo" | "sweep";

@@ -20,7 +20,7 @@ import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, dataRoot, displayPath, runDataRoot, runDir } from "../agent/workspace.js";
 import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
-import type { EvalTarget } from "./flags.js";
+import type { EvalTarget } from "./eval-target.js";
 
 const EMBEDDED_PREFIX = "embedded:";
 
