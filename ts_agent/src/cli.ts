@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import { UserError, didYouMean } from "./agent/workspace.js";
 import { Code } from "@connectrpc/connect";
 import type { CommandHandler, CommandHelp } from "./commands/flags.js";
+import { demoHelp as AGENT_DEMO_FLAGS } from "./commands/agent-task-help.js";
 
 interface Entry {
   summary: string;
@@ -47,14 +48,15 @@ const COMMANDS: Record<string, Entry> = {
     load: () => import("./commands/demo.js"),
     help: {
       summary: "The whole first run: health, baseline if missing, train, eval, report, and where every file is.",
-      usage: "agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR]",
+      usage: "agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR] | agent demo --agent-task FILE [--config FILE] [--data-root DIR]",
       flags: [
+        ...AGENT_DEMO_FLAGS,
         ["--config FILE", "a TrainRequest in proto JSON instead of the default request"],
         ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
         ["--tasks PATH", "task file (docs/tasks.md): its train rows on its embedded model (default: the AML task set)"],
         ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
       ],
-      examples: ["make demo", "agent demo --run-id demo-1"],
+      examples: ["make demo", "agent demo --run-id demo-1", "make demo-agent"],
     },
   },
 };

@@ -14,17 +14,18 @@
  * --threshold T the exit code is 1 when the adapter's success is below T (as promptfoo's).
  */
 import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { create, fromJson, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
 
-import { loadAgentTask, type AgentTask } from "../agent/agent-task/define.js";
-import { agentSpec, judgeAgentEval, junitXml, pp, rowsOf, taskRows } from "../agent/agent-task/episode-eval.js";
+import { loadAgentTask, type AgentTask, type AgentTaskRow } from "../agent/agent-task/define.js";
+import { writeDemonstrations } from "../agent/agent-task/demonstrations.js";
+import { agentSpec, judgeAgentEval, junitXml, pp, rowsOf, taskRows, type AgentJudgement } from "../agent/agent-task/episode-eval.js";
 import { startToolHost } from "../agent/agent-task/tool-host.js";
 import { episodesReport } from "../agent/report/episodes-report.js";
-import { evalsDirOrDefault, UserError, writeFileAtomic } from "../agent/workspace.js";
-import { EvaluateResultSchema, TrainRequestSchema, type EvaluateResult, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { dataRoot, evalsDirOrDefault, UserError, writeFileAtomic } from "../agent/workspace.js";
+import { EvaluateResultSchema, GrpoConfigSchema, TrainRequestSchema, type EvaluateResult, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
 import { GLOBAL_FLAGS } from "./flags.js";
 
@@ -58,63 +59,62 @@ function stepLine(step: bigint, maxSteps: bigint, m: Record<string, number>): st
     `tool errors/call ${f("tools/failure_frequency", 2)}  limits hit ${f("episodes/limit_hit", 2)}`;
 }
 
-async function follow(client: SidecarClient, events: AsyncIterable<{ event?: unknown }> | AsyncGenerator<unknown>): Promise<number> {
+/** Follow a run's events, printing the progress lines; the run id and whether it SUCCEEDED. */
+async function follow(events: AsyncIterable<RunEvent>): Promise<{ runId: string; succeeded: boolean }> {
   let state: RunState | undefined;
   let runId = "";
-  for await (const raw of events as AsyncIterable<Record<string, unknown>>) {
-    const ev = raw as { runId: string; kind: { case: string; value: Record<string, unknown> } };
+  for await (const ev of events) {
     runId = ev.runId || runId;
     if (ev.kind.case === "trainStep") {
-      const s = ev.kind.value as { step: bigint; maxSteps: bigint; metrics: Record<string, number> };
-      console.log(stepLine(s.step, s.maxSteps, s.metrics));
+      console.log(stepLine(ev.kind.value.step, ev.kind.value.maxSteps, ev.kind.value.metrics));
     } else if (ev.kind.case === "warning") {
-      console.log(`warning: ${(ev.kind.value as { message: string }).message}`);
+      console.log(`warning: ${ev.kind.value.message}`);
     } else if (ev.kind.case === "stateChange") {
-      const sc = ev.kind.value as { state: RunState; reason: string };
-      state = sc.state;
-      console.log(`run ${runId}: ${runStateName(sc.state)}${sc.reason ? ` (${sc.reason})` : ""}`);
+      state = ev.kind.value.state;
+      console.log(`run ${runId}: ${runStateName(state)}${ev.kind.value.reason ? ` (${ev.kind.value.reason})` : ""}`);
     }
   }
-  return state === RunState.SUCCEEDED ? 0 : 1;
+  return { runId, succeeded: state === RunState.SUCCEEDED };
 }
 
-export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...GLOBAL_FLAGS, "agent-task": { type: "string" }, config: { type: "string" }, "run-id": { type: "string" }, "evals-dir": { type: "string" } }, allowPositionals: false });
-  const task = await loadAgentTask(values["agent-task"]!);
-  const rows = rowsOf(task, "train");
-  if (rows.length === 0) throw new UserError(`${values["agent-task"]}: tasks: no rows with split "train" (the default split)`);
+function loadRows(task: AgentTask, file: string, split: "train" | "test"): AgentTaskRow[] {
+  const rows = rowsOf(task, split);
+  if (rows.length === 0) throw new UserError(`${file}: tasks: no rows with split "${split}"${split === "train" ? " (the default split)" : ""}`);
+  return rows;
+}
+
+/** Train on the task's train rows while this process serves its tools; `baseModel` overrides the config's. */
+async function trainOn(client: SidecarClient, task: AgentTask, file: string, config: string | undefined, runId: string | undefined,
+  baseModel?: string, seed?: number): Promise<{ runId: string; succeeded: boolean }> {
+  const rows = loadRows(task, file, "train");
+  const req = readConfig(config);
+  if (seed !== undefined) req.grpo = { ...(req.grpo ?? create(GrpoConfigSchema)), seed: BigInt(seed) };
+  if (req.rewards.length) throw new UserError(`--config ${config}: rewards: must be empty for an agent task (its scorers are the reward)`);
   const host = await startToolHost(task);
   try {
-    const req = readConfig(values.config);
-    if (req.rewards.length) throw new UserError(`--config ${values.config}: rewards: must be empty for an agent task (its scorers are the reward)`);
     const request: MessageInitShape<typeof TrainRequestSchema> = {
-      baseModel: req.baseModel, mode: req.mode, grpo: req.grpo, lora: req.lora, runtime: req.runtime, heldOut: req.heldOut,
-      runId: values["run-id"] ?? req.runId,
+      baseModel: baseModel ?? req.baseModel, mode: req.mode, grpo: req.grpo, lora: req.lora, runtime: req.runtime, heldOut: req.heldOut,
+      runId: runId ?? req.runId,
       dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
       agent: agentSpec(task, host.address),
     };
     console.log(`agent task ${task.name}: ${rows.length} train tasks, tools ${Object.keys(task.tools).join(", ")}, scorers ${Object.keys(task.scorers).join(", ")}; tools served at ${host.address}`);
-    return await follow(client, client.train(request));
+    return await follow(client.train(request));
   } finally {
     await host.close();
   }
 }
 
-export async function evalAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...GLOBAL_FLAGS, "agent-task": { type: "string" }, run: { type: "string" }, samples: { type: "string" }, threshold: { type: "string" }, out: { type: "string" }, "evals-dir": { type: "string" } }, allowPositionals: false });
-  if (!values.run) throw new UserError("agent eval --agent-task: --run ID is required (the run whose adapter is evaluated)");
-  const samples = number("--samples", values.samples, 1, 64, true) ?? 1;
-  const threshold = number("--threshold", values.threshold, 0, 1, false);
-  const task: AgentTask = await loadAgentTask(values["agent-task"]!);
-  const rows = rowsOf(task, "test");
-  if (rows.length === 0) throw new UserError(`${values["agent-task"]}: tasks: no rows with split "test"`);
-  const run = await client.getRun(values.run);
+/** Base vs the run's adapter on the test rows; report.md, eval.json, junit.xml under `out`. */
+async function evalOn(client: SidecarClient, task: AgentTask, file: string, runId: string, samples: number, out: string): Promise<AgentJudgement> {
+  const rows = loadRows(task, file, "test");
+  const run = await client.getRun(runId);
   const host = await startToolHost(task);
   let result: EvaluateResult | undefined;
   try {
     for await (const r of client.evaluate({
       baseModel: run.request?.baseModel ?? "",
-      adapters: [{ name: "adapter", source: { case: "runId", value: values.run } }],
+      adapters: [{ name: "adapter", source: { case: "runId", value: runId } }],
       tasks: { source: { case: "inline", value: { rows: taskRows(rows) } } },
       samplesPerTask: samples, temperature: samples > 1 ? 1 : 0, maxNewTokens: run.request?.grpo?.maxCompletionLength ?? 64,
       agent: agentSpec(task, host.address),
@@ -126,15 +126,33 @@ export async function evalAgentTask(argv: string[], client: SidecarClient): Prom
   }
   if (!result) throw new Error("Evaluate ended without a result");
   const j = judgeAgentEval(task, result);
-  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-tasks", task.name, values.run);
   mkdirSync(out, { recursive: true });
   writeFileAtomic(join(out, "eval.json"), JSON.stringify({ judgement: j, result: JSON.parse(toJsonString(EvaluateResultSchema, result)) }, null, 2) + "\n");
   writeFileAtomic(join(out, "junit.xml"), junitXml(task, result, j));
-  writeFileAtomic(join(out, "report.md"), episodesReport(task, result, j, values.run) + "\n");
+  writeFileAtomic(join(out, "report.md"), episodesReport(task, result, j, runId) + "\n");
   console.log(`${task.name}: base ${(100 * j.base.success).toFixed(1)}% -> adapter ${(100 * j.adapter.success).toFixed(1)}% on ${j.n} test tasks; ` +
     `delta ${pp(j.delta)} [${pp(j.ci.lower)}, ${pp(j.ci.upper)}] (${j.method})`);
   console.log(`verdict: ${j.verdict} (${j.reason})`);
   console.log(`wrote ${join(out, "report.md")}, eval.json, junit.xml`);
+  return j;
+}
+
+const TASK_FLAGS = { ...GLOBAL_FLAGS, "agent-task": { type: "string" }, "evals-dir": { type: "string" } } as const;
+
+export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, config: { type: "string" }, "run-id": { type: "string" } }, allowPositionals: false });
+  const task = await loadAgentTask(values["agent-task"]!);
+  return (await trainOn(client, task, values["agent-task"]!, values.config, values["run-id"])).succeeded ? 0 : 1;
+}
+
+export async function evalAgentTask(argv: string[], client: SidecarClient): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, run: { type: "string" }, samples: { type: "string" }, threshold: { type: "string" }, out: { type: "string" } }, allowPositionals: false });
+  if (!values.run) throw new UserError("agent eval --agent-task: --run ID is required (the run whose adapter is evaluated)");
+  const samples = number("--samples", values.samples, 1, 64, true) ?? 1;
+  const threshold = number("--threshold", values.threshold, 0, 1, false);
+  const task = await loadAgentTask(values["agent-task"]!);
+  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-tasks", task.name, values.run);
+  const j = await evalOn(client, task, values["agent-task"]!, values.run, samples, out);
   if (threshold !== undefined && j.adapter.success < threshold) {
     console.log(`threshold: the adapter's success ${(100 * j.adapter.success).toFixed(1)}% is below ${(100 * threshold).toFixed(1)}%: exit 1`);
     return 1;
@@ -142,3 +160,24 @@ export async function evalAgentTask(argv: string[], client: SidecarClient): Prom
   return 0;
 }
 
+/**
+ * `agent demo --agent-task FILE`: demonstration episodes from the task's `reference` calls (written
+ * under --data-root, the sidecar's data root), the embedded agent model built from them
+ * (base_model "embedded:<that file>"), training, then base vs adapter on the test rows.
+ */
+export async function demoAgentTask(argv: string[], client: SidecarClient): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, config: { type: "string" }, "run-id": { type: "string" }, "data-root": { type: "string" }, out: { type: "string" }, seed: { type: "string" } }, allowPositionals: false });
+  const file = values["agent-task"]!;
+  const seed = number("--seed", values.seed, 0, 2 ** 32 - 1, true);
+  const task = await loadAgentTask(file);
+  const root = resolve(values["data-root"] ?? dataRoot());
+  const relative = join("sidecar-data", "agent-demos", `${task.name}.demos.jsonl`);
+  mkdirSync(join(root, dirname(relative)), { recursive: true });
+  const n = await writeDemonstrations(task, loadRows(task, file, "train"), join(root, relative));
+  console.log(`== ${n} demonstration episodes: ${join(root, relative)} (the embedded agent model is built from them once, then cached)`);
+  const trained = await trainOn(client, task, file, values.config, values["run-id"], `embedded:${relative}`, seed);
+  if (!trained.succeeded) return 1;
+  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-tasks", task.name, trained.runId);
+  const j = await evalOn(client, task, file, trained.runId, 1, out);
+  return j.verdict === "FAIL" ? 1 : 0;
+}

@@ -48,6 +48,7 @@ function elapsed(t0: number): string {
 }
 
 export const command: CommandHandler = async (argv, client) => {
+  if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).demoAgentTask(argv, client);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { ...TRAIN_FLAGS, tasks: { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },

@@ -3,11 +3,12 @@
  * (`agent demo --agent-task`; py_trainer/tiny_agent_model.py builds a tiny model from them):
  * OpenAI's tool-calling SFT format, one episode a line, with the task's real tools run for every
  * call. A share `correctShare` of a task's demonstrations call the tools with the task's own
- * reference arguments and answer with the last tool output; the rest are input-independent
- * mistakes, half of them calling the tools with another task's arguments (and answering with what
- * they return), half answering without a tool with another task's answer (a guess). The base can
- * then already sample the right episode for a task, sometimes, and GRPO has something to sharpen
- * (the embedded task-file model's partly correct labels, for episodes). Deterministic from the seed.
+ * reference arguments and answer with the last tool output; a share `guessShare` answer without a
+ * tool, with another task's answer (a guess); the rest call the tools with another task's
+ * arguments and answer with what they return. The base can then already sample the right episode
+ * for a task, but its most likely episode is a guess: pass@k above pass@1, and GRPO has something
+ * to sharpen (the embedded task-file model's partly correct labels, for episodes). Deterministic
+ * from the seed.
  */
 import { Rng } from "../core/stats/index.js";
 import { UserError, writeFileAtomic } from "../workspace.js";
@@ -15,12 +16,17 @@ import type { AgentTask, AgentTaskRow, EpisodeMessage } from "./define.js";
 import { runTool } from "./tool-host.js";
 
 export interface DemonstrationSettings {
-  perTask: number;
+  /** about this many demonstrations in all (at least one per task): each task is shown a few
+   *  times only, so a tiny model learns to copy what the tools return instead of memorizing
+   *  each task's answer (measured: 320 tasks x 8 demonstrations taught memorized answers and
+   *  0% right on the test tasks) */
+  total: number;
   correctShare: number;
+  guessShare: number;
   seed: number;
 }
 
-export const DEMONSTRATIONS: DemonstrationSettings = { perTask: 8, correctShare: 0.3, seed: 0 };
+export const DEMONSTRATIONS: DemonstrationSettings = { total: 3000, correctShare: 0.3, guessShare: 0.6, seed: 0 };
 
 async function answerOf(task: AgentTask, row: AgentTaskRow): Promise<string> {
   let last = "";
@@ -34,11 +40,13 @@ export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], sett
   const rng = new Rng(settings.seed);
   const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
   const lines: string[] = [];
+  const perTask = Math.max(1, Math.ceil(settings.total / Math.max(rows.length, 1)));
   for (const [i, row] of rows.entries()) {
-    for (let k = 0; k < settings.perTask; k++) {
-      const right = rng.nextUint32() / 2 ** 32 < settings.correctShare;
+    for (let k = 0; k < perTask; k++) {
+      const draw = rng.nextUint32() / 2 ** 32;
+      const right = draw < settings.correctShare;
+      const guess = !right && draw < settings.correctShare + settings.guessShare;
       const other = rows.length < 2 ? row : rows[(i + 1 + rng.nextIndex(rows.length - 1)) % rows.length];
-      const guess = !right && rng.nextUint32() % 2 === 0;
       const calls = guess ? [] : task.reference(right ? row : other);
       const messages: EpisodeMessage[] = [];
       if (task.systemPrompt) messages.push({ role: "system", content: task.systemPrompt });
