@@ -291,7 +291,7 @@ def check_curve_thresholds(ts_json: Path, checked_in: Path = curve_thresholds.JS
 
 
 # ---------------------------------------------------------------------------------------------
-# The reward half of the verdict (TS verdict/reward.ts vs the sidecar's summary.json)
+# The reward half of the verdict (TS verdict/held-out-reward.ts vs the sidecar's summary.json)
 
 SUMMARY_KEYS = {"estimate": "relative_change", "lower": "relative_change_ci_low", "upper": "relative_change_ci_high"}
 

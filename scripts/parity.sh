@@ -11,7 +11,7 @@
 #      exit non-zero on any mismatch. Discrete outputs must be equal; floats within the ulp
 #      tolerance each file states (the ports are bit-identical by construction; see core/stats/index.ts);
 #      py_trainer.curve_thresholds's constants must equal the TS thresholds;
-#   4. the verdict's reward half (ts_agent/src/agent/verdict/reward.ts, from run.json's per-prompt
+#   4. the verdict's reward half (ts_agent/src/agent/verdict/held-out-reward.ts, from run.json's per-prompt
 #      scores) must equal the sidecar's summary.json numbers for every run folder in
 #      ts_agent/test/fixtures/runs and agent-evals/runs (src/parity/reward.ts writes, parity.py checks).
 # Env: PARITY_RUNS (default 1000), PARITY_SEED (default 20261129), PY (default .venv/bin/python).

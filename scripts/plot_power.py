@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/plot_power.py agent-evals/runs/<run_id>/power-curve.csv [OUT.png]
 
-The CSV (ts_agent/src/agent/report/power.ts) holds, for several test-set sizes n, P(PASS) and
+The CSV (ts_agent/src/agent/report/power-curve.ts) holds, for several test-set sizes n, P(PASS) and
 P(CONFIRMED) of the milestone's downstream gates against the true delta (normal approximation,
 the run's observed sd of per-task differences). The report already embeds the same curve as an
 SVG drawn in TS; this script is for a matplotlib PNG (default OUT: power-curve.png beside the CSV).

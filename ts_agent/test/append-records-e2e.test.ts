@@ -19,7 +19,7 @@ const SRC = join(REPO, "ts_agent", "src", "agent");
 function writer(evalsDir: string, who: string, n: number): Promise<number | null> {
   const script = `
     const { recordTestEval } = await import(${JSON.stringify(pathToFileURL(join(SRC, "eval", "test-evals.ts")).href)});
-    const { appendBaselineHistory } = await import(${JSON.stringify(pathToFileURL(join(SRC, "eval", "baseline.ts")).href)});
+    const { appendBaselineHistory } = await import(${JSON.stringify(pathToFileURL(join(SRC, "eval", "baseline-record.ts")).href)});
     for (let i = 0; i < ${n}; i++) {
       recordTestEval(${JSON.stringify(evalsDir)}, { command: "eval", runId: "r1", step: i, tasks: 10, taskSet: ${JSON.stringify(who)} });
       appendBaselineHistory(${JSON.stringify(evalsDir)}, { replacedAt: String(i), reason: ${JSON.stringify(who)}, runsJudged: [], baseline: {} });

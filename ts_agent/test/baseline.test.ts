@@ -17,7 +17,7 @@ import {
   runsJudgedOn,
   setBaseline,
   type Baseline,
-} from "../src/agent/eval/baseline.js";
+} from "../src/agent/eval/baseline-record.js";
 import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import { RegradeMismatchError } from "../src/agent/eval/grading.js";

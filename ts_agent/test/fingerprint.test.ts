@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { buildBaseline, matchBaseline } from "../src/agent/eval/baseline.js";
+import { buildBaseline, matchBaseline } from "../src/agent/eval/baseline-record.js";
 import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { type EvalSettings } from "../src/agent/core/eval-log.js";
 import {

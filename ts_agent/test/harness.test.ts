@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 
-import { graderAgreement, humanAgreement } from "../src/agent/eval/agreement.js";
+import { graderAgreement, humanAgreement } from "../src/agent/eval/grader-agreement.js";
 import { DEFAULT_EVAL_SETTINGS, modelIdentity } from "../src/agent/eval/evaluate.js";
 import { RegradeMismatchError, accuracy, perTaskScores, regrade } from "../src/agent/eval/grading.js";
 import { loadTaskSet, type TaskSet } from "../src/agent/eval/task-set.js";
@@ -238,7 +238,7 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
 });
 
 test("grader kappa with K > 1 samples uses per-task means (tasks are the unit), linearly weighted", async () => {
-  const { graderAgreement } = await import("../src/agent/eval/agreement.js");
+  const { graderAgreement } = await import("../src/agent/eval/grader-agreement.js");
   const sample = (a: number, b: number) => ({ completion: "", scores: { exact_match: a, exact_match_lenient: b } });
   const v = {
     name: "adapter",

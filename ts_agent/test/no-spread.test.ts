@@ -11,7 +11,7 @@ import { describe, test } from "node:test";
 import fc from "fast-check";
 import { NO_SPREAD_ULPS, mcnemarExactP, noSpread, pairedComparison } from "../src/agent/core/stats/index.js";
 import { NO_VARIANCE_TEST, UNDEFINED_TEST, compareScores, sliceBreakdown } from "../src/agent/core/base-vs-adapter.js";
-import { heldOutTest } from "../src/agent/verdict/reward.js";
+import { heldOutTest } from "../src/agent/verdict/held-out-reward.js";
 
 describe("no spread, with a tolerance (issue 29, item 1)", () => {
   test("noSpread: equal up to rounding is no spread; a real difference of 1e-12 at scale 1 is spread", () => {

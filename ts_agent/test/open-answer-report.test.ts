@@ -19,7 +19,7 @@ import { writeEvalLog, type EvalSettings } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { buildReward } from "../src/agent/core/task-rewards.js";
 import type { TaskRow } from "../src/agent/core/task-format.js";
-import { writeReport } from "../src/agent/report/report.js";
+import { writeReport } from "../src/agent/report/run-report.js";
 import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures } from "../src/agent/report/curve-features.js";
 import { testLookWords } from "../src/agent/eval/test-evals.js";

@@ -10,7 +10,7 @@ import { GrpoConfigSchema, RunEventSchema, RunSchema, RunState, TrainMode } from
 import { bootstrapMeanCI, wilsonInterval } from "../src/agent/core/stats/index.js";
 import { preferenceCurve } from "../src/agent/report/preference-curve.js";
 import { preferenceAnalysis } from "../src/agent/report/preference.js";
-import { writeReport } from "../src/agent/report/report.js";
+import { writeReport } from "../src/agent/report/run-report.js";
 
 function prefRun(metrics: Record<string, unknown>) {
   const perPrompt = [0.5, 0.5, 0.5, 0.5, 0.5];

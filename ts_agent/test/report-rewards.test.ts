@@ -11,7 +11,7 @@ import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { rewardsLines } from "../src/agent/report/sections/overview.js";
+import { rewardsLines } from "../src/agent/report/sections/overview-section.js";
 
 test("a request without rewards: the sidecar's default is named, with what format 0.2 does to the ratio", () => {
   const lines = rewardsLines(create(TrainRequestSchema, {}), { grader: "exact_match", taskFile: "mytasks/weekday.jsonl" }).join("\n");

@@ -7,7 +7,7 @@ import { describe, test } from "node:test";
 import { create, toJsonString } from "@bufbuild/protobuf";
 
 import { RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline.js";
+import { buildBaseline, writeBaseline } from "../src/agent/eval/baseline-record.js";
 import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
 import { type TaskSet } from "../src/agent/eval/task-set.js";
@@ -15,7 +15,7 @@ import { writeEvalLog } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
 import { mulberry32 } from "../src/task-sets/task-rng.js";
 import type { TaskRow } from "../src/agent/core/task-format.js";
-import { writeReport } from "../src/agent/report/report.js";
+import { writeReport } from "../src/agent/report/run-report.js";
 import { RESOLVED_MODEL, gradedResult, row } from "./helpers/eval-fixtures.js";
 import { stubConfusionPlot } from "./helpers/plot-stub.js";
 

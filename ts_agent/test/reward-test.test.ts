@@ -1,6 +1,6 @@
 /**
  * The reward criterion's "excludes 0" is decided by a deterministic test on the per-prompt
- * end - start (verdict/reward.ts heldOutTest), not by the seeded bootstrap CI of the relative
+ * end - start (verdict/held-out-reward.ts heldOutTest), not by the seeded bootstrap CI of the relative
  * change, which only describes it (issue 21).
  */
 import assert from "node:assert/strict";
@@ -10,7 +10,7 @@ import { create } from "@bufbuild/protobuf";
 
 import { RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { judgeReward } from "../src/agent/verdict/milestone.js";
-import { heldOutTest, rewardEvidence } from "../src/agent/verdict/reward.js";
+import { heldOutTest, rewardEvidence } from "../src/agent/verdict/held-out-reward.js";
 
 // 64 prompts x 4 samples, correct samples per prompt at step 0 and at the end: +28.1%. With the
 // bootstrap deciding, grpo.seed 0-19 gave PASS 8 times and INCONCLUSIVE 12 times (the lower bound

@@ -18,7 +18,7 @@ import { main } from "../src/cli.js";
 import { RunSchema, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { trainViaSidecar } from "../src/agent/train/run.js";
 import { readTestEvals } from "../src/agent/eval/test-evals.js";
-import { SELECTION_FILE, SELECTION_SCHEMA } from "../src/agent/verdict/selection.js";
+import { SELECTION_FILE, SELECTION_SCHEMA } from "../src/agent/verdict/checkpoint-selection-rule.js";
 import { RunState, SidecarClient } from "../src/sidecar/client.js";
 import { agentProcess } from "./helpers/agent-process.js";
 import { captureConsole } from "./helpers/console.js";

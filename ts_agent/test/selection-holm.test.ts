@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Rng } from "../src/agent/core/stats/index.js";
-import { chooseCheckpoint } from "../src/agent/verdict/selection.js";
+import { chooseCheckpoint } from "../src/agent/verdict/checkpoint-selection-rule.js";
 
 const U = (rng: Rng) => (rng.nextUint32() + 0.5) / 4294967296;
 

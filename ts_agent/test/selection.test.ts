@@ -1,4 +1,4 @@
-/** Checkpoint selection without a sidecar: the rules (verdict/selection.ts chooseCheckpoint), the
+/** Checkpoint selection without a sidecar: the rules (verdict/checkpoint-selection-rule.ts chooseCheckpoint), the
  *  validation rows a run did not train on, and the report: the selection section from
  *  selection.json, and the warning once the test split was looked at twice for a run. */
 import assert from "node:assert/strict";
@@ -10,10 +10,10 @@ import { create } from "@bufbuild/protobuf";
 
 import { accuracy } from "../src/agent/eval/grading.js";
 import { readTestEvals, recordTestEval } from "../src/agent/eval/test-evals.js";
-import { writeReport } from "../src/agent/report/report.js";
+import { writeReport } from "../src/agent/report/run-report.js";
 import { candidateSteps } from "../src/agent/checkpoint-selection/checkpoint-selection.js";
-import { SELECTION_SVG, selectionSvg } from "../src/agent/report/selection-curve.js";
-import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/selection.js";
+import { SELECTION_SVG, selectionSvg } from "../src/agent/report/checkpoint-selection-curve.js";
+import { SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows } from "../src/agent/verdict/checkpoint-selection-rule.js";
 import { RunResultSchema, RunState, TrainRequestSchema } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { runFolder } from "./helpers/run-folders.js";
 

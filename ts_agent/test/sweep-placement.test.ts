@@ -10,7 +10,7 @@ import { test } from "node:test";
 
 import { Code } from "@connectrpc/connect";
 
-import { maxOverlap, placementCell, placementLine, renderSweepReport, summarizeSweep, type SeedRun } from "../src/agent/replicate/sweep.js";
+import { maxOverlap, placementCell, placementLine, renderSweepReport, summarizeSweep, type SeedRun } from "../src/agent/replicate/across-seeds.js";
 import { interruptLines } from "../src/pipeline/interrupt.js";
 import { seedLog, untilAdmitted } from "../src/pipeline/seed-sweep.js";
 import { SidecarError } from "../src/sidecar/client.js";

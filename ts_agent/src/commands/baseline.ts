@@ -24,7 +24,7 @@ import {
   readBaselineHistory,
   runsJudgedOn,
   setBaseline,
-} from "../agent/eval/baseline.js";
+} from "../agent/eval/baseline-record.js";
 import { progressPrinter, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import {
   buildFingerprint,
@@ -34,7 +34,7 @@ import {
   fingerprintWarnings,
   type FingerprintRow,
 } from "../agent/eval/fingerprint.js";
-import { baselineFingerprint } from "../agent/eval/baseline.js";
+import { baselineFingerprint } from "../agent/eval/baseline-record.js";
 import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { EVAL_FILE, readEvalLog } from "../agent/core/eval-log.js";

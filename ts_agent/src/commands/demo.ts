@@ -15,9 +15,9 @@
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-import { baselinePath } from "../agent/eval/baseline.js";
+import { baselinePath } from "../agent/eval/baseline-record.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { writeReport } from "../agent/report/report.js";
+import { writeReport } from "../agent/report/run-report.js";
 import { loadTrainRequest, outcomeLine, relativeChangeText, trainProgressPrinter, trainViaSidecar } from "../agent/train/run.js";
 import { milestoneLine } from "../agent/verdict/milestone.js";
 import { ensureBaseline } from "../pipeline/baseline-step.js";

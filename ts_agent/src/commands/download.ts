@@ -4,25 +4,21 @@
  * verified are kept, so running it again fetches nothing. run.json is written last: a folder
  * without it is not complete. Exit 1 (and the `agent watch` command) for a run not over yet.
  */
-import { parseArgs } from "node:util";
-
 import { RunNotFinished, downloadRun } from "../agent/train/run.js";
 import { displayPath, evalsDirOrDefault } from "../agent/workspace.js";
 import { runStateName } from "../sidecar/client.js";
 import { repeatFlags } from "../pipeline/next-commands.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { RUN_DIR_FLAG_HELP, oneRunId, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Download a finished run (resumable, sha256-checked, idempotent).",
   usage: "agent download <run_id> [--evals-dir DIR]",
-  flags: [["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"]],
+  flags: [RUN_DIR_FLAG_HELP],
   examples: ["agent download run-20261201-101500-ab12cd"],
 };
 
 export const command: CommandHandler = async (argv, client) => {
-  const { values, positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
-  if (positionals.length !== 1) throw usageError("download", help, positionals.length ? "one run id, please" : "which run? give its id");
-  const runId = positionals[0];
+  const { values, runId } = oneRunId("download", help, argv);
   try {
     const out = await downloadRun(client, runId, evalsDirOrDefault(values["evals-dir"]), {
       onWait: (pid) => console.log(`another agent (pid ${pid}) is downloading ${runId} into the same folder: waiting for it`),

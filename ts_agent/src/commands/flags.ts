@@ -5,12 +5,14 @@
  * than one command takes.
  */
 import { resolve } from "node:path";
+import { parseArgs } from "node:util";
 
 import { DEFAULT_EVAL_SETTINGS } from "../agent/eval/evaluate.js";
 import { type EvalSettings } from "../agent/core/eval-log.js";
 import { TASKS_RELATIVE_PATH, defaultTasksPath } from "../agent/eval/tasks.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import type { EvalTarget } from "../pipeline/eval-target.js";
+import { followRun } from "../pipeline/follow.js";
 import { SidecarClient } from "../sidecar/client.js";
 
 /** One `agent` command: its arguments after the command name -> exit code. */
@@ -113,6 +115,26 @@ export const TRAIN_FLAGS = {
 export const EVALS_DIR_FLAG = {
   "evals-dir": { type: "string" },
 } as const;
+
+/** --evals-dir's help for a command that writes one run's folder (train, watch, resume, download). */
+export const RUN_DIR_FLAG_HELP: [string, string] = ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"];
+
+/** `agent <name> <run_id> [--evals-dir DIR]`: the flags and the one run id (watch, resume, download). */
+export function oneRunId(name: string, help: CommandHelp, argv: string[]): { values: { "evals-dir"?: string; address?: string; token?: string }; runId: string } {
+  const { values, positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
+  if (positionals.length !== 1) throw usageError(name, help, positionals.length ? "one run id, please" : "which run? give its id");
+  return { values, runId: positionals[0] };
+}
+
+/** A command that follows one run to its end and downloads it: `agent watch`, and `agent resume`,
+ *  which asks the sidecar to queue the run again `first`. */
+export function followOneRun(name: string, help: CommandHelp, first?: (client: SidecarClient, runId: string) => Promise<void>): CommandHandler {
+  return async (argv, client) => {
+    const { values, runId } = oneRunId(name, help, argv);
+    await first?.(client, runId);
+    return followRun(client, values, runId);
+  };
+}
 
 /** `agent eval` and `agent baseline set`: what to evaluate on. */
 export const EVAL_FLAGS = {

@@ -22,7 +22,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
-import { baselinePath, readBaseline } from "../agent/eval/baseline.js";
+import { baselinePath, readBaseline } from "../agent/eval/baseline-record.js";
 import { skippedFeatures } from "../agent/core/task-format.js";
 import { TASKS_RELATIVE_PATH, loadTaskFile, splitTasks } from "../agent/eval/tasks.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP } from "../agent/verdict/milestone.js";

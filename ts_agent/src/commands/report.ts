@@ -10,9 +10,9 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-import { baselinePath } from "../agent/eval/baseline.js";
+import { baselinePath } from "../agent/eval/baseline-record.js";
 import { adapterEvalIn, writeEvalReport } from "../agent/report/eval-report.js";
-import { writeReport } from "../agent/report/report.js";
+import { writeReport } from "../agent/report/run-report.js";
 import { milestoneLine } from "../agent/verdict/milestone.js";
 import { UserError, displayPath, evalsDirOrDefault, isRunLocal, runDir } from "../agent/workspace.js";
 import { repeatFlags } from "../pipeline/next-commands.js";

@@ -8,7 +8,7 @@ import { parseArgs } from "node:util";
 
 import { selectCheckpoint } from "../agent/checkpoint-selection/checkpoint-selection.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
-import { RULES, SELECTION_FILE, readSelection, type SelectionRule } from "../agent/verdict/selection.js";
+import { RULES, SELECTION_FILE, readSelection, type SelectionRule } from "../agent/verdict/checkpoint-selection-rule.js";
 import { UserError, displayPath, runDir } from "../agent/workspace.js";
 import { targetForRun } from "../pipeline/run-task-file.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";

@@ -9,7 +9,7 @@
  * <evals dir>/sweeps/<sweep_id>/report.md (+ sweep.json, rewritten after every seed so a sweep
  * that dies half-way keeps what it measured), with where each seed ran (Run.slots / Run.node seen
  * while it was RUNNING, and its RUNNING interval). pipeline/seed-sweep.ts runs it;
- * agent/replicate/sweep.ts does the statistics.
+ * agent/replicate/across-seeds.ts does the statistics.
  *
  * A seed refused because the sidecar's queue is full (RESOURCE_EXHAUSTED) is submitted again
  * when another run of this sweep ends; with none of its runs left on the sidecar, the refusal

@@ -13,7 +13,7 @@ import { trainHelp as agentTrainHelp } from "./agent-task-help.js";
 
 import { loadTrainRequest, trainViaSidecar } from "../agent/train/run.js";
 import { followAttached } from "../pipeline/follow.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, TRAIN_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { EVALS_DIR_FLAG, GLOBAL_FLAGS, RUN_DIR_FLAG_HELP, TRAIN_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Train through the sidecar: live progress, then every artifact downloaded and sha256-verified.",
@@ -22,7 +22,7 @@ export const help: CommandHelp = {
     ...agentTrainHelp,
     ["--config FILE", "a TrainRequest in proto JSON (.proto or camelCase field names)"],
     ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
-    ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"],
+    RUN_DIR_FLAG_HELP,
   ],
   notes:
     "Ctrl-C detaches: the run keeps going on the sidecar, and the `agent watch` / `agent cancel`\n" +

@@ -1,5 +1,5 @@
 /**
- * `make parity`'s reward-half check: the verdict's held-out relative change (verdict/reward.ts,
+ * `make parity`'s reward-half check: the verdict's held-out relative change (verdict/held-out-reward.ts,
  * computed in TS from run.json's per-prompt scores) for every run folder given that has both
  * run.json and the sidecar's summary.json, written for scripts/parity.py to compare with
  * summary.json's relative_change / relative_change_ci_low / relative_change_ci_high (the numbers
@@ -20,7 +20,7 @@ import { pathToFileURL } from "node:url";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 
 import { RunSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { HELD_OUT_RESAMPLES, heldOutRelativeChange, heldOutSeed } from "../agent/verdict/reward.js";
+import { HELD_OUT_RESAMPLES, heldOutRelativeChange, heldOutSeed } from "../agent/verdict/held-out-reward.js";
 import { encode } from "./harness.js";
 
 /** The run folders under the given paths: a folder with run.json and summary.json, or its children that are. */

@@ -2,7 +2,7 @@
  * baseline.json as `agent demo` and `agent sweep` begin (kept, or set when missing, never
  * replaced), and the one line every command prints for a baseline.
  */
-import { baselinePath, readBaseline, setBaseline, type Baseline } from "../agent/eval/baseline.js";
+import { baselinePath, readBaseline, setBaseline, type Baseline } from "../agent/eval/baseline-record.js";
 import { progressPrinter, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { loadTaskSet } from "../agent/eval/task-set.js";
 import type { SidecarClient } from "../sidecar/client.js";

@@ -8,7 +8,7 @@ import { basename, isAbsolute, relative, resolve } from "node:path";
 
 import { ADAPTER_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { evalLogDestination, writeEvalLog, type EvalLog } from "../agent/core/eval-log.js";
-import { readBaseline } from "../agent/eval/baseline.js";
+import { readBaseline } from "../agent/eval/baseline-record.js";
 import { buildEvalLog, evaluateRun } from "../agent/eval/build-eval-log.js";
 import { checkSettings, evaluateRequest, primaryGrader, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";

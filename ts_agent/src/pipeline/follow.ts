@@ -3,7 +3,7 @@
  * progress line, Ctrl-C detaching (a second Ctrl-C within 2 s cancels), what a detach or a lost
  * sidecar prints, and the outcome.
  */
-import { Detached, SidecarLost, heldOutChangeLine, outcomeLine, trainProgressPrinter, type TrainOutcome } from "../agent/train/run.js";
+import { Detached, SidecarLost, heldOutChangeLine, outcomeLine, trainProgressPrinter, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { evalsDirOrDefault } from "../agent/workspace.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
 import { repeatFlags, sidecarFlags } from "./next-commands.js";
@@ -115,4 +115,10 @@ export async function followAttached(
   progress.end();
   printOutcome(out);
   return out.state === RunState.SUCCEEDED ? 0 : 1;
+}
+
+/** Re-attach to run `runId` (its events replayed, then followed live) and download it at the end
+ *  (`agent watch`, and `agent resume` once the sidecar has queued the run again). */
+export function followRun(client: SidecarClient, values: RepeatedFlags, runId: string): Promise<number> {
+  return followAttached(client, values, (opts) => watchViaSidecar(client, runId, opts));
 }

@@ -28,8 +28,8 @@ import {
   type SeedPlacement,
   type SeedRun,
   type SweepSummary,
-} from "../agent/replicate/sweep.js";
-import { writeReport } from "../agent/report/report.js";
+} from "../agent/replicate/across-seeds.js";
+import { writeReport } from "../agent/report/run-report.js";
 import { loadTrainRequest, outcomeLine, readLocalRun, trainViaSidecar, watchViaSidecar, type TrainLog, type TrainOutcome } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";

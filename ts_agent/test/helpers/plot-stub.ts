@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from "node:fs";
 
-import { confusionPlotter } from "../../src/agent/report/report.js";
+import { confusionPlotter } from "../../src/agent/report/run-report.js";
 
 const realPlotter = confusionPlotter.run;
 

@@ -3,7 +3,7 @@
  * flags): choose one of a run's checkpoints on a validation split, then look at
  * the test split once. Every complete checkpoint (its CheckpointSaved events, less those the
  * sidecar no longer keeps) is scored in ONE Evaluate (with the base) on validation rows: the task
- * file's train-split rows whose prompt the run did not train on (verdict/selection.ts
+ * file's train-split rows whose prompt the run did not train on (verdict/checkpoint-selection-rule.ts
  * trainedPrompts: the request's dataset and limit, less the held-out tail), never test. A rule
  * picks one (default: the last unless an earlier one is better by its Holm-adjusted test;
  * `--rule best`: the highest mean); then one Evaluate scores base + the chosen checkpoint on test,
@@ -26,11 +26,11 @@ import { regrade, scoresOf, summarizeVariant } from "../eval/grading.js";
 import { loadTaskSet, type TaskSet } from "../eval/task-set.js";
 import { loadTaskFile } from "../eval/tasks.js";
 import { readTestEvals, recordTestEval, testLookWords } from "../eval/test-evals.js";
-import { SELECTION_SVG, selectionSvg } from "../report/selection-curve.js";
+import { SELECTION_SVG, selectionSvg } from "../report/checkpoint-selection-curve.js";
 import { readLocalRun } from "../train/run.js";
 import { pp } from "../verdict/milestone.js";
 import { compareSplits } from "../verdict/verdict.js";
-import { RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../verdict/selection.js";
+import { RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../verdict/checkpoint-selection-rule.js";
 import { UserError, displayPath, runDataRoot, runDir, writeFileAtomic } from "../workspace.js";
 
 const variantOf = (step: number) => `step-${step}`;

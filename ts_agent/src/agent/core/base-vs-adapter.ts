@@ -4,7 +4,7 @@
  * (stats convention d = b - a), all as FRACTIONS (0.05 = +5 percentage points; the report prints
  * pp). compareScores is the one implementation of a paired comparison of per-task scores; its
  * callers pair different things: the eval's base and adapter (verdict.ts, eval/build-eval-log.ts),
- * baseline.json's and the eval's base (verdict.ts), two checkpoints (verdict/selection.ts), two
+ * baseline.json's and the eval's base (verdict.ts), two checkpoints (verdict/checkpoint-selection-rule.ts), two
  * runs (run-comparison/), and each slice (sliceBreakdown here).
  *
  * The decision: for 0/1 per-task scores, Tango's score interval with the exact McNemar test

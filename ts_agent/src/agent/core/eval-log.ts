@@ -164,7 +164,7 @@ export function olderLogNote(log: EvalLog): string {
 
 // ---------------------------------------------------------------------------------------------
 // The types inside the log (eval/ computes them: evaluate.ts, fingerprint.ts, grading.ts,
-// task-set.ts, agreement.ts)
+// task-set.ts, grader-agreement.ts)
 
 /** How an evaluation is run. Baseline and eval must agree on all of it to be comparable. */
 export interface EvalSettings {

@@ -8,7 +8,7 @@ import { EvaluateResultSchema, type EvaluateProgress, type EvaluateResult } from
 import type { SidecarClient } from "../../sidecar/client.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { EVAL_LOG_SCHEMA, type EvalLog, type EvalSettings, type LoggedTask, type SplitResult } from "../core/eval-log.js";
-import { humanAgreement } from "./agreement.js";
+import { humanAgreement } from "./grader-agreement.js";
 import { evaluateRunSplits, primaryGrader } from "./evaluate.js";
 import { buildFingerprint } from "./fingerprint.js";
 import { regrade, summarizeVariant } from "./grading.js";

@@ -12,7 +12,7 @@
 import type { Accuracy, VariantSummary } from "../core/eval-log.js";
 import { passAtK, standardError, studentTQuantile, wilsonInterval } from "../core/stats/index.js";
 import { buildReward, type RewardSpec } from "../core/task-rewards.js";
-import { graderAgreement, secondGrader } from "./agreement.js";
+import { graderAgreement, secondGrader } from "./grader-agreement.js";
 import { type Agreement } from "../core/eval-log.js";
 import { LENIENT_GRADER, PRIMARY_GRADER, type VariantScores } from "./evaluate.js";
 import type { TaskRow } from "../core/task-format.js";

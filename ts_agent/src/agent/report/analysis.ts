@@ -15,7 +15,7 @@ import { answerAnalysis, answerSignal, type AnswerAnalysis } from "./answer-anal
 import { attribute, type RowResult } from "./attribution.js";
 import { curveFeatures, type CurveFeatures } from "./curve-features.js";
 import type { ReportInput } from "./input.js";
-import { powerCurve, type PowerCurve } from "./power.js";
+import { powerCurve, type PowerCurve } from "./power-curve.js";
 import { preferenceAnalysis, type PreferenceAnalysis } from "./preference.js";
 import { computeSide, tcoFor, type ComputeSide, type TcoFor } from "./tco.js";
 

@@ -10,14 +10,14 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
 import { codeLine } from "../code-revision.js";
-import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline.js";
+import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline-record.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis } from "./analysis.js";
 import type { ReportInput } from "./input.js";
-import { answers } from "./sections/answers.js";
-import { downstream } from "./sections/downstream.js";
-import { files } from "./sections/pending.js";
+import { answers } from "./sections/answers-section.js";
+import { downstream } from "./sections/downstream-section.js";
+import { files } from "./sections/pending-section.js";
 
 export const EVAL_REPORT_FILE = "report.md";
 

@@ -9,11 +9,11 @@ import { join, relative } from "node:path";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 
 import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline.js";
+import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline-record.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
-import { readSelection, type SelectionRecord } from "../verdict/selection.js";
+import { readSelection, type SelectionRecord } from "../verdict/checkpoint-selection-rule.js";
 import { readTestEvals, type TestEvalRecord } from "../eval/test-evals.js";
-import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/sweep.js";
+import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/across-seeds.js";
 import { displayPath, REPO_ROOT } from "../workspace.js";
 import type { StepMetrics } from "./curve-features.js";
 import { parseStepTimeBreakdown, type StepTimeBreakdown } from "./tco.js";

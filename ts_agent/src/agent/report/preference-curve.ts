@@ -3,7 +3,7 @@
  * measures it at step 0 and at every logging step, `heldout/pairwise_accuracy`) beside TRL's
  * training-batch `rewards/accuracies`, drawn as a small SVG next to report.md (a GRPO run's curve
  * is the sidecar's reward-vs-step.png; the preference mode draws none, its data is
- * preference-vs-step.csv). No plotting dependency on the TS side, as power.ts.
+ * preference-vs-step.csv). No plotting dependency on the TS side, as power-curve.ts.
  */
 import type { StepMetrics } from "./curve-features.js";
 

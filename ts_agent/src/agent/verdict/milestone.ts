@@ -42,7 +42,7 @@
  * verdict never flips with a bootstrap seed); for per-task means (K > 1 samples), the paired t
  * interval and t test. Every verdict carries its reason in words and numbers.
  *
- * This file holds the rules only; verdict.ts builds their evidence (reward.ts,
+ * This file holds the rules only; verdict.ts builds their evidence (held-out-reward.ts,
  * core/base-vs-adapter.ts) once and is what the report and the commands call. Field names are
  * those of the evidence's source: the wire's relativeChange / relativeChangeCiLow / relativeChangeCiHigh, base-vs-adapter.ts's meanDiff and
  * its Decision's lower / upper / method / test / p / rejects.
@@ -51,7 +51,7 @@
  * criterion works in FRACTIONS internally (0.05) and speaks percentage points in its reasons,
  * printed to 0.1 pp (finer digits would be noise at any n this project sees).
  */
-import type { BaselineMatch } from "../eval/baseline.js";
+import type { BaselineMatch } from "../eval/baseline-record.js";
 
 /** End held-out reward must be at least this relative change over step 0 (fraction: +20%). */
 export const REWARD_MIN_RELATIVE_CHANGE = 0.2;
@@ -85,7 +85,7 @@ export interface RewardEvidence {
    *  (the sidecar's numbers only), then numPrompts counts */
   scorablePrompts?: number | null;
   samplesPerPrompt: number;
-  /** the deterministic test that governs "excludes 0" (reward.ts heldOutTest: paired t on the
+  /** the deterministic test that governs "excludes 0" (held-out-reward.ts heldOutTest: paired t on the
    *  per-prompt end - start, exact sign test when they have no spread); absent for the sidecar's
    *  numbers, where the CI decides */
   test?: string;
@@ -94,7 +94,7 @@ export interface RewardEvidence {
   /** P(PASS | true relative change = +20%) at this many prompts (normal approximation from the
    *  CI's width); null when unknown */
   pPassAtThreshold?: number | null;
-  /** where the relative change and its CI were computed (reward.ts); "" when not said */
+  /** where the relative change and its CI were computed (held-out-reward.ts); "" when not said */
   computedFrom?: string;
 }
 

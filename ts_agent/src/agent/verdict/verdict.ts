@@ -4,7 +4,7 @@
  * renders a Verdict, `agent report` and `agent demo` print its headline, and `agent eval` prints
  * its decision interval (judgeEvalComparison), so all three show the same numbers.
  *
- * - Reward half: reward.ts, from the per-prompt scores (equal to the sidecar's by `make parity`).
+ * - Reward half: held-out-reward.ts, from the per-prompt scores (equal to the sidecar's by `make parity`).
  * - Downstream half: the adapter's per-task scores paired with the eval's OWN base variant, always
  *   (same load, same runtime). baseline.json is the guard against a moved baseline: the verdict is
  *   GATED when its fingerprint differs from the eval's in a field that gates (eval/fingerprint.ts,
@@ -17,7 +17,7 @@
  * - The rules: milestone.ts. docs/verdict.md explains them for a reader.
  */
 import type { Run } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } from "../eval/baseline.js";
+import { compareWithBaseline, evalTaskIds, type Baseline, type BaselineMatch } from "../eval/baseline-record.js";
 import { fingerprintGates, type FingerprintRow } from "../eval/fingerprint.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { scoresOf } from "../eval/grading.js";
@@ -35,7 +35,7 @@ import {
   type MilestoneVerdict,
   type RewardEvidence,
 } from "./milestone.js";
-import { rewardEvidence } from "./reward.js";
+import { rewardEvidence } from "./held-out-reward.js";
 
 // ---------------------------------------------------------------------------------------------
 // The downstream half

@@ -5,7 +5,7 @@ import { testLooksWarning } from "../../eval/test-evals.js";
 import { pp } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { table } from "../markdown.js";
-import { SELECTION_SVG } from "../selection-curve.js";
+import { SELECTION_SVG } from "../checkpoint-selection-curve.js";
 
 const pct = (a: { estimate: number; lower: number; upper: number } | null) =>
   a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-";

@@ -9,7 +9,7 @@ import {
 } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { table } from "../markdown.js";
-import { POWER_CSV, POWER_SVG } from "../power.js";
+import { POWER_CSV, POWER_SVG } from "../power-curve.js";
 
 export const milestone: ReportSection = (input, a) => {
   const m = a.milestone;

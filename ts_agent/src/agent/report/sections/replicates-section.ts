@@ -1,6 +1,6 @@
 /** Replicates: when this run is a seed of a sweep (`agent sweep`), the recipe's effect across its
- *  seeds (agent/replicate/sweep.ts renders the section; the sweep's own report.md has the same). */
-import { renderReplicateSection } from "../../replicate/sweep.js";
+ *  seeds (agent/replicate/across-seeds.ts renders the section; the sweep's own report.md has the same). */
+import { renderReplicateSection } from "../../replicate/across-seeds.js";
 import type { ReportSection } from "../analysis.js";
 
 export const replicates: ReportSection = (input) => {

@@ -1,7 +1,7 @@
 /** selection-curve.svg: the validation curve `agent select` chose on (each checkpoint's
  *  validation accuracy with its 95% CI against the step, the base at step 0, the chosen one
  *  filled red). Written by `agent select` next to selection.json; the report links it. */
-import type { SelectionRecord } from "../verdict/selection.js";
+import type { SelectionRecord } from "../verdict/checkpoint-selection-rule.js";
 
 export const SELECTION_SVG = "selection-curve.svg";
 

@@ -4,7 +4,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
 import { RunState, type Run, type TrainRequest } from "../../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { passLine } from "../../replicate/sweep.js";
+import { passLine } from "../../replicate/across-seeds.js";
 import { codeLine } from "../../code-revision.js";
 import type { ReportSection } from "../analysis.js";
 import type { ReportInput } from "../input.js";

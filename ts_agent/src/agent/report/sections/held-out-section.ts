@@ -1,5 +1,5 @@
 /** Held-out reward, step 0 vs end (GRPO runs): the two measurements and the relative change the
- *  reward criterion judges, as the verdict computed it (verdict/reward.ts). */
+ *  reward criterion judges, as the verdict computed it (verdict/held-out-reward.ts). */
 import { MIN_HELDOUT_PROMPTS, REWARD_MIN_RELATIVE_CHANGE, pct } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { f3, table } from "../markdown.js";

@@ -2,7 +2,7 @@
  *  measured by phase with a critic's estimated cost beside it, and the qualitative table
  *  (numbers: ../tco.ts). */
 import type { ReportSection } from "../analysis.js";
-import { SIDECAR_DEFAULT_REWARDS } from "./overview.js";
+import { SIDECAR_DEFAULT_REWARDS } from "./overview-section.js";
 import { table } from "../markdown.js";
 import { bytesPerParam, tcoQualitative, formatBytes, type ComputeSide } from "../tco.js";
 

@@ -9,7 +9,7 @@
  * mean and per-seed downstream delta, between-seed SD, an interval over seeds from
  * stats.intervalOverRuns with its method named, the share of seeds that PASS with a Wilson
  * interval, the run shown in detail, where the seeds ran: `placementOf`) and its Markdown (`renderSweepReport`). Pure: the command
- * (commands/sweep.ts) does the training, the I/O and the per-run reports.
+ * (pipeline/seed-sweep.ts) does the training, the I/O and the per-run reports.
  *
  * Units: deltas and relative changes are FRACTIONS here and percentage points / percent in text.
  */
