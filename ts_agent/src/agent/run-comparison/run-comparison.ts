@@ -15,7 +15,7 @@
  * and compare.json, each atomically.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
 import type { EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
@@ -116,13 +116,36 @@ export function comparePairs(runs: ReadonlyArray<ComparedRun>): CompareResult {
 // ---------------------------------------------------------------------------------------------
 // The runs' eval logs: their eval.json files, or one Evaluate for every run
 
-/** Each run's eval.json (`--from-evals`); a run without one is refused naming the command. */
+/** A run's eval records: eval.json and any partial eval-limit-<n>.json beside it. */
+function evalRecords(evalsDir: string, runId: string): string[] {
+  const dir = runDir(evalsDir, runId);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((f) => f === EVAL_FILE || /^eval-limit-\d+\.json$/.test(f)).map((f) => join(dir, f));
+}
+
+/**
+ * Each run's eval log (`--from-evals`): its eval.json, or, where the runs' eval.json files cover
+ * different numbers of tasks, the largest record every run has for the same number (a run evaluated
+ * in full keeps its partial `--limit` evals apart in eval-limit-<n>.json). A run without any
+ * record is refused naming the command.
+ */
 export function readComparedRuns(evalsDir: string, runIds: ReadonlyArray<string>): ComparedRun[] {
-  return runIds.map((runId) => {
-    const path = join(runDir(evalsDir, runId), EVAL_FILE);
-    if (!existsSync(path)) throw new UserError(`agent compare: run ${runId} has no eval.json (evaluate it with: agent eval ${runId}, or drop --from-evals)`);
-    return { runId, log: readEvalLog(path) };
+  const logs = runIds.map((runId) => {
+    const paths = evalRecords(evalsDir, runId);
+    if (!paths.some((p) => p.endsWith(`/${EVAL_FILE}`))) {
+      throw new UserError(`agent compare: run ${runId} has no eval.json (evaluate it with: agent eval ${runId}, or drop --from-evals)`);
+    }
+    return paths.map((p) => ({ path: p, log: readEvalLog(p) }));
   });
+  const key = (l: EvalLog) => `${l.taskSet.split}/${l.taskSet.n}`;
+  const main = logs.map((records) => records.find((r) => r.path.endsWith(`/${EVAL_FILE}`))!.log);
+  if (new Set(main.map(key)).size > 1) {
+    const shared = [...new Set(logs[0].map((r) => key(r.log)))]
+      .filter((k) => logs.every((records) => records.some((r) => key(r.log) === k)))
+      .sort((a, b) => Number(b.split("/")[1]) - Number(a.split("/")[1]));
+    if (shared.length) return runIds.map((runId, i) => ({ runId, log: logs[i].find((r) => key(r.log) === shared[0])!.log }));
+  }
+  return runIds.map((runId, i) => ({ runId, log: main[i] }));
 }
 
 /** The base and every run's adapter in ONE Evaluate; each run's part as its own eval log. */
