@@ -1,9 +1,9 @@
 /**
- * The agent demo's task (docs/agents.md, `make demo-agent`): where an order is now, which only the
- * tracking tool knows. A model that guesses is right one time in sixteen; one that calls
- * `track_order` and answers with what it returns is right. The reward is the answer's
- * correctness alone (`correct`); `used_tool` is tracked beside it with weight 0, so the curve
- * shows whether the model learned to use the tool rather than being paid for calling it.
+ * The agent demo's task (docs/agents.md, `make demo-agent`): cancel a customer's order. Only the
+ * `cancel_order` tool cancels it; a reply that says "cancelled" without calling it leaves the
+ * order live. The scorer reads the episode's actions, not its words (`cancelled`: the tool was
+ * called), the classic way an agent fails (claiming an action it never took) and the reason a
+ * scorer of the final text alone can be gamed; `says_done` (weight 0) tracks the words beside it.
  */
 import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/define.js";
 
@@ -25,10 +25,10 @@ function stream(seed: number): (n: number) => number {
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
   const orders = stream(11);
-  const places = stream(29); // a stream of its own: nothing in the prompt tells where an order is
+  const places = stream(29); // the branch: words that vary, nothing the action depends on
   for (let i = 0; i < 3200; i++) {
     const order = `${PREFIXES[orders(PREFIXES.length)]}-${1000 + orders(9000)}`;
-    out.push({ id: `order-${i}`, prompt: `Where is order ${order} now?`, place: PLACES[places(PLACES.length)],
+    out.push({ id: `order-${i}`, prompt: `Please cancel my order ${order}, ${PLACES[places(PLACES.length)]} branch.`, order,
       split: i < 3000 ? "train" : "test" });
   }
   return out;
@@ -37,18 +37,18 @@ function rows(): AgentTaskRow[] {
 export default defineAgentTask({
   name: "orders",
   tasks: rows(),
-  systemPrompt: "Orders move every day: track the order, then reply with the city only.",
+  systemPrompt: "You handle order requests. Use the tools to act; then confirm in one sentence.",
   tools: {
-    track_order: {
-      description: "Where the order in question is now.",
+    cancel_order: {
+      description: "Cancel the order in question.",
       parameters: { type: "object", properties: {} },
-      run: (_args, { task }) => String(task.place),
+      run: () => "Done: the order is cancelled.",
     },
   },
   scorers: {
-    correct: { score: (ep) => (ep.finalAnswer.trim() === ep.task.place ? 1 : 0) },
-    used_tool: { weight: 0, score: (ep) => (ep.toolCalls.some((c) => c.name === "track_order") ? 1 : 0) },
+    cancelled: { score: (ep) => (ep.toolCalls.some((c) => c.name === "cancel_order") ? 1 : 0) },
+    says_done: { weight: 0, score: (ep) => (/cancel/i.test(ep.finalAnswer) ? 1 : 0) },
   },
   limits: { maxTurns: 3, maxToolCalls: 2, toolTimeoutMs: 2000 },
-  reference: () => [{ name: "track_order", arguments: {} }],
+  reference: () => [{ name: "cancel_order", arguments: {} }],
 });

@@ -142,7 +142,7 @@ def _require_tasks(path: Path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(
             f"task file {path} not found; it is checked in at agent-evals/tasks/aml_typology.jsonl "
-            "(regenerate: cd ts_agent && node_modules/.bin/tsx src/agent/eval/aml-tasks.ts --write) "
+            "(regenerate: cd ts_agent && node_modules/.bin/tsx src/task-sets/aml-tasks.ts --write) "
             "or point PY_TRAINER_TASKS at one"
         )
     return path

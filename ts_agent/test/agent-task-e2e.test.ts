@@ -37,19 +37,19 @@ test("train on episodes, then eval base vs adapter with a threshold, JUnit XML a
   const out = join(dir, "eval");
   const ev = agent(["eval", "--agent-task", TASK, "--run", "calc-1", "--threshold", "0.99", "--out", out]);
   assert.equal(ev.code, 1, `the adapter cannot reach 99%: exit 1\n${ev.stdout}${ev.stderr}`);
-  assert.match(ev.stdout, /calculator: base [\d.]+% -> adapter [\d.]+% on 16 test tasks/);
+  assert.match(ev.stdout, /calculator: base [\d.]+% -> adapter [\d.]+% on 48 test tasks/);
   assert.match(ev.stdout, /verdict: (CONFIRMED|PASS|FAIL|INCONCLUSIVE) \(/);
   assert.match(ev.stdout, /threshold: the adapter's success [\d.]+% is below 99\.0%: exit 1/);
   const junit = readFileSync(join(out, "junit.xml"), "utf8");
-  assert.equal((junit.match(/<testcase /g) ?? []).length, 16);
-  assert.match(junit, /<testsuite name="agent eval: calculator" tests="16" failures="\d+">/);
+  assert.equal((junit.match(/<testcase /g) ?? []).length, 48);
+  assert.match(junit, /<testsuite name="agent eval: calculator" tests="48" failures="\d+">/);
   const report = readFileSync(join(out, "report.md"), "utf8");
   for (const heading of ["## Episodes", "## Transcripts", "| tool errors |", "| calls to unknown tools |", "| malformed calls |", "| limits hit |"]) {
     assert.ok(report.includes(heading), heading);
   }
   assert.match(report, /Governing test: (exact McNemar|paired t)/);
   const saved = JSON.parse(readFileSync(join(out, "eval.json"), "utf8"));
-  assert.equal(saved.judgement.n, 16);
+  assert.equal(saved.judgement.n, 48);
   assert.equal(saved.result.variants.length, 2);
   assert.ok(existsSync(join(out, "report.md")));
 });

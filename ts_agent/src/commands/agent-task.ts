@@ -151,7 +151,7 @@ export async function evalAgentTask(argv: string[], client: SidecarClient): Prom
   const samples = number("--samples", values.samples, 1, 64, true) ?? 1;
   const threshold = number("--threshold", values.threshold, 0, 1, false);
   const task = await loadAgentTask(values["agent-task"]!);
-  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-tasks", task.name, values.run);
+  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-runs", task.name, values.run);
   const j = await evalOn(client, task, values["agent-task"]!, values.run, samples, out);
   if (threshold !== undefined && j.adapter.success < threshold) {
     console.log(`threshold: the adapter's success ${(100 * j.adapter.success).toFixed(1)}% is below ${(100 * threshold).toFixed(1)}%: exit 1`);
@@ -177,7 +177,7 @@ export async function demoAgentTask(argv: string[], client: SidecarClient): Prom
   console.log(`== ${n} demonstration episodes: ${join(root, relative)} (the embedded agent model is built from them once, then cached)`);
   const trained = await trainOn(client, task, file, values.config, values["run-id"], `embedded:${relative}`, seed);
   if (!trained.succeeded) return 1;
-  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-tasks", task.name, trained.runId);
+  const out = values.out ?? join(evalsDirOrDefault(values["evals-dir"]), "agent-runs", task.name, trained.runId);
   const j = await evalOn(client, task, file, trained.runId, 1, out);
   return j.verdict === "FAIL" ? 1 : 0;
 }

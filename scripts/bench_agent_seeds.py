@@ -1,0 +1,91 @@
+"""Seed sweep of the agent demo (`make demo-agent`): does its verdict replicate across training seeds?
+
+The product path, not a copy of it: one sidecar (`py-trainer serve`, runs in a temp folder), then
+for each seed S..S+N-1, one at a time, `agent demo --agent-task FILE --seed S` (the task's
+demonstrations and its embedded agent model -- built once, then cached --, GRPO on episodes
+through the sidecar, base vs adapter on the test tasks, docs/agents.md). It prints one row per seed
+(held-out reward is in the run; here: base and adapter success on the test tasks, the paired delta
+with its interval, the verdict, the seed's wall time) and the share of seeds that PASS (PASS or
+CONFIRMED) with a Wilson interval (py_trainer.stats.wilson_interval). The last line is exactly
+`seeds: k/N PASS (Wilson 95% CI a-b), median T s`.
+
+    .venv/bin/python scripts/bench_agent_seeds.py                 # 5 seeds from 1
+    .venv/bin/python scripts/bench_agent_seeds.py --seeds 3 --first-seed 11
+
+Run it alone: other torch processes on the same cores slow every seed and change nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_seeds import AGENT, REPO, bench_env, start_sidecar  # noqa: E402
+
+from py_trainer.stats import wilson_interval  # noqa: E402
+
+TASK = "agent-evals/agent-tasks/orders.agent.ts"
+CONFIG = "agent-evals/agent-tasks/orders-request.json"
+RESULT = re.compile(r"^(?P<name>\S+): base (?P<base>[\d.]+)% -> adapter (?P<adapter>[\d.]+)% on (?P<n>\d+) test tasks; "
+                    r"delta (?P<delta>\S+ pp) \[(?P<lo>\S+ pp), (?P<hi>\S+ pp)\]", re.M)
+VERDICT = re.compile(r"^verdict: (?P<verdict>[A-Z]+) \(", re.M)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_agent_seeds", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
+    parser.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
+    parser.add_argument("--agent-task", default=TASK, help=f"the agent task (default {TASK})")
+    parser.add_argument("--config", default=CONFIG, help=f"the TrainRequest knobs (default {CONFIG})")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds must be >= 1")
+    env = bench_env("bench_agent_seeds")
+    if env is None:
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="agent-seeds-"))
+    proc, port = start_sidecar(work / "runs", work / "sidecar.log")
+    rows = []
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            t0 = time.monotonic()
+            out = subprocess.run([str(AGENT), "demo", "--agent-task", args.agent_task, "--config", args.config,
+                                  "--seed", str(seed), "--run-id", f"agent-seed-{seed}", "--data-root", str(REPO),
+                                  "--evals-dir", str(work / "evals"), "--address", f"127.0.0.1:{port}"],
+                                 cwd=REPO, env=env, capture_output=True, text=True)
+            seconds = time.monotonic() - t0
+            m, v = RESULT.search(out.stdout), VERDICT.search(out.stdout)
+            if not m or not v:
+                print(f"seed {seed}: no verdict (exit {out.returncode})\n{out.stdout[-2000:]}{out.stderr[-2000:]}", file=sys.stderr)
+                rows.append({"seed": seed, "verdict": "ERROR", "seconds": seconds})
+                continue
+            rows.append({"seed": seed, **m.groupdict(), "verdict": v["verdict"], "seconds": seconds})
+            r = rows[-1]
+            print(f"seed {seed}: base {r['base']}% -> adapter {r['adapter']}% (n={r['n']}), delta {r['delta']} "
+                  f"[{r['lo']}, {r['hi']}], {r['verdict']}, {seconds:.0f} s", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    print("\n| seed | base | adapter | delta [95% CI] | verdict | wall s |\n|---|---|---|---|---|---|")
+    for r in rows:
+        if r["verdict"] == "ERROR":
+            print(f"| {r['seed']} | | | | ERROR | {r['seconds']:.0f} |")
+        else:
+            print(f"| {r['seed']} | {r['base']}% | {r['adapter']}% | {r['delta']} [{r['lo']}, {r['hi']}] | {r['verdict']} | {r['seconds']:.0f} |")
+    passed = sum(r["verdict"] in ("PASS", "CONFIRMED") for r in rows)
+    ci = wilson_interval(passed, len(rows))
+    median = statistics.median(r["seconds"] for r in rows)
+    print(f"seeds: {passed}/{len(rows)} PASS (Wilson 95% CI {ci.lower:.2f}-{ci.upper:.2f}), median {median:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
