@@ -5,7 +5,7 @@
  * eval.json and report.md's episodes section; a malformed task file is one line, exit 2.
  */
 import { strict as assert } from "node:assert";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -59,4 +59,38 @@ test("a malformed agent task file is one line naming the field, exit 2", () => {
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   assert.match(r.stderr, /no-run\.agent\.ts: tools\.multiply\.run: must be a function/);
+});
+
+test("the agent process killed mid-run fails the run naming it; --resume serves the tools again and the run finishes", { timeout: 900_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "agent-task-kill-"));
+  const config = join(dir, "run.json");
+  writeFileSync(config, JSON.stringify({
+    grpo: { max_steps: 6, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 2 },
+    held_out: { num_prompts: 2, samples_per_prompt: 2 },
+  }));
+  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--address", sidecar().address]);
+  let out = "";
+  await new Promise<void>((res, rej) => {
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (/step 2\/6/.test(out)) {
+        child.kill("SIGKILL");
+        res();
+      }
+    });
+    child.on("exit", () => rej(new Error(`agent train ended before step 2:\n${out}`)));
+  });
+  let runs = "";
+  for (let i = 0; i < 240 && !/calc-kill\s+FAILED/.test(runs); i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    runs = agent(["runs"]).stdout;
+  }
+  assert.match(runs, /calc-kill\s+FAILED/, runs);
+  const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
+  assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
+  const resumed = agent(["train", "--agent-task", TASK, "--resume", "calc-kill"]);
+  assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
+  assert.match(resumed.stdout, /run calc-kill resumed from its last checkpoint/);
+  assert.match(resumed.stdout, /step 6\/6/);
+  assert.match(resumed.stdout, /run calc-kill: SUCCEEDED/);
 });

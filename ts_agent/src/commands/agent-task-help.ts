@@ -2,6 +2,7 @@
 export const trainHelp: Array<[string, string]> = [
   ["--agent-task FILE", "an agent task in TypeScript (docs/agents.md): its train rows, tools and scorers"],
   ["--config FILE", "with --agent-task: a TrainRequest in proto JSON for the knobs (grpo, lora, base_model, held_out)"],
+  ["--resume RUN", "with --agent-task: serve the tools again where RUN calls them and continue it from its last checkpoint (its agent process died)"],
 ];
 
 export const evalHelp: Array<[string, string]> = [

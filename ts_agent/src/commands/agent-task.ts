@@ -140,9 +140,35 @@ async function evalOn(client: SidecarClient, task: AgentTask, file: string, runI
 const TASK_FLAGS = { ...GLOBAL_FLAGS, "agent-task": { type: "string" }, "evals-dir": { type: "string" } } as const;
 
 export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, config: { type: "string" }, "run-id": { type: "string" } }, allowPositionals: false });
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, config: { type: "string" }, "run-id": { type: "string" }, resume: { type: "string" } }, allowPositionals: false });
   const task = await loadAgentTask(values["agent-task"]!);
+  if (values.resume) return (await resumeOn(client, task, values.resume)).succeeded ? 0 : 1;
   return (await trainOn(client, task, values["agent-task"]!, values.config, values["run-id"])).succeeded ? 0 : 1;
+}
+
+/**
+ * Continue a FAILED or CANCELLED agent run (its agent process died, say) from its last
+ * checkpoint: serve the tools again on the port its request names (the sidecar's worker calls
+ * that address), ask the sidecar to resume it, and follow it to its end.
+ */
+async function resumeOn(client: SidecarClient, task: AgentTask, runId: string): Promise<{ runId: string; succeeded: boolean }> {
+  const run = await client.getRun(runId);
+  const address = run.request?.agent?.toolHost ?? "";
+  const port = Number(address.split(":").pop());
+  if (!address || !Number.isInteger(port) || port <= 0) throw new UserError(`--resume ${runId}: not an agent run (its request has no agent.tool_host)`);
+  let host;
+  try {
+    host = await startToolHost(task, port);
+  } catch (err) {
+    throw new UserError(`--resume ${runId}: cannot serve the tools on ${address} again, where the run calls them (${String((err as Error).message).split("\n")[0]})`);
+  }
+  try {
+    await client.resumeRun(runId);
+    console.log(`agent task ${task.name}: run ${runId} resumed from its last checkpoint; tools served at ${host.address}`);
+    return await follow(client.watchRun(runId));
+  } finally {
+    await host.close();
+  }
 }
 
 export async function evalAgentTask(argv: string[], client: SidecarClient): Promise<number> {
