@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PY_TRAINER_HOME="${PY_TRAINER_HOME:-$HOME/.cache/py-trainer}"
 mkdir -p sidecar-data
-LOG=sidecar-data/sidecar.log
+LOG="${DEMO_LOG:-sidecar-data/sidecar.log}"
 
 echo "== starting the sidecar (log: $LOG)"
 .venv/bin/py-trainer serve --host 127.0.0.1 --port 0 --runs-root sidecar-data/runs --data-root . >"$LOG" 2>&1 &
@@ -21,8 +21,11 @@ stop() {
 trap stop EXIT
 # Checked (or built) while the sidecar starts: the sidecar needs the model only from the first
 # Evaluate on, and a concurrent build waits on the model cache's lock.
-echo "== embedded default model (built once, then cached in $PY_TRAINER_HOME)"
-.venv/bin/py-trainer init-model
+# (scripts/demo-agent.sh skips it: its base is built from the agent task's demonstrations)
+if [ "${DEMO_INIT_MODEL:-1}" = 1 ]; then
+  echo "== embedded default model (built once, then cached in $PY_TRAINER_HOME)"
+  .venv/bin/py-trainer init-model
+fi
 PORT=""
 for _ in $(seq 1 600); do
   PORT=$(sed -n 's/^py-trainer listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$LOG" | head -1)
