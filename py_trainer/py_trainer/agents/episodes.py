@@ -154,7 +154,7 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
         return []
     out = []
     for i, block in enumerate(parsed.blocks):
-        if "name" in block and block["name"] in {t["name"] for t in setup.tools}:
+        if "name" in block and block["name"] in setup.tool_names:
             if e.stats.tool_calls >= setup.max_tool_calls:
                 e.stats.ended_by = "max_tool_calls"  # the calls before the limit still run
                 return out
@@ -168,7 +168,7 @@ def run_call(host: ToolHost, setup: AgentSetup, e: Episode, index: int, block: d
     if "malformed" in block:
         return "", f"error: malformed tool call: {block['malformed']}", True
     name = block["name"]
-    if name not in {t["name"] for t in setup.tools}:
+    if name not in setup.tool_names:
         known = ", ".join(t["name"] for t in setup.tools) or "none"
         return name, f"error: unknown tool {name!r}; the tools are: {known}", True
     output, is_error = host.call_tool(e.task_id, e.episode_id, name, block["arguments"])
@@ -184,7 +184,7 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
         by_episode.setdefault(e.episode_id, []).append((block, result))
         if "malformed" in block:
             e.stats.malformed_calls += 1
-        elif block["name"] not in {t["name"] for t in setup.tools}:
+        elif block["name"] not in setup.tool_names:
             e.stats.unknown_tool_calls += 1
         elif result[2]:
             e.stats.tool_errors += 1

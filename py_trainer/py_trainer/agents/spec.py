@@ -76,6 +76,10 @@ class AgentSetup:
                    max_tool_output_chars=s.max_tool_output_chars, tool_timeout_ms=s.tool_timeout_ms,
                    tool_host=s.tool_host, system_prompt=s.system_prompt)
 
+    @property
+    def tool_names(self) -> set[str]:
+        return {t["name"] for t in self.tools}
+
     def reward(self, scores: dict[str, float]) -> float:
         """The episode's reward: the scorers' weighted sum."""
         return sum(w * scores[n] for n, w in zip(self.scorer_names, self.scorer_weights))

@@ -17,6 +17,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AgentToolHostService } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { AgentTask, AgentTaskRow, Episode, EpisodeMessage } from "./define.js";
 
+/** The contract's AgentSpec defaults (test/agent-limits-defaults.test.ts holds them equal). */
 export const DEFAULT_LIMITS = { maxTurns: 4, maxToolCalls: 4, toolTimeoutMs: 5000, maxToolOutputChars: 2000 };
 
 /** Counts of what the host served (for the progress line and tests). */
