@@ -12,36 +12,22 @@ import { describe, test } from "node:test";
 
 import { create, toJsonString } from "@bufbuild/protobuf";
 
-import { EvaluateResultSchema, RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunEventSchema, RunSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { DEFAULT_EVAL_SETTINGS, settingsForTaskSet } from "../src/agent/eval/evaluate.js";
 import { loadTaskSet } from "../src/agent/eval/task-set.js";
-import { writeEvalLog, type EvalSettings } from "../src/agent/core/eval-log.js";
+import { writeEvalLog } from "../src/agent/core/eval-log.js";
 import { buildEvalLog } from "../src/agent/eval/build-eval-log.js";
-import { buildReward } from "../src/agent/core/task-rewards.js";
-import type { TaskRow } from "../src/agent/core/task-format.js";
 import { writeReport } from "../src/agent/report/run-report.js";
 import { attribute } from "../src/agent/report/attribution.js";
 import { curveFeatures } from "../src/agent/report/curve-features.js";
 import { testLookWords } from "../src/agent/eval/test-evals.js";
-import { RESOLVED_MODEL } from "./helpers/eval-fixtures.js";
+import { gradedResult } from "./helpers/eval-fixtures.js";
 import { stubConfusionPlot } from "./helpers/plot-stub.js";
 
 process.env.PY_TRAINER_BIN = new URL("./helpers/fake-py-trainer.sh", import.meta.url).pathname;
 stubConfusionPlot();
 
 export const CAPITALS = new URL("./fixtures/tasks/capitals.jsonl", import.meta.url).pathname;
-
-function graded(rows: TaskRow[], settings: EvalSettings, completions: Record<string, Record<string, string[]>>) {
-  const built = settings.graders.map((g) => buildReward(g));
-  return create(EvaluateResultSchema, {
-    baseModel: RESOLVED_MODEL,
-    seconds: 1.5,
-    variants: Object.entries(completions).map(([name, byTask]) => ({
-      name,
-      tasks: rows.map((r) => ({ taskId: r.id, samples: byTask[r.id].map((c) => ({ completion: c, scores: Object.fromEntries(built.map((g) => [g.name, g.score(c, r.answers) ?? NaN])) })) })),
-    })),
-  });
-}
 
 function writeRun(dir: string) {
   mkdirSync(join(dir, "adapter"), { recursive: true });
@@ -73,7 +59,7 @@ function report() {
   // the base names the city on 12 of 30 tasks, the adapter on 20; plain text, never a tag
   const say = (k: number) => Object.fromEntries(taskSet.rows.map((r, i) => [r.id, [i < k ? r.answers[0] : "London"]]));
   writeRun(join(evalsDir, "runs", "cap1"));
-  writeEvalLog(evalsDir, buildEvalLog("cap1", settings, taskSet, graded(taskSet.rows, settings, { base: say(12), adapter: say(20) })));
+  writeEvalLog(evalsDir, buildEvalLog("cap1", settings, taskSet, gradedResult(taskSet.rows, { base: say(12), adapter: say(20) }, settings.graders)));
   const { path, analysis } = writeReport(evalsDir, "cap1", new Date("2026-12-06T12:00:00Z"));
   return { evalsDir, md: readFileSync(path, "utf8"), analysis, settings };
 }

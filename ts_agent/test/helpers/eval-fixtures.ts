@@ -4,7 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { EvalFingerprintSchema, EvaluateResultSchema, type EvaluateResult } from "../../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { DEFAULT_EVAL_SETTINGS } from "../../src/agent/eval/evaluate.js";
 import { formatPrompt, type TaskRow } from "../../src/task-sets/typologies.js";
-import { buildReward } from "../../src/agent/core/task-rewards.js";
+import { buildReward, type RewardSpec } from "../../src/agent/core/task-rewards.js";
 
 export const RESOLVED_MODEL = "/cache/models/tiny-aml-qwen2-s0-8ae0970906";
 
@@ -30,8 +30,12 @@ export function row(id: string, label: string, answers = [label]): TaskRow {
 }
 
 /** A proto EvaluateResult whose scores are what the TS graders give (i.e. a correct sidecar). */
-export function gradedResult(rows: TaskRow[], completions: Record<string, Record<string, string[]>>): EvaluateResult {
-  const built = DEFAULT_EVAL_SETTINGS.graders.map((g) => buildReward(g));
+export function gradedResult(
+  rows: TaskRow[],
+  completions: Record<string, Record<string, string[]>>,
+  graders: readonly RewardSpec[] = DEFAULT_EVAL_SETTINGS.graders,
+): EvaluateResult {
+  const built = graders.map((g) => buildReward(g));
   return create(EvaluateResultSchema, {
     baseModel: RESOLVED_MODEL,
     seconds: 1.5,

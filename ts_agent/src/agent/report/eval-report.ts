@@ -2,7 +2,7 @@
  * report.md for an eval that is not a run's: `agent eval --adapter PATH` scores any PEFT folder
  * against the base, so there is no run.json, no curve, no held-out reward and no milestone; what
  * there is (the downstream comparison on the test split and the held-out-template split, the
- * baseline check, grader agreement, the answers) is rendered by the run report's own sections, on
+ * baseline check, grader agreement, the answers, sample completions) is rendered by the run report's own sections, on
  * the same analysis (analysis.ts, verdict/verdict.ts), under a header that says what was scored.
  * Written beside the eval log.
  */
@@ -14,10 +14,11 @@ import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline-recor
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
 import { analyzeReport, type ReportAnalysis } from "./analysis.js";
-import type { ReportInput } from "./input.js";
+import { loadTaskPrompts, type ReportInput } from "./input.js";
 import { answers } from "./sections/answers-section.js";
 import { downstream } from "./sections/downstream-section.js";
 import { files } from "./sections/pending-section.js";
+import { sampleCompletions } from "./sections/samples-section.js";
 
 export const EVAL_REPORT_FILE = "report.md";
 
@@ -85,10 +86,11 @@ export function writeEvalReport(evalsDir: string, evalPath: string, now = new Da
     now,
     docsDir: relative(dir, join(REPO_ROOT, "docs")).split("\\").join("/"),
     sweep: null,
+    prompts: loadTaskPrompts(log),
   };
   const analysis = analyzeReport(input);
   analysis.answersPlotNote = "an adapter eval's report draws no figures; see the tables";
-  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), files(input, analysis)].flat().join("\n");
+  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), sampleCompletions(input, analysis), files(input, analysis)].flat().join("\n");
   const path = join(dir, EVAL_REPORT_FILE);
   writeFileAtomic(path, md);
   return { path, analysis, log };

@@ -1,10 +1,12 @@
 /**
  * What the report reads, all from disk and nothing from the sidecar: run.json (the Run proto as
  * JSON), events.jsonl (TrainStep metrics and warnings), eval.json (the eval log), summary.json's
- * time_breakdown, ../../baseline.json, and the list of files in the run folder.
+ * time_breakdown, ../../baseline.json, the list of files in the run folder, and the evaluated
+ * task file's prompts (eval.json names the file by path and sha256 and keeps no prompt).
  */
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
 
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 
@@ -12,6 +14,7 @@ import { RunEventSchema, RunSchema, type Run } from "../../gen/grpo/trainer/v1/t
 import { baselinePath, readBaseline, runsJudgedOn, type Baseline } from "../eval/baseline-record.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { readSelection, type SelectionRecord } from "../verdict/checkpoint-selection-rule.js";
+import { loadTaskFile } from "../eval/tasks.js";
 import { readTestEvals, type TestEvalRecord } from "../eval/test-evals.js";
 import { SWEEPS_DIR, SWEEP_FILE, SWEEP_REPORT, type SweepSummary } from "../replicate/across-seeds.js";
 import { displayPath, REPO_ROOT } from "../workspace.js";
@@ -49,6 +52,29 @@ export interface ReportInput {
   selection?: SelectionRecord | null;
   /** runs/<run_id>/test-evals.jsonl: every eval of this run on the test split */
   testEvals?: TestEvalRecord[];
+  /** the evaluated tasks' prompts, from the task file eval.json names (null without an eval log) */
+  prompts?: TaskPrompts | null;
+}
+
+/** The prompts of the task file an eval read, by task id; `note` says why there are none ("" when read). */
+export interface TaskPrompts {
+  byId: Record<string, string>;
+  note: string;
+}
+
+/** The prompts of the eval log's task file, when the file is still the one evaluated (same sha256). */
+export function loadTaskPrompts(log: EvalLog | null): TaskPrompts | null {
+  if (!log) return null;
+  const path = resolve(REPO_ROOT, log.taskSet.path);
+  const none = (why: string): TaskPrompts => ({ byId: {}, note: `prompts not shown: ${log.taskSet.path} ${why}` });
+  if (!existsSync(path)) return none("is not here (eval.json keeps no prompt)");
+  const sha256 = createHash("sha256").update(readFileSync(path)).digest("hex");
+  if (sha256 !== log.taskSet.sha256) return none(`changed since the eval (sha256 ${sha256.slice(0, 12)}, the eval's ${log.taskSet.sha256.slice(0, 12)})`);
+  try {
+    return { byId: Object.fromEntries(loadTaskFile(path).rows.map((r) => [r.id, r.prompt])), note: "" };
+  } catch (err) {
+    return none(`could not be read (${(err as Error).message})`);
+  }
 }
 
 /** A sweep that lists this run: its summary and its report relative to the run folder. */
@@ -135,5 +161,6 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
     sweep: findSweep(evalsDir, runId),
     selection: readSelection(evalsDir, runId),
     testEvals: readTestEvals(evalsDir, runId),
+    prompts: loadTaskPrompts(evalLog),
   };
 }

@@ -25,6 +25,7 @@ import { overview } from "./sections/overview-section.js";
 import { files, pending } from "./sections/pending-section.js";
 import { preferenceSection } from "./sections/preference-section.js";
 import { replicates } from "./sections/replicates-section.js";
+import { sampleCompletions } from "./sections/samples-section.js";
 import { selectionSection } from "./sections/checkpoint-selection-section.js";
 import { tco } from "./sections/tco-section.js";
 
@@ -37,6 +38,7 @@ export const SECTIONS: readonly ReportSection[] = [
   heldOutReward,
   downstream,
   answers,
+  sampleCompletions,
   milestone,
   selectionSection,
   replicates,
