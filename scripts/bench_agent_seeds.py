@@ -6,7 +6,7 @@ demonstrations and its embedded agent model -- built once, then cached --, GRPO 
 through the sidecar, base vs adapter on the test tasks, docs/agents.md). It prints one row per seed
 (held-out reward is in the run; here: base and adapter success on the test tasks, the paired delta
 with its interval, the verdict, the seed's wall time) and the share of seeds that PASS (PASS or
-CONFIRMED) with a Wilson interval (py_trainer.stats.wilson_interval). The last line is exactly
+CONFIRMED) with a Wilson interval (py_trainer.core.stats.wilson_interval). The last line is exactly
 `seeds: k/N PASS (Wilson 95% CI a-b), median T s`.
 
     .venv/bin/python scripts/bench_agent_seeds.py                 # 5 seeds from 1
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_seeds import AGENT, REPO, bench_env, start_sidecar  # noqa: E402
 
-from py_trainer.stats import wilson_interval  # noqa: E402
+from py_trainer.core.stats import wilson_interval  # noqa: E402
 
 TASK = "agent-evals/agent-tasks/orders.agent.ts"
 CONFIG = "agent-evals/agent-tasks/orders-request.json"

@@ -2,7 +2,7 @@
 
 1. lm-evaluation-harness (the bench extra: `pip install -e 'py_trainer[bench]'`), its HF backend
    (`HFLM`, `generate_until`) on our task YAML (scripts/lm_eval_tasks/aml_typology.yaml) over
-   the test split of agent-evals/tasks/aml_typology.jsonl, vs `py_trainer.evaluate`'s
+   the test split of agent-evals/tasks/aml_typology.jsonl, vs `py_trainer.workers.evaluate`'s
    `run_evaluation` (the code behind the Evaluate RPC) on the same rows. Both: base model + one
    LoRA adapter, greedy, the same max_new_tokens and batch size, fp32 on CPU (bf16 on CUDA), the
    embedded default model loaded offline from its folder. lm-eval evaluates one model per call,
@@ -112,7 +112,7 @@ def naive(model_dir: str, adapter: Path, rows: list[dict], max_new_tokens: int) 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from py_trainer.rewards import build_scorer
+    from py_trainer.core.rewards import build_scorer
 
     score = build_scorer({"name": "exact_match"})
     t0 = time.perf_counter()
@@ -135,8 +135,8 @@ def naive(model_dir: str, adapter: Path, rows: list[dict], max_new_tokens: int) 
 def ours(data_root: Path, adapter: Path, rows_file: Path, n: int, max_new_tokens: int,
          batch_size: int) -> tuple[float, dict[str, dict[str, str]]]:
     """Evaluate's code path on the first n rows of rows_file: (seconds, {variant: {task id: completion}})."""
-    from py_trainer.evaluate import plan_evaluation, run_evaluation
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+    from py_trainer.workers.evaluate import plan_evaluation, run_evaluation
 
     class Registry:  # what plan_evaluation needs: a data root; adapters are paths, not run ids
         def __init__(self, root):
@@ -187,8 +187,8 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
     import lm_eval  # noqa: F401  (imported before any clock starts, as py_trainer is)
     from lm_eval.models.huggingface import HFLM
 
-    from py_trainer import evaluate as evaluate_module
-    from py_trainer.models import pick_device
+    from py_trainer.models.loading import pick_device
+    from py_trainer.workers import evaluate as evaluate_module
 
     test = [r for r in rows if r["split"] == "test"]
     test_file = tmp / "test.jsonl"
@@ -270,11 +270,11 @@ def main() -> int:
 
         torch.set_num_threads(args.threads)
     if args.model == "real":
-        from py_trainer.base_models import resolve_base_model
+        from py_trainer.models.base_models import resolve_base_model
 
         model_dir = resolve_base_model(BENCH.base_model)  # converted once, then cached
     else:
-        from py_trainer.tiny_model import ensure_default_model
+        from py_trainer.models.tiny_model import ensure_default_model
 
         model_dir = str(ensure_default_model())
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))

@@ -36,7 +36,7 @@ QWEN25_05B = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "voc
               "num_hidden_layers": 24, "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
               "tie_word_embeddings": True, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
               "rope_theta": 1000000.0, "hidden_act": "silu"}
-IMPORTS = "import torch, transformers, peft, trl, datasets; import py_trainer.standalone"
+IMPORTS = "import torch, transformers, peft, trl, datasets; import py_trainer.server.standalone"
 
 
 FIXED_MMAP = {"MALLOC_MMAP_THRESHOLD_": "131072"}
@@ -58,7 +58,7 @@ def qwen_shaped_model(folder: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-    from py_trainer.tiny_model import ensure_default_model
+    from py_trainer.models.tiny_model import ensure_default_model
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen2Config(**QWEN25_05B))
@@ -82,9 +82,9 @@ def request(base_model: str) -> dict:
 def estimate_total(config: Path, data_root: Path, model_folder: Path) -> tuple[int, list]:
     from google.protobuf import json_format
 
-    from py_trainer import memory_estimate as me
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
+    from py_trainer.workers import memory_estimate as me
 
     eff = validate_train_request(json_format.ParseDict(json.loads(config.read_text()), pb.TrainRequest()), data_root)
     comps = me.estimate(eff, me.read_config(model_folder), precision="fp32",
@@ -113,7 +113,7 @@ def measure(name: str, key: str, base_model: str, model_folder: Path, work: Path
     parts = ", ".join(f"{c.name} {mib(c.bytes)}" for c in comps)
     print(f"{name}: estimate {mib(total)} ({parts})")
     for label, env in (("glibc's default malloc", None), ("MALLOC_MMAP_THRESHOLD_=131072", FIXED_MMAP)):
-        peak = child_peak([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(config), "--runs-root",
+        peak = child_peak([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", str(config), "--runs-root",
                            str(work / f"runs-{key}-{len(label)}"), "--data-root", str(data_root or work)], work, env)
         print(f"  {label}: peak RSS {mib(peak)}, minus the import baseline {mib(baseline)}: {mib(peak - baseline)}; "
               f"estimate / (peak - baseline) = {total / (peak - baseline):.2f}", flush=True)
@@ -123,7 +123,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=("tiny", "qwen", "real"))
     args = ap.parse_args()
-    from py_trainer.tiny_model import ensure_default_model
+    from py_trainer.models.tiny_model import ensure_default_model
 
     tiny = Path(ensure_default_model())
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
@@ -136,7 +136,7 @@ def main() -> int:
             folder = qwen_shaped_model(work / "qwen25-05b-shaped")
             measure("Qwen2.5-0.5B-shaped (random init)", "qwen", "qwen25-05b-shaped", folder, work, baseline)
         if args.only in (None, "real"):
-            from py_trainer.base_models import resolve_base_model
+            from py_trainer.models.base_models import resolve_base_model
 
             measure("SmolLM2-135M-Instruct (the real recipe's request, 1 step)", "real", "smollm2-135m-instruct",
                     Path(resolve_base_model("smollm2-135m-instruct")), work, baseline, body=real_request(), data_root=REPO)

@@ -70,8 +70,8 @@ def trl_arm(a, folder: str, tmp: Path, **config) -> dict:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from py_trainer.fused_head import restore_fused_head
-    from py_trainer.training import StepTimer
+    from py_trainer.models.fused_head import restore_fused_head
+    from py_trainer.training.skeleton import StepTimer
 
     restore_fused_head()  # TRL's head exactly as shipped
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts(64)])
@@ -162,7 +162,7 @@ def main() -> int:
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from py_trainer.base_models import resolve_base_model
+    from py_trainer.models.base_models import resolve_base_model
 
     folder = resolve_base_model(BASE)
     if a.one_arm:

@@ -11,7 +11,7 @@ through the sidecar, evaluates base vs adapter on the test split and the held-ou
 
 - one row per seed: held-out reward start -> end, relative change with its CI, the downstream
   delta with its decision CI, the held-out-template delta, the verdict, training seconds;
-- the PASS count on both criteria with a Wilson interval (py_trainer.stats.wilson_interval), and
+- the PASS count on both criteria with a Wilson interval (py_trainer.core.stats.wilson_interval), and
   the median and maximum wall time per seed (submitted to reported: with every seed submitted at
   once, a seed's wait for a slot is included; the table's `train s` is its training alone).
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "py_trainer"))
-from py_trainer import stats  # noqa: E402
+from py_trainer.core import stats  # noqa: E402
 
 PY_TRAINER = REPO / ".venv" / "bin" / "py-trainer"
 AGENT = REPO / "ts_agent" / "bin" / "agent"

@@ -12,7 +12,7 @@ the wall time of `agent sweep` (train, download, eval, report of every seed: wha
 for) and the training span (the first seed's RUNNING start to the last one's end, from the sweep's
 own record). The throughput ratio of one repeat is wall(1 slot) / wall(2 slots) (the same seeds,
 so seeds per second scale the same way); the interval is Student's t over the repeats' log ratios
-(py_trainer.stats.interval_over_runs), exponentiated: a ratio's interval, not symmetric around it.
+(py_trainer.core.stats.interval_over_runs), exponentiated: a ratio's interval, not symmetric around it.
 
     .venv/bin/python scripts/bench_slots.py                     # 2 seeds of 20 steps, 4 repeats (~8 min on 2 cores)
     .venv/bin/python scripts/bench_slots.py --seeds 4 --repeats 3 --steps 10
@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "py_trainer"))
 sys.path.insert(0, str(REPO / "scripts"))
 from bench_seeds import AGENT, PY_TRAINER, bench_env  # noqa: E402
-from py_trainer import stats  # noqa: E402
-from py_trainer.slots import cpu_cores  # noqa: E402
+from py_trainer.core import stats  # noqa: E402
+from py_trainer.core.devices import cpu_cores  # noqa: E402
 
 DEMO_REQUEST = REPO / "agent-evals" / "demo-request.json"
 

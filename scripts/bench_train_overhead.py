@@ -36,11 +36,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from _sidecar import launch, sidecar_env  # noqa: E402
-from py_trainer.training import STEP_PHASES  # noqa: E402  (the phases summary.json's time_breakdown has)
+from py_trainer.training.skeleton import STEP_PHASES  # noqa: E402  (the phases summary.json's time_breakdown has)
 
 # Arm C: the CLI with the compact fused head switched off (bench only; the product has no such switch)
-AS_SHIPPED = ("import sys; import py_trainer.training as t; t.compact_fused_head_on_cpu = lambda: False; "
-              "from py_trainer.cli import main; sys.exit(main(sys.argv[1:]))")
+AS_SHIPPED = ("import sys; import py_trainer.training.skeleton as t; t.compact_fused_head_on_cpu = lambda: False; "
+              "from py_trainer.server.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def request(steps: int, run_id: str) -> dict:
@@ -93,7 +93,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=8, help="interleaved pairs (ABBA order)")
     args = ap.parse_args()
     env = sidecar_env(PY_TRAINER_HOME=os.environ.get("PY_TRAINER_HOME", str(Path.home() / ".cache/py-trainer")))
-    subprocess.run([sys.executable, "-m", "py_trainer.cli", "init-model"], check=True, env=env, cwd=REPO,
+    subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "init-model"], check=True, env=env, cwd=REPO,
                    stdout=subprocess.DEVNULL)
     tmp = Path(tempfile.mkdtemp(prefix="bench-train-"))
     sc = launch(tmp / "sidecar-runs", REPO, env=env)
@@ -105,7 +105,7 @@ def main() -> int:
         argv = ["train", "--config", str(cfg), "--runs-root", str(tmp / "inproc-runs"), "--data-root", str(REPO)]
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", AS_SHIPPED, *argv] if as_shipped else
-                       [sys.executable, "-m", "py_trainer.cli", *argv],
+                       [sys.executable, "-m", "py_trainer.server.cli", *argv],
                        check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - t0
 

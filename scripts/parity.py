@@ -1,4 +1,4 @@
-"""Checks the Python ports (py_trainer.grpo, py_trainer.stats) against vectors the TS code wrote.
+"""Checks the Python ports (py_trainer.grpo, py_trainer.core.stats) against vectors the TS code wrote.
 
     .venv/bin/python scripts/parity.py tests/vectors [more files or folders of *.json ...]
 
@@ -15,11 +15,11 @@ mismatch. tests/test_parity_vectors.py imports this module to run the same check
 ``--reward FILE`` names the reward-half cases TS (src/parity/reward.ts) has just written from run
 folders: the verdict's held-out relative change and CI, computed in TS from run.json's per-prompt
 scores, must equal the sidecar's summary.json numbers (0 ulp), and the TS resamples must be
-py_trainer.training.BOOTSTRAP_RESAMPLES (one more table row, reward half).
+py_trainer.training.skeleton.BOOTSTRAP_RESAMPLES (one more table row, reward half).
 
 ``--thresholds`` names the curve thresholds JSON that TS (src/parity/vectors.ts) has just written
 from agent/report/thresholds.ts: it must equal the checked-in
-py_trainer/py_trainer/curve_thresholds.json byte for byte, and py_trainer.curve_thresholds's
+py_trainer/py_trainer/core/curve_thresholds.json byte for byte, and py_trainer.core.curve_thresholds's
 constants must equal its values (one more table row, CURVE_THRESHOLDS).
 """
 
@@ -36,7 +36,13 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "py_trainer"))
 
-from py_trainer import advantage, curve_thresholds, stats, task_rewards  # noqa: E402
+from py_trainer.core import advantage  # noqa: E402
+
+from py_trainer.core import curve_thresholds
+
+from py_trainer.core import stats
+
+from py_trainer.core import task_rewards
 
 # ---------------------------------------------------------------------------------------------
 # Codec and names
@@ -259,14 +265,14 @@ def load(path: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Curve thresholds (TS agent/report/thresholds.ts -> py_trainer/curve_thresholds.json)
+# Curve thresholds (TS agent/report/thresholds.ts -> py_trainer/core/curve_thresholds.json)
 
 REGENERATE = "cd ts_agent && node_modules/.bin/tsx src/parity/vectors.ts --out ../tests/vectors"
 
 
 def check_curve_thresholds(ts_json: Path, checked_in: Path = curve_thresholds.JSON_PATH) -> list[str]:
     """Problems with the curve thresholds: the checked-in JSON is not byte for byte what TS wrote to
-    ``ts_json``, or a py_trainer.curve_thresholds constant differs from the TS value."""
+    ``ts_json``, or a py_trainer.core.curve_thresholds constant differs from the TS value."""
     problems: list[str] = []
     if ts_json.read_bytes() != checked_in.read_bytes():
         try:
@@ -281,7 +287,7 @@ def check_curve_thresholds(ts_json: Path, checked_in: Path = curve_thresholds.JS
     for key, value in sorted(ts_values.items()):
         name = key.upper()
         if not hasattr(curve_thresholds, name):
-            problems.append(f"py_trainer.curve_thresholds has no constant {name} for the TS key {key!r}")
+            problems.append(f"py_trainer.core.curve_thresholds has no constant {name} for the TS key {key!r}")
             continue
         got = getattr(curve_thresholds, name)
         # equal as numbers (JSON writes 5.0 as 5); step counts are checked to be ints at import
@@ -299,7 +305,7 @@ SUMMARY_KEYS = {"estimate": "relative_change", "lower": "relative_change_ci_low"
 def check_reward_half(cases_json: Path, diff: Diff) -> tuple[int, list[str]]:
     """(runs compared, problems): each run's TS relative change and CI against its summary.json
     (a field proto JSON omits is 0.0), and the TS resamples against training.BOOTSTRAP_RESAMPLES."""
-    from py_trainer import training
+    from py_trainer.training import skeleton as training
 
     data = json.loads(cases_json.read_text(encoding="utf-8"))
     problems: list[str] = []

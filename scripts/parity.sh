@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# make parity: the Python ports (py_trainer/task_rewards.py, stats/) compute exactly what the TypeScript
+# make parity: the Python ports (py_trainer/core/task_rewards.py, stats/) compute exactly what the TypeScript
 # originals (ts_agent/src/agent/core/task-rewards.ts, core/stats/) compute.
 #   1. regenerate the checked-in vectors tests/vectors/*.json from the TS code, and write the curve
 #      thresholds (ts_agent/src/agent/report/thresholds.ts) to a temp file: the checked-in
-#      py_trainer/py_trainer/curve_thresholds.json must equal it byte for byte (the sidecar
+#      py_trainer/py_trainer/core/curve_thresholds.json must equal it byte for byte (the sidecar
 #      reads that file at run time, so a stale copy fails here instead of being rewritten);
 #   2. have TS draw PARITY_RUNS random inputs per function (seed PARITY_SEED) and write them,
 #      with its results, to a temp folder (one node process);
 #   3. recompute every case of both in Python (one process), print a table per function and
 #      exit non-zero on any mismatch. Discrete outputs must be equal; floats within the ulp
 #      tolerance each file states (the ports are bit-identical by construction; see core/stats/index.ts);
-#      py_trainer.curve_thresholds's constants must equal the TS thresholds;
+#      py_trainer.core.curve_thresholds's constants must equal the TS thresholds;
 #   4. the verdict's reward half (ts_agent/src/agent/verdict/held-out-reward.ts, from run.json's per-prompt
 #      scores) must equal the sidecar's summary.json numbers for every run folder in
 #      ts_agent/test/fixtures/runs and agent-evals/runs (src/parity/reward.ts writes, parity.py checks).

@@ -42,8 +42,8 @@ args = ap.parse_args()
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from py_trainer.base_models import resolve_base_model  # noqa: E402
-from py_trainer.task_rewards import exact_match_reward, final_number_match_reward, stops_after_answer_reward  # noqa: E402
+from py_trainer.core.task_rewards import exact_match_reward, final_number_match_reward, stops_after_answer_reward  # noqa: E402
+from py_trainer.models.base_models import resolve_base_model  # noqa: E402
 
 folder = resolve_base_model("smollm2-135m-instruct")
 tok = AutoTokenizer.from_pretrained(folder)

@@ -23,19 +23,19 @@ import time
 
 sys.dont_write_bytecode = False  # this process writes them, whatever the environment says
 
-from py_trainer.inference_worker import PRELOAD as INFERENCE_PRELOAD  # noqa: E402
-from py_trainer.local_executor import RUN_PRELOAD, WORKER_PRELOAD  # noqa: E402
+from py_trainer.runs.local_executor import RUN_PRELOAD, WORKER_PRELOAD  # noqa: E402
+from py_trainer.workers.inference_worker import PRELOAD as INFERENCE_PRELOAD  # noqa: E402
 
-ENTRY_POINTS = ["py_trainer.cli", "py_trainer.server", "py_trainer.worker", "py_trainer.inference_worker",
-                "py_trainer.forkserver", "py_trainer.standalone", "py_trainer.export_check",
-                "py_trainer.memory_estimate", "py_trainer.multinode"]
+ENTRY_POINTS = ["py_trainer.server.cli", "py_trainer.server.servicer", "py_trainer.workers.train_worker", "py_trainer.workers.inference_worker",
+                "py_trainer.runs.forkserver", "py_trainer.server.standalone", "py_trainer.workers.export_check",
+                "py_trainer.workers.memory_estimate", "py_trainer.runs.multinode"]
 LAZY = ["transformers.models.qwen2.modeling_qwen2", "transformers.models.qwen2.tokenization_qwen2",
         "transformers.models.llama.modeling_llama", "transformers.models.gpt2.tokenization_gpt2",
         "transformers.modeling_gguf_pytorch_utils", "transformers.integrations",
         "transformers.integrations.integration_utils", "transformers.trainer", "trl.trainer.dpo_trainer",
         "peft.tuners.lora", "torch.distributed.run"]
-OPTIONAL = ["ray", "ray.util.placement_group", "ray.util.scheduling_strategies", "py_trainer.ray_bridge",
-            "py_trainer.ray_executor", "scipy.stats", "scipy.optimize", "statsmodels.api",
+OPTIONAL = ["ray", "ray.util.placement_group", "ray.util.scheduling_strategies", "py_trainer.workers.ray_bridge",
+            "py_trainer.runs.ray_executor", "scipy.stats", "scipy.optimize", "statsmodels.api",
             "statsmodels.stats.proportion", "statsmodels.stats.power", "statsmodels.stats.multitest",
             "statsmodels.stats.inter_rater", "statsmodels.stats.contingency_tables", "statsmodels.tsa.stattools",
             "sklearn.metrics", "torch.utils.tensorboard", "tensorboard.backend.event_processing.event_accumulator", "hypothesis", "gguf"]

@@ -56,7 +56,7 @@ def launch(runs_root: Path, data_root: Path, *args: str, env: dict | None = None
     log_path = log_path or runs_root.parent / f"sidecar-{time.monotonic_ns()}.log"
     logf = open(log_path, "ab")
     proc = subprocess.Popen(
-        [*(argv_prefix or []), sys.executable, "-m", "py_trainer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+        [*(argv_prefix or []), sys.executable, "-m", "py_trainer.server.cli", "serve", "--host", "127.0.0.1", "--port", "0",
          "--runs-root", str(runs_root), "--data-root", str(data_root), *args],
         stdout=logf, stderr=subprocess.STDOUT, env=env or sidecar_env(), cwd=REPO,
     )

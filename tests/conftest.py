@@ -69,7 +69,7 @@ def py_trainer_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(py_trainer_home) -> Path:
     """The embedded default model, built once per session (~35 s on 2 cores) into a temp cache."""
-    from py_trainer.tiny_model import ensure_default_model
+    from py_trainer.models.tiny_model import ensure_default_model
 
     return ensure_default_model(cache_dir=py_trainer_home / "models")
 

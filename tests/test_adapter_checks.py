@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from py_trainer.artifacts import CHECKPOINT_COMPLETE, write_checkpoint_marker
-from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.core.model_files import check_adapter_fits_base, check_adapter_folder, check_model_folder
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.model_files import check_adapter_fits_base, check_adapter_folder, check_model_folder
-from py_trainer.models import resolve_adapter
+from py_trainer.models.loading import resolve_adapter
+from py_trainer.runs.artifacts import CHECKPOINT_COMPLETE, write_checkpoint_marker
 
 HIDDEN, FFN = 16, 48
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from _agent_host import agent_spec, serve
-from py_trainer.agent_format import TOOL_CHAT_TEMPLATE, end_token, parse_turn
 from py_trainer.agents.episodes import AgentSetup, run_episodes, start_episodes
 from py_trainer.agents.tool_host import ToolHost, ToolHostLost
+from py_trainer.models.agent_format import TOOL_CHAT_TEMPLATE, end_token, parse_turn
 
 pytestmark = pytest.mark.slow
 

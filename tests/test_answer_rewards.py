@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from py_trainer.task_rewards import (
-    RewardInputError,
-    build_reward,
-    final_number_match_reward,
-    reward_names,
-    stops_after_answer_reward,
-)
+from py_trainer.core.task_rewards import (
+                                          RewardInputError,
+                                          build_reward,
+                                          final_number_match_reward,
+                                          reward_names,
+                                          stops_after_answer_reward,
+                                          )
 
 GOLD = ["68"]
 

@@ -18,8 +18,8 @@ import threading
 import pytest
 
 from _sidecar import REPO
-from py_trainer.base_models import check_base_model
-from py_trainer.errors import NotFound
+from py_trainer.core.errors import NotFound
+from py_trainer.models.base_models import check_base_model
 
 TYPO = "smollm2-135m-instruc"
 
@@ -107,7 +107,7 @@ def test_py_trainer_train_with_a_mistyped_base_model_is_one_line_exit_2(tmp_path
     env["HF_ENDPOINT"] = closed_port()
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(tmp_path / "c.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", str(tmp_path / "c.yaml"),
                            "--runs-root", str(tmp_path / "runs"), "--data-root", str(tmp_path)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     lines = (proc.stdout + proc.stderr).strip().splitlines()

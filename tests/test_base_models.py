@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from py_trainer import base_models
-from py_trainer.base_models import (PACKAGED_BASES, chat_template_without_building, check_base_model, gguf_model_dir,
-                                    gguf_path, gguf_revision, is_gguf_base, model_dir_for, read_gguf_header)
-from py_trainer.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.validate import validate_train_request
+from py_trainer.models import base_models
+from py_trainer.models.base_models import (PACKAGED_BASES, chat_template_without_building, check_base_model, gguf_model_dir,
+                                           gguf_path, gguf_revision, is_gguf_base, model_dir_for, read_gguf_header)
+from py_trainer.server.validate import validate_train_request
 
 SHORT = "smollm2-135m-instruct"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from py_trainer import tiny_model
-from py_trainer.errors import FailedPrecondition
+from py_trainer.core.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import check_chat_template
+from py_trainer.models import tiny_model
+from py_trainer.models.loading import check_chat_template
 
 
 @pytest.mark.parametrize("base", ["", "embedded:tasks.jsonl"])
@@ -120,7 +120,7 @@ class _Registry:
         return self.rec
 
     async def resume(self, run_id, validate=None):
-        from py_trainer.runs import RunRegistry
+        from py_trainer.runs.registry import RunRegistry
 
         return await RunRegistry.resume(self, run_id, validate)
 
@@ -137,8 +137,10 @@ def test_no_request_is_validated_on_the_event_loop(tmp_path, monkeypatch, rpc):
     import asyncio
     import time
 
-    from py_trainer import runs, server
-    from py_trainer.errors import InvalidArgument
+    from py_trainer.runs import registry as runs
+
+    from py_trainer.core.errors import InvalidArgument
+    from py_trainer.server import servicer as server
 
     def slow(*a, **k):
         time.sleep(SLOW_S)

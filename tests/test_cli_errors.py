@@ -74,7 +74,7 @@ def test_user_mistake_is_one_line_exit_2(tmp_path, argv, files, want):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     argv = [a.replace("{d}", str(tmp_path)) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", *argv], capture_output=True, text=True,
                           cwd=REPO, timeout=120, env=sidecar_env(), stdin=subprocess.DEVNULL)
     lines = [l for l in proc.stderr.splitlines() if l.strip() and "Warning" not in l and "warnings.warn" not in l]
     assert proc.returncode == 2, proc.stderr
@@ -99,7 +99,7 @@ def test_evaluate_of_a_damaged_adapter_or_model_is_one_line(tmp_path, tiny_model
 
     write_bad_models(tmp_path, tiny_model_dir)
     (tmp_path / "e.yaml").write_text(EVAL_CONFIG + body)
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "evaluate", "--config", str(tmp_path / "e.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "evaluate", "--config", str(tmp_path / "e.yaml"),
                            "--data-root", str(tmp_path), "--runs-root", str(tmp_path / "runs")],
                           capture_output=True, text=True, cwd=REPO, timeout=300, stdin=subprocess.DEVNULL,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
@@ -115,7 +115,7 @@ def test_every_sub_command_help_has_examples():
     """`py-trainer <command> --help` ends with examples of the command itself (issue 22, item 14)."""
     import argparse
 
-    from py_trainer.cli import build_parser
+    from py_trainer.server.cli import build_parser
 
     def leaves(parser, path=()):
         action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -151,16 +151,16 @@ def _groups(*ranks) -> str:
 
 
 def _failures():
-    from py_trainer.errors import InvalidArgument, ResourceExhausted
-    from py_trainer.export_check import MergeMismatch
-    from py_trainer.inference import InferenceFailed
+    from py_trainer.core.errors import InvalidArgument, ResourceExhausted
+    from py_trainer.models.inference import InferenceFailed
+    from py_trainer.workers.export_check import MergeMismatch
 
     return {
-        "train": fail_with("py_trainer.standalone.train_run", RuntimeError("the worker died")),
-        "evaluate": fail_with("py_trainer.standalone.run_evaluation", InferenceFailed("", "generating failed")),
-        "sample": fail_with("py_trainer.sampling.sample_groups", ResourceExhausted("", "out of memory while sampling")),
-        "sample-mistake": fail_with("py_trainer.sampling.sample_groups", InvalidArgument("adapter.path", "no such adapter")),
-        "export": fail_with("py_trainer.standalone.export_adapter", MergeMismatch("prompt 0", "completions differ")),
+        "train": fail_with("py_trainer.server.standalone.train_run", RuntimeError("the worker died")),
+        "evaluate": fail_with("py_trainer.server.standalone.run_evaluation", InferenceFailed("", "generating failed")),
+        "sample": fail_with("py_trainer.workers.sampling.sample_groups", ResourceExhausted("", "out of memory while sampling")),
+        "sample-mistake": fail_with("py_trainer.workers.sampling.sample_groups", InvalidArgument("adapter.path", "no such adapter")),
+        "export": fail_with("py_trainer.server.standalone.export_adapter", MergeMismatch("prompt 0", "completions differ")),
     }
 
 
@@ -217,7 +217,7 @@ def busy_port():
 
 
 def test_every_command_has_its_exit_codes():
-    from py_trainer.cli import build_parser, main  # noqa: F401
+    from py_trainer.server.cli import build_parser, main  # noqa: F401
 
     commands = {c[0] for c in EXIT_CODES}
     assert commands == {"serve", "train", "evaluate", "defaults", "init-model", "plot confusion", "plot compare",
@@ -228,7 +228,7 @@ def test_every_command_has_its_exit_codes():
 @pytest.mark.parametrize("command,argv,files,failure,code,want", EXIT_CODES,
                          ids=[f"{c[0]}-exit-{c[4]}-{i}" for i, c in enumerate(EXIT_CODES)])
 def test_exit_code_rule(tmp_path, monkeypatch, capsys, busy_port, command, argv, files, failure, code, want):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     for name, text in files.items():
         (tmp_path / name).write_text(text)

@@ -13,9 +13,9 @@ from google.protobuf import json_format
 
 from _builders import annotate, small_request
 from _sidecar import REPO, running_sidecar, sidecar_env
-from py_trainer.annotation import annotator_agreement, insert_gold_groups
+from py_trainer.data.annotation import annotator_agreement, insert_gold_groups
+from py_trainer.data.preference_data import group_to_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference_data import group_to_json
 
 pytestmark = pytest.mark.slow  # every test runs `py-trainer` as a subprocess
 
@@ -24,7 +24,7 @@ TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 
 
 def cli(*args: str, cwd: Path, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "py_trainer.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "py_trainer.server.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=600)
 
 

@@ -1,4 +1,4 @@
-"""The code revision every log carries (py_trainer/code_revision.py): the commit read from .git
+"""The code revision every log carries (py_trainer/core/code_revision.py): the commit read from .git
 without a git binary, the dirty flag, and the grader hash that changes when a grader file does."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from py_trainer import code_revision as cr
+from py_trainer.core import code_revision as cr
 
 COMMIT_A = "a" * 40
 COMMIT_B = "b" * 40

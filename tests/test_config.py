@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from py_trainer import config
-from py_trainer.errors import InvalidArgument
+from py_trainer.core import config
+from py_trainer.core.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_table_fields_exist_in_their_messages():
 
 @pytest.mark.slow
 def test_defaults_command_prints_every_knob():
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "defaults"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "defaults"], capture_output=True, text=True,
                           check=True)
     text = proc.stdout
     for message, (table, _) in config.TABLES.items():
@@ -118,7 +118,7 @@ def grpo_request(**grpo):
 
 
 def test_trl_knobs_are_in_the_grpo_table_with_trl_defaults(tmp_path):
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
 
     g = validate_train_request(grpo_request(), tmp_path).grpo
     assert (g.importance_sampling_level, g.num_iterations, g.top_k, g.min_p, g.repetition_penalty,
@@ -135,7 +135,7 @@ def test_trl_knobs_are_in_the_grpo_table_with_trl_defaults(tmp_path):
     ({"repetition_penalty": 0.0}, "grpo.repetition_penalty", "in (0, 10]"),
 ])
 def test_trl_knob_out_of_range_is_invalid_argument(tmp_path, grpo, field, text):
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
 
     with pytest.raises(InvalidArgument) as ei:
         validate_train_request(grpo_request(**grpo), tmp_path)
@@ -146,8 +146,8 @@ def test_trl_knob_out_of_range_is_invalid_argument(tmp_path, grpo, field, text):
                                          ("vllm_importance_sampling_mode", "token_mask"),
                                          ("vllm_importance_sampling_cap", 2.0)])
 def test_vllm_importance_sampling_without_vllm_is_failed_precondition(tmp_path, name, value):
-    from py_trainer.errors import FailedPrecondition
-    from py_trainer.validate import validate_train_request
+    from py_trainer.core.errors import FailedPrecondition
+    from py_trainer.server.validate import validate_train_request
 
     with pytest.raises(FailedPrecondition) as ei:
         validate_train_request(grpo_request(**{name: value}), tmp_path)
@@ -157,8 +157,8 @@ def test_vllm_importance_sampling_without_vllm_is_failed_precondition(tmp_path, 
 def test_liger_kernel_without_the_package_is_failed_precondition(tmp_path):
     import importlib.util
 
-    from py_trainer.errors import FailedPrecondition
-    from py_trainer.validate import validate_train_request
+    from py_trainer.core.errors import FailedPrecondition
+    from py_trainer.server.validate import validate_train_request
 
     if importlib.util.find_spec("liger_kernel") is not None:
         pytest.skip("liger-kernel is installed here")
@@ -169,7 +169,7 @@ def test_liger_kernel_without_the_package_is_failed_precondition(tmp_path):
 
 def test_the_effective_request_validates_again(tmp_path):
     """A run's stored request.json, sent again, is accepted: the vLLM-only knobs stay unset."""
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
 
     eff = validate_train_request(grpo_request(importance_sampling_level="sequence"), tmp_path)
     assert validate_train_request(eff, tmp_path) == eff

@@ -7,7 +7,7 @@ import os
 
 
 def test_py_trainer_makes_torchs_threads_wait_passively_unless_the_user_chose(monkeypatch, capsys):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     main(["defaults"])

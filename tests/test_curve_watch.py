@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from py_trainer.curve_thresholds import KL_SPIKE_WINDOW, ZERO_STD_WARN_STEPS
-from py_trainer.train_grpo import CurveWatch, effective_zero_std, is_kl_spike, kl_local_level
+from py_trainer.core.curve_thresholds import KL_SPIKE_WINDOW, ZERO_STD_WARN_STEPS
+from py_trainer.training.train_grpo import CurveWatch, effective_zero_std, is_kl_spike, kl_local_level
 
 
 def _codes(steps: list[dict]) -> list[str]:

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from _builders import small_request
 from _sidecar import REPO, running_sidecar, sidecar_env
-from py_trainer import task_rewards
+from py_trainer.core import task_rewards
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
@@ -80,7 +80,7 @@ def test_result_carries_the_fingerprint_and_each_adapter_identity(sidecar):
     """The run-time half of the fingerprint (issue 21) and each adapter's sha256 and step."""
     import hashlib
 
-    from py_trainer.models import weights_sha256
+    from py_trainer.models.loading import weights_sha256
 
     out = evaluate(sidecar, tasks={"jsonl_path": "tasks.jsonl", "split": "test", "limit": 3},
                    adapters=[{"name": "adapter", "run_id": "trained"}], batch_size=3)

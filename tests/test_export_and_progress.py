@@ -12,7 +12,7 @@ import pytest
 
 from _sidecar import REPO, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.standalone import ProgressLine, TrainProgress
+from py_trainer.server.standalone import ProgressLine, TrainProgress
 
 
 @pytest.mark.slow
@@ -28,7 +28,7 @@ def test_export_merge_loads_with_from_pretrained_and_matches_the_adapter(tmp_pat
     peft_model.save_pretrained(tmp_path / "adapter")
     env = sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))
     for args, out in (([], "plain"), (["--merge", "--base-model", ""], "merged")):
-        proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(tmp_path / "adapter"),
+        proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "export", "--adapter", str(tmp_path / "adapter"),
                                "--out", str(tmp_path / out), *args], capture_output=True, text=True, cwd=REPO,
                               timeout=300, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -46,7 +46,7 @@ def test_export_merge_loads_with_from_pretrained_and_matches_the_adapter(tmp_pat
         torch.testing.assert_close(merged(ids).logits, adapted(ids).logits, atol=1e-4, rtol=1e-4)
     assert (tmp_path / "merged" / "tokenizer.json").is_file() or (tmp_path / "merged" / "tokenizer_config.json").is_file()
     # a second export onto the same folder is refused (one line, exit 2), the folder untouched
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(tmp_path / "adapter"),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "export", "--adapter", str(tmp_path / "adapter"),
                            "--out", str(tmp_path / "plain")], capture_output=True, text=True, cwd=REPO, env=env)
     assert proc.returncode == 2 and "exists and is not empty" in proc.stderr
 
@@ -77,7 +77,7 @@ def test_data_sample_reports_progress(tmp_path, tiny_model_home):
     req = tmp_path / "sample.yaml"
     req.write_text("prompts: ['Case: cash deposits just under the threshold.\\n', 'Case: wires out again.\\n']\n"
                    "k: 2\nmax_new_tokens: 8\nseed: 3\n")
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(req), str(tmp_path / "g.jsonl"),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "data", "sample", str(req), str(tmp_path / "g.jsonl"),
                            "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from _sidecar import REPO, sidecar_env
-from py_trainer.export_check import MergeMismatch, check_prompts
-from py_trainer.standalone import verify_export
-from py_trainer.tiny_model import default_tasks_path
+from py_trainer.models.tiny_model import default_tasks_path
+from py_trainer.server.standalone import verify_export
+from py_trainer.workers.export_check import MergeMismatch, check_prompts
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_merged_model_passes_and_a_corrupted_weight_fails_naming_the_prompt(tmp_
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(adapter), "--out",
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "export", "--adapter", str(adapter), "--out",
                            str(tmp_path / "merged"), "--merge", "--base-model", "", "--check-prompts", "8"],
                           capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
@@ -73,7 +73,7 @@ def test_merged_model_passes_and_a_corrupted_weight_fails_naming_the_prompt(tmp_
 
 
 def test_a_check_task_file_that_is_not_there_is_one_line_exit_2(tmp_path, adapter, tiny_model_home):
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(adapter), "--out",
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "export", "--adapter", str(adapter), "--out",
                            str(tmp_path / "merged"), "--merge", "--base-model", "", "--check-tasks", "nope.jsonl"],
                           capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))

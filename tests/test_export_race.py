@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from py_trainer.cli import main
+from py_trainer.server.cli import main
 
 
 def test_a_second_export_to_one_out_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
@@ -32,8 +32,8 @@ def test_a_second_export_to_one_out_is_one_line_and_leaves_nothing(tmp_path, mon
 
 SIGTERM_MID_EXPORT = """
 import os, shutil, signal, sys
-import py_trainer.models as models
-from py_trainer.cli import main
+import py_trainer.models.loading as models
+from py_trainer.server.cli import main
 
 def term(*a, **k):  # what `agent export` forwards to its child when it is killed, mid-write
     os.kill(os.getpid(), signal.SIGTERM)

@@ -27,7 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, cpu_seconds, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.run_folder import DIGESTS_DIR
+from py_trainer.runs.run_folder import DIGESTS_DIR
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: run folders by hand, process accounting, a small disk
@@ -95,8 +95,8 @@ def temp_leftovers(runs: Path) -> list[str]:
 
 
 def test_append_that_fails_leaves_no_torn_line(tmp_path, monkeypatch):
-    from py_trainer import events as events_mod
-    from py_trainer.errors import DiskFull
+    from py_trainer.core.errors import DiskFull
+    from py_trainer.runs import events as events_mod
 
     folder = tmp_path / "r"
     folder.mkdir()
@@ -122,7 +122,7 @@ def test_append_that_fails_leaves_no_torn_line(tmp_path, monkeypatch):
 
 
 def test_torn_tail_is_tolerated_then_overwritten(tmp_path):
-    from py_trainer.events import EventLog
+    from py_trainer.runs.events import EventLog
 
     folder = make_run(tmp_path, "torn", states=(pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING))
     with open(folder / "events.jsonl", "ab") as f:
@@ -374,8 +374,8 @@ def test_an_events_append_on_a_full_disk_fails_the_run_and_stops_the_worker(smal
     the FAILED line, the slot is free, and a new run is refused with RESOURCE_EXHAUSTED."""
     import asyncio
 
-    from py_trainer.errors import ResourceExhausted
-    from py_trainer.runs import RunRegistry
+    from py_trainer.core.errors import ResourceExhausted
+    from py_trainer.runs.registry import RunRegistry
 
     runs = small_disk / "runs"
 

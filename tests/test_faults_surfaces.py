@@ -75,7 +75,7 @@ def outside_checkpoint(tiny_model_dir: Path, dest: Path) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from py_trainer.artifacts import write_checkpoint_marker
+    from py_trainer.runs.artifacts import write_checkpoint_marker
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir), LoraConfig(r=2, target_modules=["q_proj"]))
     model.save_pretrained(dest)

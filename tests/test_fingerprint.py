@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
-from py_trainer import artifacts, models
+from py_trainer.runs import artifacts
+
+from py_trainer.models import loading as models
 
 
 def test_weights_sha256_covers_the_weight_files_only_in_name_order(tmp_path):

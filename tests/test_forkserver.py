@@ -1,4 +1,4 @@
-"""The sidecar's fork server (py_trainer/forkserver.py): a forked worker is `python -m MODULE ARGS`
+"""The sidecar's fork server (py_trainer/runs/forkserver.py): a forked worker is `python -m MODULE ARGS`
 in what it sees (environment, argv, stdio, exit code, process title, threads), dies with the fork
 server, and the fork server refuses when forking would not be safe."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from _sidecar import wait_for
-from py_trainer.forkserver import PIPE, ForkServer, ForkServerUnavailable, exit_code
+from py_trainer.runs.forkserver import PIPE, ForkServer, ForkServerUnavailable, exit_code
 
 pytestmark = pytest.mark.slow  # it starts a fork server process and forks children
 

@@ -12,7 +12,7 @@ pytest.importorskip("trl")
 import trl.trainer.utils as trl_utils  # noqa: E402
 from trl.trainer.utils import add_fused_lm_head  # noqa: E402
 
-from py_trainer import fused_head  # noqa: E402
+from py_trainer.models import fused_head  # noqa: E402
 
 
 @pytest.fixture()

@@ -1,6 +1,6 @@
 """generate_completions' fast path gives exactly what the plain path gave.
 
-The fast path (models.py): the prompts' shared token prefix is run once and its KV cache reused
+The fast path (models/loading.py): the prompts' shared token prefix is run once and its KV cache reused
 for every batch, and greedy decoding batches prompts longest first. `plain_generate` below is the
 implementation it replaced, verbatim: one left-padded batch after another in prompt order, each
 prompt prefilled in full. Checked on the embedded default model and the AML prompts (a 58-token
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from py_trainer.models import generate_completions, pad_batch, shared_prefix_length
+from py_trainer.models.loading import generate_completions, pad_batch, shared_prefix_length
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
@@ -145,7 +145,7 @@ def test_prompts_without_a_shared_prefix_take_the_plain_path_in_order(model_and_
 def test_cpu_slices_a_large_sampling_batch_reproducibly(model_and_tokenizer, prompts):
     """64 prompts x 4 samples (the held-out measurement) exceed CPU_ROWS_PER_GENERATE: generated in
     slices after the batch's one seed, still k per prompt, in order, the same for the same seed."""
-    from py_trainer.models import CPU_ROWS_PER_GENERATE
+    from py_trainer.models.loading import CPU_ROWS_PER_GENERATE
 
     model, tokenizer = model_and_tokenizer
     subset = prompts[:64]

@@ -10,9 +10,9 @@ import logging
 import pytest
 from google.protobuf import json_format
 
-from py_trainer import training
-from py_trainer.base_models import conversion_pending, gguf_model_dir, gguf_path
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models.base_models import conversion_pending, gguf_model_dir, gguf_path
+from py_trainer.training import skeleton as training
 
 SHORT = "smollm2-135m-instruct"
 

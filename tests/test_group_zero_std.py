@@ -13,9 +13,9 @@ import statistics
 
 import pytest
 
-from py_trainer.curve_thresholds import ZERO_STD_WARN_STEPS
-from py_trainer.train_grpo import (GROUP_ZERO_STD_ULPS, CurveWatch, GroupZeroStd, effective_zero_std, group_zero_std_share,
-                                   trl_reward_funcs)
+from py_trainer.core.curve_thresholds import ZERO_STD_WARN_STEPS
+from py_trainer.training.train_grpo import (GROUP_ZERO_STD_ULPS, CurveWatch, GroupZeroStd, effective_zero_std, group_zero_std_share,
+                                            trl_reward_funcs)
 
 FLOAT32_EPS = 2.0 ** -23
 

@@ -8,19 +8,19 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from py_trainer.advantage import group_relative_advantage
-from py_trainer.task_rewards import (
-    RewardInputError,
-    WeightedScorer,
-    build_reward,
-    compose_reward_specs,
-    compose_rewards,
-    exact_match_reward,
-    extract_answer,
-    format_reward,
-    normalize_answer,
-    reward_names,
-)
+from py_trainer.core.advantage import group_relative_advantage
+from py_trainer.core.task_rewards import (
+                                          RewardInputError,
+                                          WeightedScorer,
+                                          build_reward,
+                                          compose_reward_specs,
+                                          compose_rewards,
+                                          exact_match_reward,
+                                          extract_answer,
+                                          format_reward,
+                                          normalize_answer,
+                                          reward_names,
+                                          )
 
 FAST = settings(max_examples=80, deadline=None)
 
@@ -228,7 +228,7 @@ def test_default_specs():
 def test_one_character_class_table_for_both_graders_issue_10():
     # CPython 3.11's unicodedata (Unicode 14) calls U+1FAE8 unassigned; the checked-in table (the
     # same one task-rewards.ts reads) calls it a symbol, so the lenient grader agrees with the TS one.
-    from py_trainer.task_rewards import build_reward, normalize_answer
+    from py_trainer.core.task_rewards import build_reward, normalize_answer
 
     assert build_reward({"name": "exact_match_lenient"}).score("The answer is 42\U0001FAE8", ["42"]) == 1
     assert normalize_answer("ΟΔΟΣ") == "οδοσ"

@@ -23,7 +23,7 @@ def test_a_gspo_run_trains(tmp_path, tiny_model_home):
     req = small_request("gspo", max_steps=2, importance_sampling_level="sequence", num_iterations=2, top_k=20,
                         repetition_penalty=1.05)
     (tmp_path / "run.json").write_text(json_format.MessageToJson(req, preserving_proto_field_name=True))
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", "run.json", "--runs-root",
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", "run.json", "--runs-root",
                            str(tmp_path / "runs"), "--data-root", "."], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
     assert proc.returncode == 0, proc.stderr[-3000:]

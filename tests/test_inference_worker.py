@@ -48,7 +48,7 @@ def worker_pid(sidecar_pid: int) -> int | None:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"py_trainer.inference_worker" in cmd and b"py_trainer.forkserver" not in cmd:
+        if b"py_trainer.workers.inference_worker" in cmd and b"py_trainer.runs.forkserver" not in cmd:
             return pid
     return None
 

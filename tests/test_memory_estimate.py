@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from _builders import small_request
-from py_trainer import memory_estimate as me
-from py_trainer.errors import FailedPrecondition
+from py_trainer.core.errors import FailedPrecondition
+from py_trainer.workers import memory_estimate as me
 
 QWEN25_05B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "num_hidden_layers": 24,
               "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
@@ -16,7 +16,7 @@ QWEN25_05B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "
 
 
 def effective(tmp_path, **grpo):
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
 
     return validate_train_request(small_request("mem", **grpo), tmp_path)
 
@@ -39,7 +39,7 @@ def test_parameter_count_equals_transformers_for_a_qwen25_05b_config():
 def test_lora_parameters_equal_peft_for_all_linear_layers(tmp_path):
     from peft import get_peft_model
 
-    from py_trainer.training import lora_config
+    from py_trainer.training.skeleton import lora_config
 
     req = effective(tmp_path)
     cfg = {**QWEN25_05B, "num_hidden_layers": 2}
@@ -83,7 +83,7 @@ def test_too_big_for_free_cuda_memory_is_failed_precondition_naming_the_knob(tmp
 
 
 def test_a_config_without_the_fields_names_base_model():
-    from py_trainer.errors import InvalidArgument
+    from py_trainer.core.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument) as ei:
         me.Shape.from_config({"model_type": "bert"})
@@ -120,7 +120,7 @@ def test_estimate_memory_rpc(tmp_path, tiny_model_home):
 def test_a_hostile_number_in_config_json_is_invalid_argument_naming_the_field(field, value):
     """Issue 30, item 5: huge, zero, negative, infinite and non-integer dimensions were ValueError,
     ZeroDivisionError or OverflowError (UNKNOWN on the wire), or an estimate of 0 bytes."""
-    from py_trainer.errors import InvalidArgument
+    from py_trainer.core.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument) as ei:
         me.Shape.from_config({**QWEN25_05B, field: value})
@@ -129,7 +129,7 @@ def test_a_hostile_number_in_config_json_is_invalid_argument_naming_the_field(fi
 
 
 def test_all_zero_dimensions_are_refused_not_estimated_as_zero_bytes():
-    from py_trainer.errors import InvalidArgument
+    from py_trainer.core.errors import InvalidArgument
 
     zeros = {**QWEN25_05B, **{k: 0 for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
                                              "num_attention_heads", "num_key_value_heads")}}
@@ -150,8 +150,8 @@ def test_an_embedded_base_not_built_yet_is_estimated_from_its_builders_shape(tmp
     """Issue 30, item 2: EstimateMemory ("config alone, nothing is loaded") built the embedded model
     in the sidecar (19-20 s). Now an embedded base not built yet is estimated from tiny_model.SPEC
     and nothing is built; once built, its own config.json is read."""
-    from py_trainer import tiny_model
-    from py_trainer.tiny_model import SPEC
+    from py_trainer.models import tiny_model
+    from py_trainer.models.tiny_model import SPEC
 
     monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))  # nothing built here
     monkeypatch.setattr(tiny_model, "build_tiny_model", lambda *a, **k: pytest.fail("EstimateMemory built a model"))
@@ -239,7 +239,7 @@ def test_estimate_request_refuses_a_hostile_local_config_before_transformers_rea
     reads config.json through huggingface_hub's strict dataclasses) before the bounds check: NaN, a
     string or 1e300 raised StrictDataclass*ValidationError, UNKNOWN on the wire. The bounds check
     comes first now, naming the field."""
-    from py_trainer.errors import InvalidArgument
+    from py_trainer.core.errors import InvalidArgument
 
     cfg = ({**QWEN25_05B, **{k: 0 for k in me.REQUIRED}} if field == "all" else {**QWEN25_05B, field: value})
     req = effective(tmp_path)
@@ -259,8 +259,8 @@ def test_a_config_transformers_refuses_is_invalid_argument_naming_the_field(tmp_
     """Issue 44, item 1: a field the bounds check does not read but transformers' strict config
     validation refuses (huggingface_hub's StrictDataclass*ValidationError) is INVALID_ARGUMENT
     naming base_model and the field, in the estimate and in the chat-template check."""
-    from py_trainer.errors import InvalidArgument
-    from py_trainer.models import check_chat_template
+    from py_trainer.core.errors import InvalidArgument
+    from py_trainer.models.loading import check_chat_template
 
     req = effective(tmp_path)
     req.base_model = local_base(tmp_path, {**QWEN25_05B, **edit})

@@ -12,8 +12,8 @@ import pytest
 from google.protobuf import json_format
 
 from _builders import small_request
-from py_trainer import config
-from py_trainer.errors import FailedPrecondition, InvalidArgument
+from py_trainer.core import config
+from py_trainer.core.errors import FailedPrecondition, InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 
@@ -30,7 +30,7 @@ def field_of(ei) -> str:
 
 
 def test_a_multi_node_argv_keeps_the_total_ranks_and_names_this_machine_and_the_main_one(tmp_path):
-    from py_trainer.launch import launch_argv
+    from py_trainer.runs.launch import launch_argv
 
     argv = launch_argv(runtime(num_processes=4, num_nodes=2, device="cpu"), tmp_path, (1, "10.0.0.7", 29511))
     assert argv[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
@@ -39,11 +39,11 @@ def test_a_multi_node_argv_keeps_the_total_ranks_and_names_this_machine_and_the_
                                   "--main_process_port")} == {
         "--num_processes": "4", "--num_machines": "2", "--machine_rank": "1", "--main_process_ip": "10.0.0.7",
         "--main_process_port": "29511"}
-    assert argv[-2:] == ["-m", "py_trainer.worker"]
+    assert argv[-2:] == ["-m", "py_trainer.workers.train_worker"]
 
 
 def test_a_multi_node_argv_without_a_machine_has_placeholders_each_node_fills(tmp_path):
-    from py_trainer.launch import MACHINE_SETTINGS, fill_machine, launch_argv
+    from py_trainer.runs.launch import MACHINE_SETTINGS, fill_machine, launch_argv
 
     rt = runtime(num_processes=2, num_nodes=2)
     argv = launch_argv(rt, tmp_path)
@@ -52,7 +52,7 @@ def test_a_multi_node_argv_without_a_machine_has_placeholders_each_node_fills(tm
 
 
 def test_one_node_keeps_one_machine_and_a_free_port(tmp_path):
-    from py_trainer.launch import launch_argv
+    from py_trainer.runs.launch import launch_argv
 
     argv = launch_argv(runtime(num_processes=2, num_nodes=1), tmp_path)
     assert argv[argv.index("--num_machines") + 1] == "1"
@@ -100,7 +100,7 @@ def test_workers_elsewhere_are_not_checked_against_this_machine():
 
 
 def test_the_local_executor_refuses_several_nodes_saying_what_to_use():
-    from py_trainer.local_executor import LocalExecutor
+    from py_trainer.runs.local_executor import LocalExecutor
 
     req = pb.TrainRequest(runtime=runtime(num_processes=2, num_nodes=2))
     with pytest.raises(FailedPrecondition) as ei:
@@ -121,7 +121,7 @@ NODES = [{"node": "10.0.0.1 a", "cpus": 4, "gpus": 0}, {"node": "10.0.0.2 b", "c
     ({"device": "cuda"}, 1, "runtime.device", "no GPU"),
 ])
 def test_the_ray_executor_refuses_what_the_clusters_nodes_cannot_hold(kw, cpus_per_rank, field, text):
-    from py_trainer.ray_executor import check_fits
+    from py_trainer.runs.ray_executor import check_fits
 
     with pytest.raises(FailedPrecondition) as ei:
         check_fits(runtime(**kw), NODES, cpus_per_rank)
@@ -129,7 +129,7 @@ def test_the_ray_executor_refuses_what_the_clusters_nodes_cannot_hold(kw, cpus_p
 
 
 def test_the_ray_executor_takes_what_its_nodes_can_hold():
-    from py_trainer.ray_executor import check_fits
+    from py_trainer.runs.ray_executor import check_fits
 
     check_fits(runtime(num_processes=2, num_nodes=2), NODES, 1)
     check_fits(runtime(num_processes=4, num_nodes=1), NODES, 1)
@@ -156,7 +156,7 @@ def two_node_config(tmp_path, run_id="job-1"):
     (["--machine-rank", "1", "--main-process-ip", "10.0.0.7", "--run-id", ""], None),
 ])
 def test_machine_flag_mistakes_are_one_line_exit_2_and_create_nothing(tmp_path, capsys, flags, text):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     config_path = two_node_config(tmp_path, run_id="" if text is None else "job-1")
     runs = tmp_path / "runs"
@@ -169,7 +169,7 @@ def test_machine_flag_mistakes_are_one_line_exit_2_and_create_nothing(tmp_path, 
 
 
 def test_machine_flags_on_a_one_node_request_are_refused(tmp_path, capsys):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     req = small_request("one")
     path = tmp_path / "run.json"
@@ -181,8 +181,8 @@ def test_machine_flags_on_a_one_node_request_are_refused(tmp_path, capsys):
 
 
 def test_another_machine_waits_for_the_run_folder_and_checks_its_request(tmp_path):
-    from py_trainer.multinode import wait_for_run_folder
-    from py_trainer.validate import validate_train_request
+    from py_trainer.runs.multinode import wait_for_run_folder
+    from py_trainer.server.validate import validate_train_request
 
     req = small_request("job-1")
     req.runtime.num_processes, req.runtime.num_nodes = 2, 2

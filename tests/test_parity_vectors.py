@@ -90,7 +90,7 @@ def test_codec_and_names():
 
 
 # ---------------------------------------------------------------------------------------------
-# Curve thresholds: ts_agent/src/agent/report/thresholds.ts -> py_trainer/curve_thresholds.json
+# Curve thresholds: ts_agent/src/agent/report/thresholds.ts -> py_trainer/core/curve_thresholds.json
 
 
 def _ts_curve_thresholds() -> dict:
@@ -101,7 +101,7 @@ def _ts_curve_thresholds() -> dict:
 
 
 def test_curve_thresholds_json_is_what_vectors_ts_writes():
-    from py_trainer import curve_thresholds
+    from py_trainer.core import curve_thresholds
 
     text = curve_thresholds.JSON_PATH.read_text(encoding="utf-8")
     data = json.loads(text)
@@ -111,7 +111,7 @@ def test_curve_thresholds_json_is_what_vectors_ts_writes():
 
 
 def test_curve_thresholds_constants_equal_the_json():
-    from py_trainer import curve_thresholds as ct
+    from py_trainer.core import curve_thresholds as ct
 
     data = json.loads(ct.JSON_PATH.read_text(encoding="utf-8"))
     assert ct.CURVE_THRESHOLDS == data
@@ -125,7 +125,7 @@ def test_curve_thresholds_constants_equal_the_json():
 
 
 def test_parity_fails_on_stale_curve_thresholds(tmp_path):
-    from py_trainer import curve_thresholds as ct
+    from py_trainer.core import curve_thresholds as ct
 
     fresh = tmp_path / "fresh.json"
     fresh.write_bytes(ct.JSON_PATH.read_bytes())

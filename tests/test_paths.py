@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from py_trainer.errors import InvalidArgument
-from py_trainer.paths import resolve_under
+from py_trainer.core.errors import InvalidArgument
+from py_trainer.core.paths import resolve_under
 
 
 @pytest.mark.parametrize("rel", ["/etc/passwd", "~/adapter"])
@@ -28,8 +28,8 @@ def test_an_escape_is_refused_naming_the_root(tmp_path):
 def test_a_run_records_its_data_root_and_dataset_file_as_absolute_paths(tmp_path, monkeypatch):
     """Issue 45 item 1: summary.json says where the sidecar read the run's files, so the agent
     resolves a relative dataset.jsonl_path against the sidecar's data root, not its own."""
+    from py_trainer.core.paths import run_data_paths
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-    from py_trainer.paths import run_data_paths
 
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "capitals.jsonl").write_text("{}\n")

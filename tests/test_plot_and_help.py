@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from matplotlib.text import Text
 
-from py_trainer import cli
-from py_trainer.curves import reward_figure
+from py_trainer.plots.curves import reward_figure
+from py_trainer.server import cli
 
 
 def _steps(n: int, end: float):

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from py_trainer import cli
-from py_trainer.curves import check_confusion_spec
+from py_trainer.plots.curves import check_confusion_spec
+from py_trainer.server import cli
 
 SPEC = {"title": "t", "gold": ["a", "b"], "answers": ["a", "b", "(none)"],
         "variants": [{"name": "base", "matrix": [[3, 1, 0], [2, 2, 1]]}, {"name": "adapter", "matrix": [[4, 0, 0], [0, 5, 0]]}]}

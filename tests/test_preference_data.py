@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _builders import annotate
-from py_trainer.errors import InvalidArgument
+from py_trainer.core.errors import InvalidArgument
+from py_trainer.core.stats import kendall_tau_b
+from py_trainer.data.annotation import annotator_agreement, check_annotator_batch, insert_gold_groups, rank_count_table
+from py_trainer.data.preference_data import GroupFormatError, check_group, clean_groups, normalise_text, ranking_pairs
+from py_trainer.data.request_data import load_ranked_groups
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.annotation import annotator_agreement, check_annotator_batch, insert_gold_groups, rank_count_table
-from py_trainer.data import load_ranked_groups
-from py_trainer.preference_data import GroupFormatError, check_group, clean_groups, normalise_text, ranking_pairs
-from py_trainer.stats import kendall_tau_b
 
 REPO = Path(__file__).resolve().parents[1]
 MESSY = REPO / "tests" / "data" / "messy_groups.jsonl"
@@ -39,7 +39,7 @@ EXPECTED_REPORT = [
 
 
 def run_clean(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "clean", *args],
+    return subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "data", "clean", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
@@ -324,7 +324,7 @@ def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
     req.write_text("prompts: ['Case: cash deposits just under the threshold.\\n', 'Case: wires out again.\\n']\n"
                    "k: 4\nstrategy: SAMPLING_STRATEGY_TOP_P_LADDER\nmax_new_tokens: 12\nseed: 3\n")
     out = tmp_path / "groups.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(req), str(out),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "data", "sample", str(req), str(out),
                            "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -332,7 +332,7 @@ def test_data_sample_cli_writes_groups_ready_to_rank(tmp_path, tiny_model_home):
     assert len(rows) == 2 and all(len(r["responses"]) == 4 and r["ranks"] == [] for r in rows)
     bad = tmp_path / "bad.yaml"
     bad.write_text("prompts: ['p']\nk: 1\n")
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "data", "sample", str(bad), str(tmp_path / "x"),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "data", "sample", str(bad), str(tmp_path / "x"),
                            "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300,
                           env=sidecar_env())
     assert proc.returncode == 2 and "k:" in proc.stderr and not (tmp_path / "x").exists()
@@ -361,7 +361,7 @@ def test_check_group_validates_the_sop_scores(scores, key):
 
 
 def test_scores_survive_the_proto_round_trip():
-    from py_trainer.preference_data import group_from_json, group_to_json, response_scores
+    from py_trainer.data.preference_data import group_from_json, group_to_json, response_scores
 
     obj = _scored_group([{"correctness": 5, "helpfulness": 4}, {"correctness": 2, "helpfulness": 3}], [0, 1])
     check_group(obj, need_ranks=True)
@@ -372,8 +372,8 @@ def test_scores_survive_the_proto_round_trip():
 
 
 def test_annotator_check_flags_a_ranking_that_contradicts_both_scores():
-    from py_trainer.annotation import score_contradictions
-    from py_trainer.preference_data import group_from_json
+    from py_trainer.data.annotation import score_contradictions
+    from py_trainer.data.preference_data import group_from_json
 
     # r1 is ranked first, but r0 is more correct AND more helpful; r2 vs r0 contradicts one score only
     obj = _scored_group([{"correctness": 5, "helpfulness": 5}, {"correctness": 2, "helpfulness": 3},

@@ -14,13 +14,13 @@ import pytest
 from google.protobuf import json_format
 
 from _builders import aml_groups, preference_request
-from py_trainer.errors import InvalidArgument, NotFound
+from py_trainer.core.errors import InvalidArgument, NotFound
+from py_trainer.data.preference_data import check_group
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference_data import check_group
-from py_trainer.sampling import sample_groups_stream, sample_groups_to_jsonl, validate_sample_request
-from py_trainer.train_preference import pairwise_agreement, pick_metrics
-from py_trainer.validate import validate_train_request
-from py_trainer.worker import train_run
+from py_trainer.server.validate import validate_train_request
+from py_trainer.training.train_preference import pairwise_agreement, pick_metrics
+from py_trainer.workers.sampling import sample_groups_stream, sample_groups_to_jsonl, validate_sample_request
+from py_trainer.workers.train_worker import train_run
 
 REPO = Path(__file__).resolve().parents[1]
 def write_run(tmp_path: Path, run_id: str, req: pb.TrainRequest) -> Path:
@@ -284,8 +284,8 @@ def test_pref_train_pairs_are_exactly_what_trl_keeps(tmp_path, tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
-    from py_trainer.train_preference import expand_pairs, fit_pairs
-    from py_trainer.preference_data import group_from_json
+    from py_trainer.data.preference_data import group_from_json
+    from py_trainer.training.train_preference import expand_pairs, fit_pairs
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     groups = [group_from_json(g) for g in aml_groups("train", 12)]

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from py_trainer import cli
-from py_trainer.annotation import check_annotator_batch
+from py_trainer.data.annotation import check_annotator_batch
+from py_trainer.data.preference_data import GroupFormatError, check_group, clean_groups, group_from_json, group_to_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.preference_data import GroupFormatError, check_group, clean_groups, group_from_json, group_to_json
+from py_trainer.server import cli
 
 GROUP = {"prompt": "p", "responses": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}
 

@@ -26,7 +26,7 @@ import pytest
 from _builders import small_request
 from _sidecar import TERMINAL, launch, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.launch import free_port
+from py_trainer.runs.launch import free_port
 
 pytest.importorskip("ray")
 
@@ -144,7 +144,7 @@ def client_server_pids(gcs_port: int) -> list[int]:
 
 
 def test_the_event_tail_hands_on_complete_lines_and_skips_those_the_log_already_holds(tmp_path):
-    from py_trainer.ray_executor import EventTail
+    from py_trainer.runs.ray_executor import EventTail
 
     path, got = tmp_path / "worker-events.jsonl", []
     tail = EventTail(path, skip=2)
@@ -158,7 +158,7 @@ def test_the_event_tail_hands_on_complete_lines_and_skips_those_the_log_already_
 
 
 def test_serve_with_the_ray_executor_and_no_address_is_one_line_and_exit_2(capsys, monkeypatch):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["serve", "--executor", "ray", "--port", "0"]) == 2
@@ -171,8 +171,8 @@ def test_serve_with_no_ray_cluster_at_the_address_is_one_line_and_exit_2_at_once
     import socket
     import time
 
-    from py_trainer import server
-    from py_trainer.cli import main
+    from py_trainer.server import servicer as server
+    from py_trainer.server.cli import main
 
     def started(*args, **kwargs):
         raise AssertionError("serve started: the address was not checked first")
@@ -294,7 +294,7 @@ def test_a_two_node_run_one_rank_per_node_trains_and_returns_one_adapter(tmp_pat
 @pytest.mark.slow
 def test_a_lost_node_fails_its_run_naming_it_and_resume_finishes_it_on_the_node_left(tmp_path, cluster,
                                                                                        tiny_model_home):
-    from py_trainer.artifacts import latest_checkpoint
+    from py_trainer.runs.artifacts import latest_checkpoint
 
     lost = node_id(cluster.worker)
     sc = ray_sidecar(tmp_path, cluster, tiny_model_home)

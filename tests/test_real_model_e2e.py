@@ -34,7 +34,7 @@ ARITHMETIC = REPO / "agent-evals/tasks/arithmetic.jsonl"
 def real_model_home(py_trainer_home) -> Path:
     """PY_TRAINER_HOME with the packaged model converted (once; cached by the GGUF file's sha256)."""
     pytest.importorskip("gguf")
-    from py_trainer.base_models import resolve_base_model
+    from py_trainer.models.base_models import resolve_base_model
 
     before = os.environ.get("PY_TRAINER_HOME")
     os.environ["PY_TRAINER_HOME"] = str(py_trainer_home)
@@ -99,8 +99,8 @@ def test_grpo_evaluate_and_a_verified_merged_export_on_the_real_model(tmp_path, 
         assert [v.name for v in res.variants] == ["base", "adapter"]
         assert all(len(v.tasks) == 3 for v in res.variants)
         fp = res.fingerprint
-        from py_trainer.base_models import gguf_path
-        from py_trainer.models import file_sha256
+        from py_trainer.models.base_models import gguf_path
+        from py_trainer.models.loading import file_sha256
 
         gguf_sha = file_sha256(gguf_path(SHORT, REPO))
         assert fp.revision == f"gguf sha256:{gguf_sha} Q4_1"
@@ -110,7 +110,7 @@ def test_grpo_evaluate_and_a_verified_merged_export_on_the_real_model(tmp_path, 
         assert all(any(c.isdigit() for c in completion) for completion in base), base
 
         merged = tmp_path / "merged"
-        proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "export", "--adapter", str(adapter), "--out",
+        proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "export", "--adapter", str(adapter), "--out",
                                str(merged), "--merge", "--data-root", str(data), "--check-tasks", "tasks.jsonl",
                                "--check-prompts", "3"],
                               capture_output=True, text=True, cwd=REPO, timeout=600, env=env)

@@ -177,7 +177,7 @@ def test_chat_prompts_render_exactly_as_trl_renders_them(chat_model):
     from transformers import AutoTokenizer
     from trl.data_utils import maybe_apply_chat_template
 
-    from py_trainer.models import chat_messages, format_prompts, resolve_prompt_format
+    from py_trainer.models.loading import chat_messages, format_prompts, resolve_prompt_format
 
     tok = AutoTokenizer.from_pretrained(chat_model)
     prompts = ["Case: cash deposits under 10,000 across branches. Typology?", "second prompt"]
@@ -259,7 +259,7 @@ def test_cancel_at_step_3_resume_and_finish_at_8(sc, stub):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from py_trainer.models import resolve_model_path
+    from py_trainer.models.loading import resolve_model_path
 
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(resolve_model_path("", folder)),
                               folder / "adapter")
@@ -279,7 +279,7 @@ def test_standalone_train_runs_every_rank_too(tmp_path, env):
     req.runtime.device = "cpu"
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(json_format.MessageToDict(req, preserving_proto_field_name=True)))
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(cfg),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", str(cfg),
                            "--runs-root", str(tmp_path / "runs"), "--data-root", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO, timeout=900, env=env)
     folder = tmp_path / "runs" / "standalone-ranks"

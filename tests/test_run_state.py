@@ -27,7 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.run_folder import digest_file
+from py_trainer.runs.run_folder import digest_file
 
 pytestmark = pytest.mark.slow  # real sidecars and worker processes
 
@@ -93,8 +93,8 @@ def die(reg) -> None:
 
 
 def test_cancel_of_a_queued_resume_keeps_its_result_and_a_restart_requeues_what_never_ran(tmp_path, env):
-    from py_trainer.runs import RunRegistry
-    from py_trainer.validate import validate_train_request
+    from py_trainer.runs.registry import RunRegistry
+    from py_trainer.server.validate import validate_train_request
 
     runs, data = tmp_path / "runs", tmp_path / "data"
     data.mkdir()
@@ -137,7 +137,7 @@ def test_cancel_of_a_queued_resume_keeps_its_result_and_a_restart_requeues_what_
 
 
 def test_sigterm_leaves_queued_runs_queued(tmp_path):
-    from py_trainer.runs import RunRegistry
+    from py_trainer.runs.registry import RunRegistry
 
     runs, data = tmp_path / "runs", tmp_path / "data"
     data.mkdir()

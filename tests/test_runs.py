@@ -221,7 +221,7 @@ def test_standalone_train_writes_the_same_run_folder(tmp_path, tiny_model_home):
     import yaml
 
     cfg.write_text(yaml.safe_dump(json_format.MessageToDict(req, preserving_proto_field_name=True)))
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(cfg),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", str(cfg),
                            "--runs-root", str(tmp_path / "runs"), "--data-root", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO, timeout=600,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))

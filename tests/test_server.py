@@ -77,7 +77,7 @@ def test_health_goes_not_serving_before_stop(tmp_path):
 
 def test_non_loopback_bind_without_token_is_refused(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "py_trainer.cli", "serve", "--host", "0.0.0.0", "--port", "0",
+        [sys.executable, "-m", "py_trainer.server.cli", "serve", "--host", "0.0.0.0", "--port", "0",
          "--runs-root", str(tmp_path / "runs"), "--data-root", str(tmp_path)],
         capture_output=True, text=True, env=sidecar_env(PY_TRAINER_TOKEN=""), cwd=REPO, timeout=60)
     assert proc.returncode == 2

@@ -15,7 +15,7 @@ import pytest
 from _builders import small_request
 from _sidecar import running_sidecar, sidecar_env, stub_for, wait_for
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.slots import SlotPool
+from py_trainer.runs.slots import SlotPool
 
 
 def test_a_run_takes_a_slot_per_rank_and_all_of_them_past_the_count():
@@ -43,7 +43,7 @@ def test_gpu_slots_get_their_devices_and_cpu_slots_their_share_of_threads():
 def test_the_queue_admits_in_order_and_nothing_overtakes_a_head_waiting_for_slots(tmp_path):
     """A 2-rank run at the head of a 2-slot queue waits for both slots; the 1-rank run behind it
     waits too, although one slot is free."""
-    from py_trainer.runs import RunRegistry
+    from py_trainer.runs.registry import RunRegistry
 
     started: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Properties of py_trainer.stats (hypothesis): closed forms, symmetries and the error kinds.
+"""Properties of py_trainer.core.stats (hypothesis): closed forms, symmetries and the error kinds.
 Reference values from scipy/statsmodels/scikit-learn are in tests/test_stats_references.py."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from py_trainer import stats
-from py_trainer.stats import StatsInputError
+from py_trainer.core import stats
+from py_trainer.core.stats import StatsInputError
 
 FAST = settings(max_examples=60, deadline=None)
 num = st.floats(-1e3, 1e3)

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as ss
 
-from py_trainer import stats
-from py_trainer.stats import StatsInputError
+from py_trainer.core import stats
+from py_trainer.core.stats import StatsInputError
 
 
 def test_no_spread_rule():

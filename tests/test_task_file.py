@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from py_trainer import cli, tiny_model
-from py_trainer.data import task_rows
-from py_trainer.errors import InvalidArgument
+from py_trainer.server import cli
+
+from py_trainer.core.errors import InvalidArgument
+from py_trainer.data.request_data import task_rows
+from py_trainer.data.task_file import TaskFileError, load_task_file
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.task_file import TaskFileError, load_task_file
+from py_trainer.models import tiny_model
 
 TABLE = json.loads((Path(__file__).parent / "data" / "bad_task_files.json").read_text())
 

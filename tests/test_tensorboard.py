@@ -11,10 +11,10 @@ import pytest
 import yaml
 from google.protobuf import json_format
 
-from py_trainer import config
-from py_trainer.errors import InvalidArgument
+from py_trainer.core import config
+from py_trainer.core.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.training import trainer_args
+from py_trainer.training.skeleton import trainer_args
 from _builders import small_request
 from _sidecar import REPO, read_events, sidecar_env
 
@@ -38,7 +38,7 @@ def test_standalone_train_writes_tensorboard_events_with_trl_curves(tmp_path, ti
     req = small_request("tb", max_steps=3)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(json_format.MessageToDict(req, preserving_proto_field_name=True)))
-    proc = subprocess.run([sys.executable, "-m", "py_trainer.cli", "train", "--config", str(cfg),
+    proc = subprocess.run([sys.executable, "-m", "py_trainer.server.cli", "train", "--config", str(cfg),
                            "--runs-root", str(tmp_path / "runs"), "--data-root", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO, timeout=600,
                           env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home)))

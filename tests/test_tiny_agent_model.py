@@ -1,4 +1,4 @@
-"""The embedded agent model's builder (py_trainer/tiny_agent_model.py): demonstration episodes are
+"""The embedded agent model's builder (py_trainer/models/tiny_agent_model.py): demonstration episodes are
 rendered exactly as the episode runner writes episodes, the assistant turns alone are trained, a
 malformed file names file:line and the field, and a build (a few SFT steps) loads through
 from_pretrained with ChatML's turn markers as single tokens and <|im_end|> as EOS."""
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from py_trainer.agent_format import system_and_user, tool_turns
-from py_trainer.tiny_agent_model import is_agent_corpus, load_episodes, segments
+from py_trainer.models.agent_format import system_and_user, tool_turns
+from py_trainer.models.tiny_agent_model import is_agent_corpus, load_episodes, segments
 
 TOOLS = [{"name": "cancel_order", "description": "Cancel it.", "parameters": {"type": "object", "properties": {}}}]
 EPISODE = {"tools": TOOLS, "messages": [
@@ -48,8 +48,8 @@ def test_a_malformed_file_names_the_line_and_field(tmp_path):
 def test_a_short_build_loads_with_chatml_markers_as_tokens(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from py_trainer.agent_format import end_token, stop_token_ids
-    from py_trainer.tiny_agent_model import build_agent_model
+    from py_trainer.models.agent_format import end_token, stop_token_ids
+    from py_trainer.models.tiny_agent_model import build_agent_model
 
     f = tmp_path / "demos.jsonl"
     f.write_text("".join(json.dumps(EPISODE) + "\n" for _ in range(4)))

@@ -22,19 +22,19 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from py_trainer import tiny_model
-from py_trainer.base_models import embedded_tasks_path, model_dir_for, resolve_base_model
-from py_trainer.config import check_base_model
-from py_trainer.errors import InvalidArgument, NotFound
-from py_trainer.tiny_model import (
-    DEFAULT_SEED,
-    build_tiny_model,
-    default_model_dir,
-    default_tasks_path,
-    embedded_model_dir,
-    ensure_default_model,
-    ensure_embedded_model,
-)
+from py_trainer.models.base_models import check_base_model
+from py_trainer.core.errors import InvalidArgument, NotFound
+from py_trainer.models import tiny_model
+from py_trainer.models.base_models import embedded_tasks_path, model_dir_for, resolve_base_model
+from py_trainer.models.tiny_model import (
+                                          DEFAULT_SEED,
+                                          build_tiny_model,
+                                          default_model_dir,
+                                          default_tasks_path,
+                                          embedded_model_dir,
+                                          ensure_default_model,
+                                          ensure_embedded_model,
+                                          )
 
 ANSWER_RE = re.compile(r"^\s*<answer>([a-z_]+)</answer>\s*$")
 MAX_NEW_TOKENS = 16
@@ -410,7 +410,7 @@ def test_a_task_file_the_build_cannot_use_is_named_with_its_line(tmp_path, monke
 
 
 def test_init_model_tasks_mistakes_are_one_line(tmp_path, capsys):
-    from py_trainer.cli import main
+    from py_trainer.server.cli import main
 
     assert main(["init-model", "--tasks", str(tmp_path / "missing.jsonl")]) == 2
     assert capsys.readouterr().err.strip() == f"py-trainer init-model: --tasks {tmp_path / 'missing.jsonl'}: no such file"

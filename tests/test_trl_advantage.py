@@ -2,7 +2,7 @@
 
 One real GRPOTrainer step (max_steps=1) per scale_rewards mode on a throwaway tiny Qwen2
 (2 layers, hidden 64, random weights) with a small BPE tokenizer, both saved to a temp folder and
-loaded with from_pretrained. The embedded default model (py_trainer.tiny_model) would work too,
+loaded with from_pretrained. The embedded default model (py_trainer.models.tiny_model) would work too,
 but building it uncached costs tens of seconds of SFT and its weights do not matter here: two
 reward functions return fixed patterns with None (unscorable) in chosen places, so the batch
 holds a mixed group, a group with a single scorable completion, a constant group and partly-None
@@ -25,8 +25,8 @@ from datasets import Dataset  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
-from py_trainer.advantage import group_relative_advantage  # noqa: E402
-from py_trainer.task_rewards import WeightedScorer, compose_rewards  # noqa: E402
+from py_trainer.core.advantage import group_relative_advantage  # noqa: E402
+from py_trainer.core.task_rewards import WeightedScorer, compose_rewards  # noqa: E402
 
 pytestmark = pytest.mark.slow  # trains a throwaway model with TRL
 

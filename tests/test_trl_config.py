@@ -14,12 +14,12 @@ import torch
 from google.protobuf import json_format
 
 from _builders import preference_request, small_request
-from py_trainer import config
+from py_trainer.core import config
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.train_grpo import grpo_config
-from py_trainer.train_preference import PreferenceMode, dpo_config
-from py_trainer.training import lora_config, trainer_args
-from py_trainer.validate import validate_train_request
+from py_trainer.server.validate import validate_train_request
+from py_trainer.training.skeleton import lora_config, trainer_args
+from py_trainer.training.train_grpo import grpo_config
+from py_trainer.training.train_preference import PreferenceMode, dpo_config
 
 SCHEDULE = {"learning_rate": 3e-3, "max_steps": 7, "per_device_train_batch_size": 12, "gradient_accumulation_steps": 2,
             "warmup_ratio": 0.25, "seed": 5, "logging_steps": 3, "save_steps": 4, "max_prompt_length": 100,
@@ -147,7 +147,7 @@ def test_save_total_limit_reaches_training_arguments_with_0_as_keep_all(tmp_path
     `agent select` can choose among all of them."""
     import torch
 
-    from py_trainer.training import trainer_args
+    from py_trainer.training.skeleton import trainer_args
 
     g = pb.GrpoConfig(save_total_limit=kept)
     assert trainer_args(tmp_path, torch.device("cpu"), torch.float32, g)["save_total_limit"] == expected

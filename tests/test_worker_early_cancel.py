@@ -31,7 +31,7 @@ def ignores_sigusr1(pid: int) -> bool:
 
 
 def test_a_cancel_while_the_worker_imports_does_not_kill_it():
-    proc = subprocess.Popen([sys.executable, "-m", "py_trainer.worker", "--help"], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "py_trainer.workers.train_worker", "--help"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     # The signal is sent the moment the worker's first lines have run (its imports go on after them),
     # not after a fixed sleep, which a fast machine outruns (the whole --help takes ~0.3 s idle).

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from _builders import small_request
-from py_trainer import memory_estimate, worker
-from py_trainer.errors import FailedPrecondition
+from py_trainer.core.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.workers import memory_estimate
+from py_trainer.workers import train_worker as worker
 
 QWEN25_05B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896, "num_hidden_layers": 24,
               "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
@@ -23,7 +24,7 @@ GIB = 1 << 30
 def request_on(tmp_path, monkeypatch):
     """A validated request for a local Qwen2.5-0.5B-shaped base (config.json only), and the training
     that must not start when the preflight refuses."""
-    from py_trainer.validate import validate_train_request
+    from py_trainer.server.validate import validate_train_request
 
     (tmp_path / "qwen").mkdir()
     (tmp_path / "qwen" / "config.json").write_text(json.dumps(QWEN25_05B))
@@ -61,7 +62,7 @@ def test_enough_memory_or_a_cpu_run_trains(tmp_path, request_on):
 def test_a_base_without_a_local_config_is_not_estimated_and_trains(tmp_path, request_on, monkeypatch):
     started = request_on("cuda:0", 1 * GIB)
     monkeypatch.setattr(memory_estimate, "model_files_folder", lambda path: None, raising=False)
-    import py_trainer.models as models
+    import py_trainer.models.loading as models
 
     monkeypatch.setattr(models, "model_files_folder", lambda path: None)
     worker.train_run(tmp_path / "run", tmp_path, emit=lambda ev: None, should_stop=lambda: False)

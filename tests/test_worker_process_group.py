@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from py_trainer import worker
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.workers import train_worker as worker
 
 
 def _one_rank_group(tmp_path):

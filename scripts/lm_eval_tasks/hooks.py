@@ -1,7 +1,7 @@
 """Hooks of the lm-evaluation-harness tasks beside this file (aml_typology.yaml, arithmetic_chat.yaml):
 the task file's test split, and each task's grader scored as py_trainer's Evaluate scores it."""
 
-from py_trainer.rewards import build_scorer
+from py_trainer.core.rewards import build_scorer
 
 
 def test_split(dataset):

@@ -28,7 +28,7 @@ before(async () => {
       return { run: create(RunSchema, { runId: req.runId, state, currentStep: 12n }) };
     },
     deleteRun: (req) => {
-      // as the sidecar answers (py_trainer/paths.py validate_run_id)
+      // as the sidecar answers (py_trainer/core/paths.py validate_run_id)
       if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(req.runId)) throw new ConnectError(`run_id: ${JSON.stringify(req.runId)} is not a valid run id`, Code.InvalidArgument);
       const state = RUNS[req.runId];
       if (state === undefined) throw new ConnectError(`run_id: no run '${req.runId}'`, Code.NotFound);

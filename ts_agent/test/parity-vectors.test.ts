@@ -66,7 +66,7 @@ test("checked-in vectors match the generator (run `make parity` after changing t
 
 test("the checked-in curve_thresholds.json is what thresholds.ts produces (run `make parity` after changing it)", () => {
   const onDisk = readFileSync(CURVE_THRESHOLDS_JSON, "utf8");
-  assert.equal(onDisk, formatCurveThresholds(), "py_trainer/py_trainer/curve_thresholds.json is stale");
+  assert.equal(onDisk, formatCurveThresholds(), "py_trainer/py_trainer/core/curve_thresholds.json is stale");
   assert.deepEqual(JSON.parse(onDisk), { ...CURVE_THRESHOLDS });
   assert.deepEqual(Object.keys(JSON.parse(onDisk)), Object.keys(CURVE_THRESHOLDS).sort());
 });

@@ -1,6 +1,6 @@
 /**
  * Issue 45 item 1: a run's relative dataset.jsonlPath is resolved the way the sidecar did, against
- * the data root its summary.json records (py_trainer/paths.py run_data_paths), not against the
+ * the data root its summary.json records (py_trainer/core/paths.py run_data_paths), not against the
  * repository; an eval.json's repo-relative task file against the repository, not the working
  * directory; and the default evals dir is the nearest agent-evals/ at or above the working
  * directory (else the repository's).

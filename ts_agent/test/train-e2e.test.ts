@@ -62,7 +62,7 @@ test("GRPO through the sidecar raises the held-out reward; the adapter loads wit
       "import sys, torch",
       "from transformers import AutoModelForCausalLM",
       "from peft import PeftModel",
-      "from py_trainer.tiny_model import ensure_default_model",
+      "from py_trainer.models.tiny_model import ensure_default_model",
       "base = AutoModelForCausalLM.from_pretrained(str(ensure_default_model()))",
       "m = PeftModel.from_pretrained(base, sys.argv[1])",
       "n = sum(p.numel() for name, p in m.named_parameters() if 'lora_' in name)",

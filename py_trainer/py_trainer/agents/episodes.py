@@ -17,11 +17,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from py_trainer.agent_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
 from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import pad_batch
+from py_trainer.models.agent_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
+from py_trainer.models.loading import pad_batch
 
 TOOL_THREADS = 16
 """Tool calls (and scorings) of one turn run concurrently, at most this many at a time."""

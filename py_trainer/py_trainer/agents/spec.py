@@ -6,8 +6,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from py_trainer.config import AGENT, check_knobs, fill_defaults
-from py_trainer.errors import InvalidArgument
+from py_trainer.core.config import AGENT, check_knobs, fill_defaults
+from py_trainer.core.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")

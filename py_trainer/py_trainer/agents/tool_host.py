@@ -18,7 +18,7 @@ import math
 
 import grpc
 
-from py_trainer.errors import FailedPrecondition
+from py_trainer.core.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 

@@ -2,7 +2,7 @@
  * Which code produced a record (eval.json, baseline.json, sweep and compare records, report.md):
  * the agent's package version, the git commit and a dirty flag of its checkout, and a hash of its
  * grader code. The sidecar reports its own in every Evaluate (EvalFingerprint.code_revision,
- * py_trainer/code_revision.py). inspect_ai's EvalLog carries the revision; nanochat's report header
+ * py_trainer/core/code_revision.py). inspect_ai's EvalLog carries the revision; nanochat's report header
  * the commit and a dirty flag.
  *
  * - gitCommit is read from the .git folder (HEAD, a loose ref or packed-refs): no git binary needed.
@@ -10,7 +10,7 @@
  *   cannot be asked (no binary, not a checkout, or a test tier that forbids processes).
  * - graderSha256 hashes the files that decide how the agent re-grades a score, as the lines
  *   "<file> <sha256>\n" in a fixed order: ts_agent/src/agent/core/task-rewards.ts and the shared
- *   py_trainer/py_trainer/char_classes.json.
+ *   py_trainer/py_trainer/core/char_classes.json.
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -30,7 +30,7 @@ export interface CodeRevision {
 
 export const GRADER_FILES = [
   join(REPO_ROOT, "ts_agent", "src", "agent", "core", "task-rewards.ts"),
-  join(REPO_ROOT, "py_trainer", "py_trainer", "char_classes.json"),
+  join(REPO_ROOT, "py_trainer", "py_trainer", "core", "char_classes.json"),
 ];
 
 function sha256(data: string | Buffer): string {

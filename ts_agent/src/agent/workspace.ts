@@ -50,7 +50,7 @@ export const dataRoot = (): string => process.env.PY_TRAINER_DATA_ROOT || REPO_R
 
 /**
  * The data root the sidecar resolved run `runId`'s relative paths against: the `data_root` its
- * summary.json records (py_trainer/paths.py run_data_paths), else $PY_TRAINER_DATA_ROOT, else the
+ * summary.json records (py_trainer/core/paths.py run_data_paths), else $PY_TRAINER_DATA_ROOT, else the
  * repository (as scripts/demo.sh starts the sidecar).
  */
 export function runDataRoot(runId: string, evalsDir: string): string {

@@ -72,7 +72,7 @@ export const command: CommandHandler = async (argv, client) => {
   });
   if (positionals.length !== 1) throw usageError("delete", help, positionals.length ? "one run id, please" : "which run? give its id");
   const runId = positionals[0];
-  // the sidecar's run id rule (py_trainer/paths.py): '../x' or '' is the user's mistake, refused here
+  // the sidecar's run id rule (py_trainer/core/paths.py): '../x' or '' is the user's mistake, refused here
   if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(runId)) throw usageError("delete", help, `${JSON.stringify(runId)} is not a run id ([A-Za-z0-9_-], 1-64 characters)`);
   if (!values.yes) {
     const run = await client.getRun(runId).catch(refusal);

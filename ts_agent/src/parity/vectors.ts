@@ -5,7 +5,7 @@
  * Expected values are whatever the TS code returns now.
  *
  * It also writes the curve thresholds (agent/report/thresholds.ts) to
- * py_trainer/py_trainer/curve_thresholds.json, the vector the Python sidecar loads at run time
+ * py_trainer/py_trainer/core/curve_thresholds.json, the vector the Python sidecar loads at run time
  * (`--thresholds PATH` writes it elsewhere).
  *
  *   cd ts_agent && node_modules/.bin/tsx src/parity/vectors.ts --out ../tests/vectors
@@ -19,8 +19,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { formatCurveThresholds } from "../agent/report/thresholds.js";
 import { FUNCTIONS, decode, makeCase, makeFile, type VectorCase, type VectorFile } from "./harness.js";
 
-/** The checked-in JSON copy of CURVE_THRESHOLDS that py_trainer/curve_thresholds.py reads. */
-export const CURVE_THRESHOLDS_JSON = fileURLToPath(new URL("../../../py_trainer/py_trainer/curve_thresholds.json", import.meta.url));
+/** The checked-in JSON copy of CURVE_THRESHOLDS that py_trainer/core/curve_thresholds.py reads. */
+export const CURVE_THRESHOLDS_JSON = fileURLToPath(new URL("../../../py_trainer/py_trainer/core/curve_thresholds.json", import.meta.url));
 
 type Input = [name: string, args: unknown[], options?: Record<string, unknown>];
 

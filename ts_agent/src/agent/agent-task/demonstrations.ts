@@ -1,6 +1,6 @@
 /**
  * Demonstration episodes of an agent task, for the embedded agent model its demo trains
- * (`agent demo --agent-task`; py_trainer/tiny_agent_model.py builds a tiny model from them):
+ * (`agent demo --agent-task`; py_trainer/models/tiny_agent_model.py builds a tiny model from them):
  * OpenAI's tool-calling SFT format, one episode a line, with the task's real tools run for every
  * call. A share `correctShare` of a task's demonstrations call the tools with the task's own
  * reference arguments and answer with the last tool output; a share `guessShare` answer without a

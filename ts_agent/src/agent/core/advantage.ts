@@ -1,5 +1,5 @@
 /**
- * GRPO's group-relative advantages, ported to py_trainer/py_trainer/advantage.py
+ * GRPO's group-relative advantages, ported to py_trainer/py_trainer/core/advantage.py
  * (group_relative_advantage), checked by `make parity`.
  *
  * groupRelativeAdvantage reproduces TRL 1.16 GRPOTrainer._generate_and_score_completions

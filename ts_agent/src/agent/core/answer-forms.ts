@@ -4,7 +4,7 @@
  * with just the number.", answers "23 + 45 = 68", and sometimes runs on past it; a grader that
  * takes the first number scores the echo of the question, so the answer is read at the end.
  * Character classes as in task-rewards.ts (ASCII digits, its whitespace set); the Python port is
- * in py_trainer/py_trainer/task_rewards.py (final_number, stops_after_answer_reward).
+ * in py_trainer/py_trainer/core/task_rewards.py (final_number, stops_after_answer_reward).
  */
 
 const WS = "[ \\t\\n\\r\\f\\v\\u00a0]";

@@ -1,7 +1,7 @@
 /**
  * GRPO reward math: the rewards/graders and the reward registry (group-relative advantages are in
  * advantage.ts).
- * Source of truth; the port is py_trainer/py_trainer/task_rewards.py (same names in snake_case; the
+ * Source of truth; the port is py_trainer/py_trainer/core/task_rewards.py (same names in snake_case; the
  * trainer hands those ports to TRL, so what we train is what this file grades).
  *
  * Conventions
@@ -11,7 +11,7 @@
  *   [ \t\n\r\f\v\u00a0]; case folding maps each code point through the checked-in table's
  *   "lowercase" entries (context-free: no final-sigma rule); punctuation is any code point in the
  *   table's "punctuation_or_symbol" ranges (Unicode categories P* and S*), replaced by a space.
- *   The table is py_trainer/py_trainer/char_classes.json, written once by
+ *   The table is py_trainer/py_trainer/core/char_classes.json, written once by
  *   src/parity/char_classes.ts and loaded by both languages, so neither runtime's own Unicode
  *   version (Node 20: 17, CPython 3.11: 14) decides what a grader sees.
  * - Bad input throws RewardInputError with a stable `kind` (RewardErrorKind), the same kinds in
@@ -76,7 +76,7 @@ const WHITESPACE_RUN = /[ \t\n\r\f\v\u00a0]+/g;
 const EDGE_WHITESPACE = /^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$/g;
 
 /** The checked-in character-class table (see the module docs). */
-export const CHAR_CLASSES_PATH = fileURLToPath(new URL("../../../../py_trainer/py_trainer/char_classes.json", import.meta.url));
+export const CHAR_CLASSES_PATH = fileURLToPath(new URL("../../../../py_trainer/py_trainer/core/char_classes.json", import.meta.url));
 
 interface CharClasses {
   punctuation: Set<number>;

@@ -104,7 +104,7 @@ function allOrNone(rows: TaskRow[], lines: number[], has: (r: TaskRow) => boolea
   fail(path, lines[i], `field "${field}" is missing here but other rows have it (give it on every row or on none)`);
 }
 
-/** Deeper JSON than this is refused, as the sidecar refuses it (py_trainer/task_file.py: a row's
+/** Deeper JSON than this is refused, as the sidecar refuses it (py_trainer/data/task_file.py: a row's
  *  metadata becomes a protobuf Struct there, whose limit is 100 message levels). */
 export const MAX_JSON_DEPTH = 32;
 

@@ -168,7 +168,7 @@ export const TCO_QUALITATIVE: ReadonlyArray<{ aspect: string; ppo: string; grpo:
 // The compute side: this run's measured step time (summary.json's time_breakdown)
 
 /**
- * summary.json's `time_breakdown` (py_trainer/training.py `StepTimer`): wall seconds summed over
+ * summary.json's `time_breakdown` (py_trainer/training/skeleton.py `StepTimer`): wall seconds summed over
  * every training step, per phase, in the order the sidecar writes them (its `STEP_PHASES`, the one
  * list of phases: generation, scoring, rollout_logprobs = the old / reference policy forwards
  * before the loss, forward = the loss forward, backward, optimizer, other = the rest of a step,

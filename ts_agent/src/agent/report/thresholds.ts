@@ -4,8 +4,8 @@
  * CurveWatch) use the same numbers.
  *
  * This file is the source of truth. src/parity/vectors.ts writes CURVE_THRESHOLDS to
- * py_trainer/py_trainer/curve_thresholds.json (pretty, sorted keys), which
- * py_trainer/py_trainer/curve_thresholds.py loads; `make parity` fails when that checked-in JSON
+ * py_trainer/py_trainer/core/curve_thresholds.json (pretty, sorted keys), which
+ * py_trainer/py_trainer/core/curve_thresholds.py loads; `make parity` fails when that checked-in JSON
  * is not what this file produces, or when the Python constants differ. Keys are snake_case so the
  * JSON reads the same from both sides. Heuristics for reading curves, not tests.
  */

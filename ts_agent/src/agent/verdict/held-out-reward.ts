@@ -4,7 +4,7 @@
  * prompt order at both ends).
  *
  * The sidecar computes the same number for summary.json and RunResult.relative_change
- * (py_trainer training.py: stats.relative_change_ci over the same per-prompt lists, seeded with
+ * (py_trainer training/skeleton.py: stats.relative_change_ci over the same per-prompt lists, seeded with
  * the request's grpo.seed, BOOTSTRAP_RESAMPLES = 2000); core/stats/ and py_trainer's stats/ are bit-identical,
  * and `make parity` checks that this file's numbers equal summary.json's for the run folders it is
  * given (src/parity/reward.ts). A run record without per-prompt scores (an older sidecar, a

@@ -1,6 +1,6 @@
 /**
  * The statistics, agreement: Cohen's kappa, Kendall's tau-b, Fleiss' kappa, Kendall's W.
- * Ported to py_trainer/py_trainer/stats/agreement.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/agreement.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

@@ -1,7 +1,7 @@
 /**
  * The statistics, descriptive statistics: mean, sd, se, their nan* versions, Wilson's interval, average
  * ranks, the one "no spread" rule (noSpread) and the interval over runs (intervalOverRuns).
- * Ported to py_trainer/py_trainer/stats/descriptive.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/descriptive.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

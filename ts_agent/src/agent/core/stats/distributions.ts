@@ -1,6 +1,6 @@
 /**
  * The statistics, distributions: the standard normal and Student t: CDFs, quantiles, critical values.
- * Ported to py_trainer/py_trainer/stats/distributions.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/distributions.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

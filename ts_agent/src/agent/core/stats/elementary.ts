@@ -1,6 +1,6 @@
 /**
  * The statistics, elementary functions: exp, log, atan and erfc built from + - * / sqrt, the same operations in both languages.
- * Ported to py_trainer/py_trainer/stats/elementary.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/elementary.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The statistics, errors and input checks: StatsInputError and its kinds, the checks every function runs first.
- * Ported to py_trainer/py_trainer/stats/errors.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/errors.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

@@ -1,6 +1,6 @@
 /**
  * Statistics for the eval harness and the report: the public face of core/stats. Source of truth;
- * the port is py_trainer/py_trainer/stats/ (file for file, same names in snake_case, same results
+ * the port is py_trainer/py_trainer/core/stats/ (file for file, same names in snake_case, same results
  * bit for bit). One file per family: errors (StatsInputError, input checks), elementary (exp, log,
  * atan, erfc), distributions (normal, Student t), rng (the PRNG, the percentile rule), descriptive
  * (with noSpread and intervalOverRuns), paired (McNemar, pairedComparison, paired bootstrap, Tango),

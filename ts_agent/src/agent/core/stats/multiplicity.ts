@@ -1,6 +1,6 @@
 /**
  * The statistics, several samples per task and many typologies: passAtK, Holm's adjustment, the cluster-robust SE of a mean.
- * Ported to py_trainer/py_trainer/stats/multiplicity.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/multiplicity.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

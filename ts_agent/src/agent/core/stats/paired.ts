@@ -1,6 +1,6 @@
 /**
  * The statistics, paired tests: McNemar's exact p, pairedComparison, the paired bootstrap, Tango's score interval.
- * Ported to py_trainer/py_trainer/stats/paired.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/paired.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 
@@ -131,7 +131,7 @@ export function pairedComparison(
     sbb += db * db;
     sab += da * db;
   }
-  const correlation = saa === 0 || sbb === 0 ? null : Math.max(-1, Math.min(1, sab / (Math.sqrt(saa) * Math.sqrt(sbb))));
+  const correlation = saa === 0 || sbb === 0 || noSpread(a) || noSpread(b) ? null : Math.max(-1, Math.min(1, sab / (Math.sqrt(saa) * Math.sqrt(sbb))));
   let binary = true;
   let n10 = 0;
   let n01 = 0;

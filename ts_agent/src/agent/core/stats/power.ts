@@ -1,6 +1,6 @@
 /**
  * The statistics, power: required n, MDE, the operating characteristic, the paired-proportion gate and its simulation, the planned sd.
- * Ported to py_trainer/py_trainer/stats/power.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/power.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The statistics, held-out resampling: bootstrapMeanCI and relativeChangeCI (missing values skipped).
- * Ported to py_trainer/py_trainer/stats/resampling.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/resampling.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

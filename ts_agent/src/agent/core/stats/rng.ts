@@ -1,6 +1,6 @@
 /**
  * The statistics, the PRNG and the percentile rule: xoshiro128** seeded by SplitMix32, the percentile interval, Interval.
- * Ported to py_trainer/py_trainer/stats/rng.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/rng.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The statistics, training curves: startVsEnd, trend (Mann-Kendall with Sen's slope), Hamed-Rao's trend.
- * Ported to py_trainer/py_trainer/stats/trend.py (same names in snake_case, same results bit for bit);
+ * Ported to py_trainer/py_trainer/core/stats/trend.py (same names in snake_case, same results bit for bit);
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 

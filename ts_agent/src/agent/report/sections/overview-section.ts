@@ -62,7 +62,7 @@ function preferenceCurveLines(input: ReportInput, p: PreferenceAnalysis): string
   return out;
 }
 
-/** What the sidecar trains with when a request names no rewards (py_trainer/config.py DEFAULT_REWARDS). */
+/** What the sidecar trains with when a request names no rewards (py_trainer/core/config.py DEFAULT_REWARDS). */
 export const SIDECAR_DEFAULT_REWARDS: ReadonlyArray<{ name: string; weight: number }> = [
   { name: "exact_match", weight: 1 },
   { name: "format", weight: 0.2 },

@@ -1,0 +1,519 @@
+"""Run registry: the run state machine, the events log, the device queue, watch/replay, faults.
+
+A run lives in ``<runs_root>/<run_id>/``. Its ``events.jsonl`` (`events.EventLog`) is the single
+source of truth: state, current step and result are all derived from the events, so a sidecar
+restarted after a crash rebuilds every run from disk alone.
+
+Lifecycle: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING in between when a
+running run is asked to stop; ResumeRun queues a FAILED or CANCELLED run again (its request.json
+unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. Runs train at once as the sidecar's slots allow (`slots.py`:
+one per rank; one slot per visible GPU by default, 1 on CPU); later ones wait in a bounded FIFO
+queue (RESOURCE_EXHAUSTED past it) and are admitted in order as slots free. Training happens in a
+worker process (`workers/train_worker.py`) started by the executor (`local_executor.py`, a child process that
+sends its events over a Unix socket); a crash or OOM there fails the run, never the server.
+
+Faults, and what deliberately happens (tests/test_faults.py):
+- the runs root is locked by one sidecar (`runs_root.RunsRootLock`), so no run has two writers;
+- one run folder that does not read back (corrupt request.json, a bad events line, a duplicated
+  seq, events naming another run, a folder it may not read, a symlink) is listed FAILED
+  "unreadable run folder: <what>" and left untouched; the others are served;
+- a delete that cannot finish is refused naming what blocks it (`run_folder.trash_run_folder`);
+- a full disk anywhere (our events log, or the worker's checkpoint/adapter writes) fails the run
+  promptly as FAILED "disk full at <path>": the worker is stopped, the reserve
+  (`runs_root.SpaceReserve`) is spent on that one event line, and the slot is free. While the
+  disk stays full, Train answers RESOURCE_EXHAUSTED naming the runs root and queued runs wait;
+- a SIGTERM'd sidecar lets the active worker stop after its step: the run ends CANCELLED with its
+  result, as its summary.json says (state, summary and events agree);
+- a run that was QUEUED when the sidecar stopped or died is QUEUED again at the next start (nothing
+  of it ran), in the order it was queued; one that was RUNNING fails with the reason;
+- temp folders (a half-created run, a worker's half-saved adapter, a deleted run's trash) are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+from py_trainer.core.errors import (AlreadyExists, DiskFull, FailedPrecondition, InvalidArgument, NotFound, RequestError,
+                                    ResourceExhausted, is_disk_full)
+from py_trainer.core.paths import validate_run_id
+from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.runs.artifacts import artifact_chunks, find_checkpoint, latest_checkpoint
+from py_trainer.runs.events import EventLog, event_from_json
+from py_trainer.runs.launch import WORKER, clear_stop, is_multi_process, launch_argv
+from py_trainer.runs.local_executor import LocalExecutor, WorkerLost, recorded_worker_lines, worker_end
+from py_trainer.runs.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
+                                        create_run_folder, disk_full_error, read_run, reconcile_summary,
+                                        remove_temp_entries, unreadable_record)
+from py_trainer.runs.run_folder import finish_removal, is_run_folder, remove_tree, trash_run_folder
+from py_trainer.runs.runs_root import RunsRootLock, SpaceReserve
+from py_trainer.runs.slots import SlotPool
+
+log = logging.getLogger(__name__)
+
+# After a cancel, how long a worker gets to finish its step and save before it is killed.
+CANCEL_GRACE_S = 120.0
+# On SIGTERM, how long the active worker gets to stop after its step and save its adapter.
+SHUTDOWN_GRACE_S = 20.0
+# While the disk is full, how often the scheduler looks for space before starting a queued run.
+SPACE_POLL_S = 1.0
+# `create_run_folder`'s temp name: "." + run id + "." + mkdtemp's 8 random characters.
+TEMP_RUN_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_]{8}")
+# A deleted run's folder, renamed out of the way before it is removed: "." + run id + ".deleted-" + 8 hex.
+TRASH_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.deleted-[0-9a-f]{8}")
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+
+
+class RunRegistry:
+    """All runs under `runs_root`; schedules training workers onto the sidecar's slots."""
+
+    def __init__(self, runs_root: Path, data_root: Path, *, max_queue: int = 8,
+                 worker_argv: list[str] | None = None, slots: int | None = None, executor=None):
+        self.runs_root = Path(runs_root)
+        self.data_root = Path(data_root)
+        self.max_queue = max_queue
+        # The command that trains one run; tests may swap in another real process.
+        self.worker_argv = worker_argv or [sys.executable, "-m", "py_trainer.workers.train_worker"]
+        self.runs: dict[str, RunRecord] = {}
+        self.queue: deque[str] = deque()
+        self.executor = executor or LocalExecutor()
+        self._slots_asked = slots
+        self.slots: SlotPool  # sized in start()
+        self.workers: dict[str, asyncio.Task] = {}
+        """The supervising task of each run holding slots, in the order they started."""
+        self.lock = RunsRootLock(self.runs_root)
+        self.reserve = SpaceReserve(self.runs_root)
+        self._wake = asyncio.Event()
+        self._scheduler: asyncio.Task | None = None
+        self._closing = False
+
+    @property
+    def active(self) -> str | None:
+        """The run that started first among those now holding slots; None when all are free."""
+        return next(iter(self.workers), None)
+
+    # -- startup / shutdown -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Lock the runs root (RunsRootBusy if another sidecar holds it), load every run, schedule."""
+        self.lock.acquire()  # creates the runs root
+        self.reserve.ensure()
+        try:
+            await self.executor.start(self.runs_root, self.data_root)  # Ray: every node sees the runs root
+        except BaseException:
+            self.lock.release()
+            raise
+        self.slots = SlotPool(self._slots_asked or self.executor.default_slots(),  # a cluster's size is known now
+                              gpus=None if self.executor.uses_local_devices() else [])
+        queued: list[tuple[float, str]] = []
+        reattach: list[RunRecord] = []
+        for folder in sorted(self.runs_root.iterdir()):
+            if folder.name.startswith("."):
+                if (TEMP_RUN_FOLDER_RE.fullmatch(folder.name) or TRASH_FOLDER_RE.fullmatch(folder.name)) \
+                        and folder.is_dir() and not folder.is_symlink():
+                    if why := remove_tree(folder):  # never renamed in, or a delete cut short
+                        log.error("could not remove %s (%s); left as it is", folder, why)
+                continue
+            if is_run_folder(folder):
+                try:
+                    rec = self._load_run(folder)
+                except OSError as err:  # read back, but tidying it failed (a checkpoint it may not read)
+                    log.error("run folder %s: %s; listed as FAILED", folder, err)
+                    rec = self.runs[folder.name] = unreadable_record(folder, f"{err.filename}: {err.strerror}")
+                if rec is not None and rec.state == pb.RUN_STATE_QUEUED:
+                    queued.append((rec.log.events[-1].time.ToNanoseconds() if rec.log.events else 0, rec.run_id))
+                elif rec is not None and rec.state not in TERMINAL_STATES:
+                    reattach.append(rec)
+        self.queue.extend(run_id for _, run_id in sorted(queued))  # in the order they were queued
+        for rec in reattach:  # a cluster run the previous sidecar left running: follow it again
+            rec.slots = self.slots.take(max(1, rec.request.runtime.num_processes)) or []
+            rec.cancel_requested = rec.state == pb.RUN_STATE_CANCELLING
+            self._start_worker(rec, reattach=True)
+        self._scheduler = asyncio.create_task(self._schedule(), name="run-scheduler")
+
+    def _load_run(self, folder: Path) -> RunRecord | None:
+        try:
+            rec = read_run(folder)
+        except UnreadableRun as err:
+            log.error("run folder %s is unreadable (%s); listed as FAILED, left as it is", folder, err)
+            self.runs[folder.name] = unreadable_record(folder, str(err), err.refusal)
+            return None
+        self.runs[rec.run_id] = rec
+        if rec.state == pb.RUN_STATE_QUEUED:
+            # Nothing of it ran: it stays QUEUED and is trained (from its checkpoint if a resume
+            # queued it: a run that has been RUNNING before was queued again by ResumeRun).
+            rec.resume = rec.start_time is not None
+        elif rec.state not in TERMINAL_STATES and not (why := self.executor.can_reattach(rec)):
+            return rec  # its worker runs on (a cluster node): start() follows it again
+        elif rec.state not in TERMINAL_STATES:
+            # A previous sidecar died with this run queued or running: its worker died with it
+            # (PDEATHSIG / broken events socket). Fail it with the reason; files stay as they are.
+            ckpt = latest_checkpoint(folder)
+            note = f"; last checkpoint kept at {ckpt}" if ckpt else ""
+            why = "" if self.executor.name == "local" else f"; {why}"
+            self._transition(rec, pb.RUN_STATE_FAILED,
+                             f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{why}{note}")
+        remove_temp_entries(folder)
+        return rec
+
+    async def close(self, grace: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop scheduling; ask the active worker to stop after its step (CANCELLED with its result,
+        as its summary says), killing it after `grace` seconds (FAILED); release the runs root.
+        Queued runs stay QUEUED (nothing of them ran): the next sidecar on this root trains them.
+        An executor whose workers outlive the sidecar (Ray) leaves them running, RUNNING in their
+        logs: the next sidecar on this root reattaches to them."""
+        self._closing = True
+        self.queue.clear()
+        if self._scheduler:
+            self._scheduler.cancel()
+        running = {run_id: task for run_id, task in self.workers.items() if not task.done()}
+        if self.executor.keeps_running:
+            for task in running.values():
+                task.cancel()
+            await self.executor.close()
+            self.lock.release()
+            return
+        for run_id in running:
+            rec = self.runs[run_id]
+            rec.cancel_requested = True
+            self.executor.stop(rec)
+        if running:
+            _, late = await asyncio.wait(set(running.values()), timeout=grace)
+            for run_id, task in running.items():
+                if task in late:
+                    self._kill_worker(self.runs[run_id])
+            if late:
+                await asyncio.wait(late, timeout=10)
+        for run_id in running:
+            rec = self.runs[run_id]
+            if rec.state not in TERMINAL_STATES:
+                self._transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
+        await self.executor.close()
+        self.lock.release()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunRecord:
+        validate_run_id(run_id)
+        rec = self.runs.get(run_id)
+        if rec is None:
+            raise NotFound("run_id", f"no run {run_id!r}")
+        return rec
+
+    def queue_position(self, run_id: str) -> int:
+        try:
+            return self.queue.index(run_id) + 1
+        except ValueError:
+            return 0
+
+    def run_proto(self, run_id: str) -> pb.Run:
+        return self.get(run_id).to_proto(self.queue_position(run_id))
+
+    def list(self, state: int = pb.RUN_STATE_UNSPECIFIED) -> list[pb.Run]:
+        recs = [r for r in self.runs.values() if state in (pb.RUN_STATE_UNSPECIFIED, r.state)]
+        recs.sort(key=lambda r: (r.create_time or 0.0, r.run_id), reverse=True)
+        return [r.to_proto(self.queue_position(r.run_id)) for r in recs]
+
+    def download(self, run_id: str, path: str, offset: int, chunk_size: int):
+        """Chunks of one file of a run (blocking reads: iterate in a thread)."""
+        rec = self.get(run_id)
+        if rec.unreadable:
+            raise FailedPrecondition("run_id", f"run {run_id!r}: {rec.reason}")
+        return artifact_chunks(rec.folder, path, offset, chunk_size, rec.listed_artifacts())
+
+    # -- mutations ----------------------------------------------------------------------------
+
+    def _transition(self, rec: RunRecord, state: int, reason: str = "") -> None:
+        self._emit(rec, state_change=pb.StateChange(state=state, reason=reason))
+
+    def _emit(self, rec: RunRecord, **kind) -> pb.RunEvent | None:
+        try:
+            ev = rec.log.append(**kind)
+        except DiskFull as err:
+            self._fail_disk_full(rec, err.path)
+            return None
+        self._applied(rec, ev)
+        return ev
+
+    def _applied(self, rec: RunRecord, ev: pb.RunEvent) -> None:
+        rec.apply(ev)
+        # Wake every watcher, then give the next waiters a fresh event to wait on.
+        rec.changed.set()
+        rec.changed = asyncio.Event()
+
+    def _fail_disk_full(self, rec: RunRecord, path: str) -> None:
+        """FAILED "disk full at <path>": stop the worker first (it cannot write anything useful and
+        must not take the freed space), then spend the reserve on this one event line."""
+        if rec.state in TERMINAL_STATES:
+            return
+        log.error("run %s: disk full at %s; failing the run", rec.run_id, path)
+        self._kill_worker(rec)
+        self.reserve.release()
+        reason = f"disk full at {path}"
+        try:
+            ev = rec.log.append(state_change=pb.StateChange(state=pb.RUN_STATE_FAILED, reason=reason))
+        except DiskFull:
+            # Not even the reserve was enough: the state lives in memory until a restart, which
+            # reads the run as interrupted. Its log on disk still ends in a complete line.
+            ev = pb.RunEvent(seq=rec.log.last_seq + 1, run_id=rec.run_id,
+                             state_change=pb.StateChange(state=pb.RUN_STATE_FAILED, reason=reason))
+            ev.time.GetCurrentTime()
+        self._applied(rec, ev)
+
+    def create(self, request: pb.TrainRequest) -> RunRecord:
+        """Persist a validated request as a new QUEUED run (nothing is left behind on failure)."""
+        if self._closing:
+            raise FailedPrecondition("", "the sidecar is shutting down")
+        if len(self.queue) >= self.max_queue:
+            raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
+        if request.run_id in self.runs:
+            raise AlreadyExists("run_id", f"a run {request.run_id!r} already exists")
+        if not self.reserve.ensure():
+            raise disk_full_error(self.runs_root)
+        folder, request = create_run_folder(self.runs_root, request)
+        run_id = request.run_id
+        rec = RunRecord(run_id=run_id, folder=folder, request=request, log=EventLog(folder, run_id))
+        try:
+            ev = rec.log.append(state_change=pb.StateChange(state=pb.RUN_STATE_QUEUED))
+        except DiskFull:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise disk_full_error(self.runs_root) from None
+        self.runs[run_id] = rec
+        self._applied(rec, ev)
+        self.queue.append(run_id)
+        self._wake.set()
+        return rec
+
+    async def cancel(self, run_id: str) -> RunRecord:
+        rec = self.get(run_id)
+        if rec.state in TERMINAL_STATES:
+            raise FailedPrecondition("run_id", f"run {run_id!r} already ended ({pb.RunState.Name(rec.state)})")
+        rec.cancel_requested = True
+        if run_id in self.queue:
+            self.queue.remove(run_id)
+            self._transition(rec, pb.RUN_STATE_CANCELLED, "cancelled while queued")
+        elif rec.state == pb.RUN_STATE_RUNNING:
+            self._transition(rec, pb.RUN_STATE_CANCELLING, "cancel requested; stopping after the current step")
+            self.executor.stop(rec)
+            asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_worker, rec)
+        return rec
+
+    async def resume(self, run_id: str,
+                     validate: Callable[[pb.TrainRequest], object] | None = None) -> RunRecord:
+        """Queue a FAILED or CANCELLED run again, to continue from its newest intact checkpoint
+        as the same run (events continue from the last seq). Its request.json must be the one
+        Train stored (FAILED_PRECONDITION naming request.json otherwise) and pass `validate` (the
+        server passes Train's validation; its error becomes FAILED_PRECONDITION naming request.json).
+        Newer checkpoints that are damaged are skipped, each named in a RunWarning."""
+        rec = self.get(run_id)
+        if rec.refusal is not None:  # its request.json is no longer the one it trained with
+            raise rec.refusal
+        if rec.state not in (pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED) or rec.unreadable:
+            raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}"
+                                               f"{' (unreadable)' if rec.unreadable else ''}; only FAILED or "
+                                               "CANCELLED runs resume")
+        request = check_request_unchanged(rec.folder, rec.request, rec.log.events)
+        if validate is not None:
+            try:  # off the loop (it may read a tokenizer); the run is looked at again after
+                await asyncio.to_thread(validate, request)
+            except RequestError as err:
+                raise FailedPrecondition(REQUEST_FILE, f"{err} (re-validated as Train would)") from None
+            if self.get(run_id) is not rec or rec.state not in (pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED):
+                raise FailedPrecondition("run_id", f"run {run_id!r} changed while its request was validated; retry")
+        ckpt, damaged = find_checkpoint(rec.folder)
+        if not ckpt:
+            why = "".join(f"; {what}" for _, what in damaged)
+            raise FailedPrecondition("run_id", f"run {run_id!r} has no complete checkpoint to resume from{why}")
+        if self._closing:
+            raise FailedPrecondition("", "the sidecar is shutting down")
+        if len(self.queue) >= self.max_queue:
+            raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
+        if not self.reserve.ensure():
+            raise disk_full_error(self.runs_root)
+        try:  # written before anything changes: a full disk refuses the resume, the run stays as it was
+            for step, what in damaged:
+                self._applied(rec, rec.log.append(warning=pb.RunWarning(
+                    code="checkpoint_damaged", step=step, message=f"{what}; skipped, resuming from {ckpt}")))
+            ev = rec.log.append(state_change=pb.StateChange(state=pb.RUN_STATE_QUEUED, reason=f"resumed from {ckpt}"))
+        except DiskFull:
+            raise disk_full_error(self.runs_root) from None
+        clear_stop(rec.folder)
+        rec.cancel_requested, rec.resume = False, True
+        self._applied(rec, ev)
+        self.queue.append(run_id)
+        self._wake.set()
+        return rec
+
+    async def delete(self, run_id: str) -> pb.Run:
+        """Remove a finished run (SUCCEEDED, FAILED or CANCELLED, an unreadable one included) and
+        its folder; the run as it was. Its folder is renamed to a trash name first (one atomic
+        step: the id is free at once, and a delete cut short is finished at the next start), then
+        removed off the event loop. FAILED_PRECONDITION for an active run, NOT_FOUND for an unknown one."""
+        rec = self.get(run_id)
+        if rec.state not in TERMINAL_STATES:
+            raise FailedPrecondition("run_id", f"run {run_id!r} is {pb.RunState.Name(rec.state)}; only a finished "
+                                               "run (SUCCEEDED, FAILED or CANCELLED) is deleted: cancel it first")
+        before = rec.to_proto()
+        # a symlink loses its link only; a folder it may not remove is refused, nothing removed
+        trash = trash_run_folder(rec.folder, self.runs_root / f".{run_id}.deleted-{uuid.uuid4().hex[:8]}")
+        del self.runs[run_id]
+        rec.changed.set()
+        if trash is not None and (why := await asyncio.to_thread(finish_removal, trash, rec.folder)):
+            if rec.folder.exists():
+                self._load_run(rec.folder)  # listed again as what is left of it
+            raise FailedPrecondition("run_id", f"run {run_id!r}: {why}")
+        log.info("run %s deleted", run_id)
+        return before
+
+    def _kill_worker(self, rec: RunRecord) -> None:
+        self.executor.kill(rec)
+
+    def list_page(self, state: int, page_size: int, page_token: str) -> tuple[list[pb.Run], str]:
+        """One page of runs, newest first, and the next page's token ('' at the end)."""
+        size = page_size or DEFAULT_PAGE_SIZE
+        if size > MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"{size} exceeds the maximum of {MAX_PAGE_SIZE}")
+        if state not in pb.RunState.values():
+            raise InvalidArgument("state", f"unknown run state {state}")
+        if page_token and not page_token.isdigit():
+            raise InvalidArgument("page_token", f"{page_token!r} is not a token from ListRuns")
+        start = int(page_token or "0")
+        runs = self.list(state)
+        if start > len(runs):
+            raise InvalidArgument("page_token", f"{page_token!r} is out of range")
+        nxt = str(start + size) if start + size < len(runs) else ""
+        return runs[start:start + size], nxt
+
+    def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[pb.RunEvent]:
+        """Events with seq > after_seq from the log, then live ones until the run ends.
+
+        Checked up front (not at the first iteration): an unknown run is NOT_FOUND, and an
+        after_seq past the run's last seq is INVALID_ARGUMENT whatever its state, since seqs are
+        gap-free: a client that claims to have seen seq N+1 of an N-event run is confused."""
+        rec = self.get(run_id)
+        if after_seq > rec.log.last_seq:
+            raise InvalidArgument("after_seq", f"{after_seq} is past the run's last seq {rec.log.last_seq}"
+                                               f" ({pb.RunState.Name(rec.state)})")
+        return self._follow(rec, after_seq)
+
+    @staticmethod
+    async def _follow(rec: RunRecord, after_seq: int) -> AsyncIterator[pb.RunEvent]:
+        i = after_seq
+        while True:
+            while i < rec.log.last_seq:
+                yield rec.log.events[i]
+                i += 1
+            if rec.state in TERMINAL_STATES:
+                return
+            await rec.changed.wait()
+
+    # -- scheduling and the worker ------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        """Admit queued runs in order as slots free (the head waits for its slots; none overtakes it)."""
+        while not self._closing:
+            self._wake.clear()
+            if not self.queue:
+                await self._wake.wait()
+                continue
+            if not self.reserve.ensure():  # disk full: queued runs wait for space
+                await asyncio.sleep(SPACE_POLL_S)
+                continue
+            rec = self.runs[self.queue[0]]
+            slots = self.slots.take(max(1, rec.request.runtime.num_processes))
+            if slots is None:  # woken when a run ends and gives its slots back
+                await self._wake.wait()
+                continue
+            self.queue.popleft()
+            rec.slots = slots
+            self._start_worker(rec)
+
+    def _start_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
+        task = asyncio.create_task(self._supervise(rec, reattach), name=f"run-{rec.run_id}")
+        self.workers[rec.run_id] = task
+
+    async def _supervise(self, rec: RunRecord, reattach: bool) -> None:
+        try:
+            await self._run_worker(rec, reattach=reattach)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug of ours must not stall the queue
+            log.exception("run %s: worker supervision failed", rec.run_id)
+            if rec.state not in TERMINAL_STATES:
+                self._transition(rec, pb.RUN_STATE_FAILED, f"internal error: {exc}")
+        finally:
+            self.workers.pop(rec.run_id, None)
+            self.slots.give_back(rec.slots)
+            rec.slots, rec.node = [], ""
+            if not self._closing:  # a worker that outlives the sidecar (Ray) is not released
+                self.executor.release(rec)
+                rec.changed.set()  # GetRun shows the slots given back
+                self._wake.set()
+
+    async def _run_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
+        cursor = 0
+        if reattach:
+            cursor = recorded_worker_lines(rec.log.events)
+        else:
+            self._transition(rec, pb.RUN_STATE_RUNNING)
+            if rec.state in TERMINAL_STATES:  # the disk filled before it started
+                return
+        ranks = max(1, rec.request.runtime.num_processes)
+        log.info("run %s on %s", rec.run_id, self.slots.describe(rec.slots, ranks))
+        terminal: list[pb.RunEvent] = []
+        argv = self._argv_for(rec) + ["--run-dir", str(rec.folder), "--data-root", str(self.data_root)]
+        try:
+            rc = await self.executor.run(rec, argv, self.slots.env(rec.slots, ranks),
+                                         lambda line: self._on_worker_event(rec, line, terminal),
+                                         cursor=cursor, reattach=reattach)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            self._fail_disk_full(rec, str(rec.folder / "worker.log"))
+            return
+        except WorkerLost as err:
+            ckpt = latest_checkpoint(rec.folder)
+            self._transition(rec, pb.RUN_STATE_FAILED, f"{err}{f'; last checkpoint kept at {ckpt}' if ckpt else ''}")
+            return
+        self._finish(rec, rc, terminal)
+        remove_temp_entries(rec.folder)
+
+    def _argv_for(self, rec: RunRecord) -> list[str]:
+        if self.worker_argv[1:] == WORKER:  # tests may swap in another real process
+            rec.launched = is_multi_process(rec.request.runtime)
+            return launch_argv(rec.request.runtime, self.data_root) + (["--resume"] if rec.resume else [])
+        return list(self.worker_argv)
+
+    def _on_worker_event(self, rec: RunRecord, line: bytes, terminal: list[pb.RunEvent]) -> None:
+        if rec.state in TERMINAL_STATES:  # failed meanwhile (disk full): nothing more is recorded
+            return
+        try:
+            ev = event_from_json(line.decode())
+        except Exception:
+            log.warning("run %s: unparseable worker event %r", rec.run_id, line[:200])
+            return
+        kind = ev.WhichOneof("kind")
+        if kind == "state_change":
+            # The worker proposes the terminal state; the server records it after the exit code.
+            terminal.append(ev)
+            return
+        self._emit(rec, **{kind: getattr(ev, kind)})
+
+    def _finish(self, rec: RunRecord, rc: int, terminal: list[pb.RunEvent]) -> None:
+        if rec.state in TERMINAL_STATES:
+            return
+        self._transition(rec, *worker_end(rec, rc, terminal[-1].state_change if terminal else None, self._closing))
+        reconcile_summary(rec)
