@@ -1,10 +1,13 @@
 """The one-time GGUF conversion is never a silent wait (issue 45 item 4): a training run whose base
 is a GGUF file not yet converted says so, as a warning event before the model loads (the agent and
 `py-trainer train` print it: `warning [base_model_conversion] at step 0: converting ...`), and the
-worker logs it; a converted base says nothing. Unit tier: the load is replaced by one that stops."""
+worker logs it; an Evaluate that pays the conversion streams the same warning before its first
+progress (the agent prints it before the wait); a converted base says nothing. Unit tier: the load
+is replaced by one that stops, the evaluation by one that returns at once."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -13,6 +16,7 @@ from google.protobuf import json_format
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.base_models import conversion_pending, gguf_model_dir, gguf_path
 from py_trainer.training import skeleton as training
+from py_trainer.workers import evaluate
 
 SHORT = "smollm2-135m-instruct"
 
@@ -55,3 +59,28 @@ def test_a_converted_gguf_base_or_another_base_says_nothing(tmp_path, monkeypatc
     assert conversion_pending(SHORT, tmp_path) == ""
     assert start_run(tmp_path, monkeypatch, SHORT) == []
     assert conversion_pending("Qwen/Qwen2.5-0.5B", tmp_path) == "" and conversion_pending("", tmp_path) == ""
+
+
+def evaluate_responses(tmp_path, monkeypatch, base_model: str) -> list[pb.EvaluateResponse]:
+    monkeypatch.setattr(evaluate, "run_evaluation", lambda plan, data_root, progress: pb.EvaluateResult(base_model="m"))
+    plan = evaluate.EvalPlan(base_model=base_model, adapters=[], rows=[], graders=[],
+                             request=pb.EvaluateRequest(base_model=base_model), adapter_runs={})
+
+    async def collect():
+        return [r async for r in evaluate.stream_evaluation(plan, tmp_path)]
+
+    return asyncio.run(collect())
+
+
+def test_an_evaluate_on_an_unconverted_gguf_base_says_so_before_the_wait(tmp_path, monkeypatch):
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    responses = evaluate_responses(tmp_path, monkeypatch, SHORT)
+    assert [r.WhichOneof("kind") for r in responses] == ["warning", "result"]
+    w = responses[0].warning
+    assert w.code == "base_model_conversion" and w.step == 0
+    assert w.message == ("converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model folder before the eval "
+                         "(one time, about a minute here; later loads use the converted folder)")
+    folder = gguf_model_dir(gguf_path(SHORT, tmp_path))
+    folder.mkdir(parents=True)
+    (folder / "build_info.json").write_text("{}")
+    assert [r.WhichOneof("kind") for r in evaluate_responses(tmp_path, monkeypatch, SHORT)] == ["result"]

@@ -288,17 +288,19 @@ def ensure_gguf_model(path: Path, name: str, field: str = "base_model") -> Path:
                       f"{path.name} converted from GGUF (one time, about a minute)")
 
 
-def conversion_pending(name: str, data_root: Path) -> str:
+def conversion_pending(name: str, data_root: Path, before: str = "the first step",
+                       later: str = "later runs load") -> str:
     """For a GGUF base not yet converted, the line that says its first load converts it (a warning
-    event before the first step and the worker's log: issue 45, no silent wait); "" otherwise."""
+    event before the first step or an Evaluate's first progress, and the worker's log: issue 45, no
+    silent wait); "" otherwise. `before` / `later` word it for a run or an eval."""
     try:
         path = gguf_path(name, data_root)
     except RequestError:
         return ""
     if path is None or (gguf_model_dir(path) / "build_info.json").is_file():
         return ""
-    return (f"converting {path.name} from GGUF into a model folder before the first step (one time, about a minute "
-            f"here; later runs load the converted folder)")
+    return (f"converting {path.name} from GGUF into a model folder before {before} (one time, about a minute "
+            f"here; {later} the converted folder)")
 
 
 def gguf_revision(folder: Path) -> str:

@@ -20,6 +20,7 @@ from google.protobuf import json_format
 
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument, RequestError
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+from py_trainer.models.base_models import conversion_pending
 from py_trainer.runs.events import EventLog
 from py_trainer.runs.launch import is_multi_process
 from py_trainer.runs.multinode import DEFAULT_PORT, Machine, check_machine_flags, train_on_other_machine
@@ -380,6 +381,8 @@ def evaluate_from_config(config: Path, output: Path | None, runs_root: Path, dat
         line.update(f"{p.variant}: {p.tasks_done}/{p.tasks_total} tasks, elapsed {clock(time.monotonic() - t0)}",
                     force=p.tasks_done == p.tasks_total)
 
+    if note := conversion_pending(plan.base_model, Path(data_root), before="the eval", later="later loads use"):
+        line.say(f"warning [base_model_conversion]: {note}")  # a minute unsaid otherwise (issue 45)
     try:
         result = run_evaluation(plan, Path(data_root), progress)
     except RequestError as err:  # found only when loading or generating (a NaN adapter, out of memory)

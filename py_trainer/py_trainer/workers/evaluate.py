@@ -16,7 +16,8 @@ a status naming the part (`inference`: a NaN adapter, out of memory).
 In the sidecar an evaluation runs in the inference worker process (`inference_worker`), one job
 at a time, on that process's one inference thread (`models.INFERENCE`): concurrent calls queue
 instead of loading models over each other, each gives what it would give alone, and an
-out-of-memory fails that call only. `stream_evaluation` is what runs there: progress is streamed
+out-of-memory fails that call only. `stream_evaluation` is what runs there: a warning first when the
+load converts a GGUF base (issue 45: no silent wait), then progress is streamed
 as EvaluateProgress events, then exactly one EvaluateResult; a caller that goes away stops the
 generation at the next batch (and a queued job never starts).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import threading
 import time
@@ -42,11 +44,13 @@ from py_trainer.core.rewards import build_scorer, check_reward_specs
 from py_trainer.data.request_data import task_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.agent_format import TEMPLATE_SHA256
-from py_trainer.models.base_models import check_base_model, model_dir_for
+from py_trainer.models.base_models import check_base_model, conversion_pending, model_dir_for
 from py_trainer.models.inference import AdapterSource, generation_error, load_for_inference
 from py_trainer.models.loading import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, adapter_sha256,
                                        check_chat_template, format_prompts, generate_completions, model_fingerprint,
                                        resolve_adapter)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -81,8 +85,14 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     agent = out.HasField("agent")
-    rows = task_rows(out.tasks, data_root, "tasks", need_answers=not agent)
-    if agent:
+    if out.skip_grading and agent:
+        raise InvalidArgument("skip_grading", "does not go with agent: an agent task is graded by its scorers")
+    if out.skip_grading and out.graders:
+        raise InvalidArgument("graders", "must be empty with skip_grading")
+    rows = task_rows(out.tasks, data_root, "tasks", need_answers=not (agent or out.skip_grading))
+    if out.skip_grading:  # `agent try`: completions only, no grader runs
+        graders = []
+    elif agent:
         if out.graders:
             raise InvalidArgument("graders", "must be empty for an agent task: its scorers (agent.scorers) grade it")
         check_agent_spec(out.agent, "agent")
@@ -206,7 +216,11 @@ def agent_samples(model, tokenizer, plan: EvalPlan, agent: AgentSetup, variant: 
 
 
 async def stream_evaluation(plan: EvalPlan, data_root: Path) -> AsyncIterator[pb.EvaluateResponse]:
-    """Run a planned evaluation on the inference thread: progress events while generating, then one result."""
+    """Run a planned evaluation on the inference thread: progress events while generating, then one
+    result; first a warning when the load converts a GGUF base (a minute the user would wait unsaid)."""
+    if note := conversion_pending(plan.base_model, data_root, before="the eval", later="later loads use"):
+        log.warning(note)
+        yield pb.EvaluateResponse(warning=pb.RunWarning(code="base_model_conversion", message=note))
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 

@@ -24,6 +24,7 @@ import { writeDemonstrations } from "../agent/agent-task/demonstrations.js";
 import { agentSpec, judgeAgentEval, junitXml, pp, rowsOf, taskRows, type AgentJudgement } from "../agent/agent-task/episode-eval.js";
 import { startToolHost } from "../agent/agent-task/tool-host.js";
 import { episodesReport } from "../agent/report/episodes-report.js";
+import { runEvaluate } from "../agent/eval/evaluate.js";
 import { dataRoot, evalsDirOrDefault, UserError, writeFileAtomic } from "../agent/workspace.js";
 import { EvaluateResultSchema, GrpoConfigSchema, TrainRequestSchema, type EvaluateResult, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
@@ -110,21 +111,19 @@ async function evalOn(client: SidecarClient, task: AgentTask, file: string, runI
   const rows = loadRows(task, file, "test");
   const run = await client.getRun(runId);
   const host = await startToolHost(task);
-  let result: EvaluateResult | undefined;
+  let result: EvaluateResult;
   try {
-    for await (const r of client.evaluate({
+    // runEvaluate prints a warning the sidecar streams (a GGUF base converted first)
+    result = await runEvaluate(client, {
       baseModel: run.request?.baseModel ?? "",
       adapters: [{ name: "adapter", source: { case: "runId", value: runId } }],
       tasks: { source: { case: "inline", value: { rows: taskRows(rows) } } },
       samplesPerTask: samples, temperature: samples > 1 ? 1 : 0, maxNewTokens: run.request?.grpo?.maxCompletionLength ?? 64,
       agent: agentSpec(task, host.address),
-    })) {
-      if (r.kind.case === "result") result = r.kind.value;
-    }
+    });
   } finally {
     await host.close();
   }
-  if (!result) throw new Error("Evaluate ended without a result");
   const j = judgeAgentEval(task, result);
   mkdirSync(out, { recursive: true });
   writeFileAtomic(join(out, "eval.json"), JSON.stringify({ judgement: j, result: JSON.parse(toJsonString(EvaluateResultSchema, result)) }, null, 2) + "\n");

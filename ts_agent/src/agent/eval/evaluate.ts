@@ -119,7 +119,8 @@ export function evaluateRequest(
   };
 }
 
-/** Stream Evaluate to its one result; progress goes to `onProgress`. */
+/** Stream Evaluate to its one result; progress goes to `onProgress`; a warning (the one-time GGUF
+ *  conversion before a minute's wait: issue 45) is printed as one line when it comes. */
 export async function runEvaluate(
   client: SidecarClient,
   request: MessageInitShape<typeof EvaluateRequestSchema>,
@@ -128,6 +129,7 @@ export async function runEvaluate(
   let result: EvaluateResult | undefined;
   for await (const res of client.evaluate(request)) {
     if (res.kind.case === "progress") onProgress(res.kind.value);
+    else if (res.kind.case === "warning") console.log(`warning [${res.kind.value.code}]: ${res.kind.value.message}`);
     else if (res.kind.case === "result") result = res.kind.value;
   }
   if (!result) throw new Error("Evaluate ended without a result");
