@@ -6,8 +6,9 @@ restarted after a crash rebuilds every run from disk alone.
 
 Lifecycle: QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED, with CANCELLING in between when a
 running run is asked to stop; ResumeRun queues a FAILED or CANCELLED run again (its request.json
-unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. Runs train at once as the sidecar's slots allow (`slots.py`:
-one per rank; one slot per visible GPU by default, 1 on CPU); later ones wait in a bounded FIFO
+unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. Runs
+train at once as the sidecar's slots allow (`slots.py`: one per rank; one slot per visible GPU by
+default, 1 on CPU); later ones wait in a bounded FIFO
 queue (RESOURCE_EXHAUSTED past it) and are admitted in order as slots free. Training happens in a
 worker process (`workers/train_worker.py`) started by the executor (`local_executor.py`, a child process that
 sends its events over a Unix socket); a crash or OOM there fails the run, never the server.
@@ -51,11 +52,12 @@ from py_trainer.runs.events import EventLog, event_from_json
 from py_trainer.runs.launch import WORKER, clear_stop, is_multi_process, launch_argv
 from py_trainer.runs.local_executor import LocalExecutor, WorkerLost, recorded_worker_lines, worker_end
 from py_trainer.runs.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
-                                        create_run_folder, disk_full_error, read_run, reconcile_summary,
-                                        remove_temp_entries, unreadable_record)
-from py_trainer.runs.run_folder import finish_removal, is_run_folder, remove_tree, trash_run_folder
+                                        create_run_folder, disk_full_error, finish_removal, is_run_folder, read_run,
+                                        reconcile_summary, remove_temp_entries, remove_tree, trash_run_folder,
+                                        unreadable_record)
 from py_trainer.runs.runs_root import RunsRootLock, SpaceReserve
 from py_trainer.runs.slots import SlotPool
+from py_trainer.runs.views import follow, page_of
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,6 @@ SPACE_POLL_S = 1.0
 TEMP_RUN_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_]{8}")
 # A deleted run's folder, renamed out of the way before it is removed: "." + run id + ".deleted-" + 8 hex.
 TRASH_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.deleted-[0-9a-f]{8}")
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,42 +383,13 @@ class RunRegistry:
 
     def list_page(self, state: int, page_size: int, page_token: str) -> tuple[list[pb.Run], str]:
         """One page of runs, newest first, and the next page's token ('' at the end)."""
-        size = page_size or DEFAULT_PAGE_SIZE
-        if size > MAX_PAGE_SIZE:
-            raise InvalidArgument("page_size", f"{size} exceeds the maximum of {MAX_PAGE_SIZE}")
         if state not in pb.RunState.values():
             raise InvalidArgument("state", f"unknown run state {state}")
-        if page_token and not page_token.isdigit():
-            raise InvalidArgument("page_token", f"{page_token!r} is not a token from ListRuns")
-        start = int(page_token or "0")
-        runs = self.list(state)
-        if start > len(runs):
-            raise InvalidArgument("page_token", f"{page_token!r} is out of range")
-        nxt = str(start + size) if start + size < len(runs) else ""
-        return runs[start:start + size], nxt
+        return page_of(self.list(state), page_size, page_token)
 
     def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[pb.RunEvent]:
-        """Events with seq > after_seq from the log, then live ones until the run ends.
-
-        Checked up front (not at the first iteration): an unknown run is NOT_FOUND, and an
-        after_seq past the run's last seq is INVALID_ARGUMENT whatever its state, since seqs are
-        gap-free: a client that claims to have seen seq N+1 of an N-event run is confused."""
-        rec = self.get(run_id)
-        if after_seq > rec.log.last_seq:
-            raise InvalidArgument("after_seq", f"{after_seq} is past the run's last seq {rec.log.last_seq}"
-                                               f" ({pb.RunState.Name(rec.state)})")
-        return self._follow(rec, after_seq)
-
-    @staticmethod
-    async def _follow(rec: RunRecord, after_seq: int) -> AsyncIterator[pb.RunEvent]:
-        i = after_seq
-        while True:
-            while i < rec.log.last_seq:
-                yield rec.log.events[i]
-                i += 1
-            if rec.state in TERMINAL_STATES:
-                return
-            await rec.changed.wait()
+        """Events with seq > after_seq from the log, then live ones until the run ends (`views.follow`)."""
+        return follow(self.get(run_id), after_seq)
 
     # -- scheduling and the worker ------------------------------------------------------------
 
