@@ -36,6 +36,7 @@ const COMMANDS: Record<string, Entry> = {
   resume: { summary: "continue a FAILED or CANCELLED run from its last checkpoint, then watch it", load: () => import("./commands/resume.js") },
   download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
   eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },
+  try: { summary: "one prompt through a run's base and its adapter, greedy: both completions", load: () => import("./commands/try.js") },
   baseline: { summary: "the base model on the test split -> agent-evals/baseline.json (set, show, history, check)", load: () => import("./commands/baseline.js") },
   plan: { summary: "before training: required n and MDE for +5 pp at the available test size", load: () => import("./commands/plan.js") },
   report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict (--eval FILE: an --adapter eval)", load: () => import("./commands/report.js") },

@@ -102,7 +102,7 @@ test("a sidecar that is not there is exit 1 with the address, not a stack trace"
 test("every command's --help lists its flags and an example; agent --help lists every command", () => {
   const top = agent(["--help"]);
   assert.equal(top.code, 0);
-  for (const name of ["health", "runs", "train", "watch", "cancel", "delete", "download", "eval", "baseline", "report", "export", "demo", "sweep"]) {
+  for (const name of ["health", "runs", "train", "watch", "cancel", "delete", "download", "eval", "try", "baseline", "report", "export", "demo", "sweep"]) {
     assert.match(top.stdout, new RegExp(`^  ${name} `, "m"), name);
     const r = agent([name, "--help"]);
     assert.equal(r.code, 0, `${name}: ${r.stderr}`);
