@@ -69,7 +69,8 @@ WORKER_PRELOAD = {pb.TRAIN_MODE_GRPO: ["trl.trainer.grpo_trainer"],
 """What a forked training worker imports anyway, by mode, imported once in the fork server (with
 what every run imports: PEFT, datasets, the plot): not the worker module itself, which each child
 runs as __main__, as `python -m` does."""
-RUN_PRELOAD = ["py_trainer.training.train_grpo", "py_trainer.training.train_preference", "peft", "datasets", "matplotlib.pyplot"]
+RUN_PRELOAD = ["py_trainer.training.train_grpo", "py_trainer.training.train_preference", "py_trainer.training.train_agent",
+               "peft", "datasets", "matplotlib.pyplot"]
 
 
 class LocalExecutor:

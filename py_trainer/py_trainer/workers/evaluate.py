@@ -81,7 +81,6 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     check_runtime(out.runtime)
     if out.base_model:
         check_base_model(out.base_model, data_root, "base_model")
-    check_chat_template(out.runtime, out.base_model, data_root)
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     agent = out.HasField("agent")
@@ -122,8 +121,28 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
             adapter_runs[ref.name] = (ref.run_id, step)
     if out.skip_base and not adapters:
         raise InvalidArgument("skip_base", "skips the base model but no adapters are given")
+    follow_trained_prompt_format(out, [ref.run_id for ref in out.adapters if ref.WhichOneof("source") == "run_id"],
+                                 registry)
+    check_chat_template(out.runtime, out.base_model, data_root)
     return EvalPlan(base_model=out.base_model, adapters=adapters, rows=rows, graders=graders, request=out,
                     adapter_runs=adapter_runs)
+
+
+def follow_trained_prompt_format(out: pb.EvaluateRequest, run_ids: list[str], registry) -> None:
+    """runtime.prompt_format "auto" (the default) takes the format the runs were trained with when
+    their requests named one ("raw" or "chat"): an adapter is measured on prompts formatted as it
+    was trained on, and the base on the same prompts. Runs trained with different formats need
+    runtime.prompt_format named (INVALID_ARGUMENT)."""
+    if out.runtime.prompt_format not in ("", "auto"):
+        return
+    named = {run_id: fmt for run_id in run_ids
+             if (fmt := registry.get(run_id).request.runtime.prompt_format) not in ("", "auto")}
+    if len(set(named.values())) > 1:
+        trained = ", ".join(f"{run_id}: {fmt}" for run_id, fmt in named.items())
+        raise InvalidArgument("runtime.prompt_format", f"the adapters' runs were trained with different prompt formats "
+                                                       f"({trained}); name the one to evaluate with")
+    if named:
+        out.runtime.prompt_format = next(iter(named.values()))
 
 
 def run_evaluation(plan: EvalPlan, data_root: Path,
