@@ -155,3 +155,34 @@ def test_cpu_slices_a_large_sampling_batch_reproducibly(model_and_tokenizer, pro
     assert first == generate_completions(model, tokenizer, subset, **kw)
     assert [len(c) for c in first] == [4] * len(subset)
     assert len({c for cs in first for c in cs}) > 1  # sampled, not one constant string
+
+
+@pytest.mark.slow
+def test_greedy_runs_its_own_loop_and_ended_rows_leave_the_batch(model_and_tokenizer, lora_model, prompts):
+    """Greedy decoding goes through decoding.greedy_decode (not generate) on the embedded model, a
+    row that ended stops being decoded (later forwards see fewer rows), and the completions equal
+    generate's; a generation config that changes greedy search (a repetition penalty) falls back
+    to generate."""
+    import copy
+
+    from py_trainer.models.decoding import greedy_search_is_plain
+
+    model, tokenizer = model_and_tokenizer
+    assert greedy_search_is_plain(model) and greedy_search_is_plain(lora_model)
+    inner = lora_model.get_base_model()
+    seen: list[tuple[int, int]] = []  # (rows, positions) of every forward
+    hook = inner.register_forward_pre_hook(lambda m, a, kw: seen.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    try:
+        fast = generate_completions(lora_model, tokenizer, prompts[:48], k=1, temperature=0, max_new_tokens=32)
+    finally:
+        hook.remove()
+    decode_rows = [r for r, n in seen if n == 1]
+    assert decode_rows and min(decode_rows) < max(decode_rows)  # rows that ended left the batch
+    assert fast == plain_generate(lora_model, tokenizer, prompts[:48], k=1, temperature=0, max_new_tokens=32)
+    assert any(len(tokenizer(c[0])["input_ids"]) < 32 for c in fast)  # some rows did end early
+
+    penalised = copy.deepcopy(model)
+    penalised.generation_config.repetition_penalty = 1.3
+    assert not greedy_search_is_plain(penalised)
+    got = generate_completions(penalised, tokenizer, prompts[:8], k=1, temperature=0, max_new_tokens=16)
+    assert got == plain_generate(penalised, tokenizer, prompts[:8], k=1, temperature=0, max_new_tokens=16)

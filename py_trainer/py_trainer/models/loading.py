@@ -427,14 +427,17 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
     temperature 0 means greedy decoding (then all k samples are identical; pass k=1). Sampling
     re-seeds torch per batch from (seed, batch index), batches taken in prompt order.
 
-    Two things cut the work without changing what is generated (tests/test_generation_speed.py):
+    Three things cut the work without changing what is generated (tests/test_generation_speed.py):
     - the longest token prefix that all prompts share (the AML instruction block, about 40% of a
       prompt) runs through the model once; every batch starts from a copy of its KV cache, so only
       each prompt's own tokens are prefilled (vLLM's prefix caching, for the one shared prefix);
       greedy and sampling alike, for a model whose cache is plain full attention;
     - greedy decoding batches the prompts longest first (as lm-evaluation-harness does), so a
       batch pads to a near-equal length. Sampling keeps prompt order, so each sample stays drawn
-      in the batch, and from the seed, it always was.
+      in the batch, and from the seed, it always was;
+    - greedy decoding (k = 1) runs `decoding.greedy_decode` instead of `generate` where that is plain
+      greedy search: a row that ended leaves the batch, and the KV cache fills buffers allocated
+      once instead of a `torch.cat` per step.
     On CPU a batch of more than CPU_ROWS_PER_GENERATE rows (prompts x k) is generated in consecutive
     slices of whole prompts after the batch's one seed: the same samples for the same call, not
     those of one big call (the held-out measurement's 64 prompts x 4; Evaluate's 64 x 1 is one call).
@@ -443,6 +446,8 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
     import copy
 
     import torch
+
+    from py_trainer.models.decoding import greedy_decode, greedy_search_is_plain
 
     was_training = model.training
     model.eval()
@@ -459,6 +464,7 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
         shared_len = shared_prefix_length(ids)
         shared = prefix_cache(model, ids[0][:shared_len], device) if shared_len >= SHARED_PREFIX_MIN_TOKENS else None
         shared_len = shared_len if shared is not None else 0
+        plain_greedy = greedy and k == 1 and greedy_search_is_plain(model)
         # On CPU one generate call decodes at most CPU_ROWS_PER_GENERATE rows (whole prompts x k)
         per_call = batch_size if device.type != "cpu" else max(1, min(batch_size, CPU_ROWS_PER_GENERATE // k))
         for b, start in enumerate(range(0, len(order), batch_size)):
@@ -467,24 +473,22 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
             for sub in range(0, len(batch), per_call):
                 rows = batch[sub:sub + per_call]
                 input_ids, mask = pad_batch([ids[i] for i in rows], shared_len, tokenizer.pad_token_id, device)
-                resume = {}
-                if shared is not None:
-                    resume["cache"] = copy.deepcopy(shared)
-                    resume["cache"].batch_repeat_interleave(len(rows) * k)  # generate expands rows k times, not a cache
-                gen = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=mask,
-                    do_sample=not greedy,
-                    temperature=None if greedy else temperature,
-                    top_p=None if greedy else top_p,
-                    top_k=None if greedy else 0,
-                    max_new_tokens=max_new_tokens,
-                    num_return_sequences=k,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                    **resume,
-                )
-                texts = tokenizer.batch_decode(gen[:, input_ids.shape[1]:], skip_special_tokens=True)
+                if plain_greedy:  # generate's greedy search, without its waste (decoding.py)
+                    gen = greedy_decode(model, input_ids, mask, cached=shared_len, prefix=shared,
+                                        max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                                        pad_token_id=tokenizer.pad_token_id)
+                else:
+                    resume = {}
+                    if shared is not None:
+                        resume["cache"] = copy.deepcopy(shared)
+                        resume["cache"].batch_repeat_interleave(len(rows) * k)  # generate expands rows k times, not a cache
+                    gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
+                                         temperature=None if greedy else temperature, top_p=None if greedy else top_p,
+                                         top_k=None if greedy else 0, max_new_tokens=max_new_tokens,
+                                         num_return_sequences=k, pad_token_id=tokenizer.pad_token_id,
+                                         eos_token_id=tokenizer.eos_token_id, **resume)
+                texts = tokenizer.batch_decode(gen[:, 0 if plain_greedy else input_ids.shape[1]:],
+                                               skip_special_tokens=True)
                 for j, i in enumerate(rows):
                     out[i] = texts[j * k:(j + 1) * k]
             if on_batch:

@@ -1,0 +1,152 @@
+"""Greedy decoding without `generate`'s waste on CPU: what `loading.generate_completions` runs for
+temperature 0 (issue 43).
+
+HF `generate` keeps every row of a batch decoding until its last row ends (a finished row is fed
+padding) and grows the KV cache by `torch.cat` at every step, a fresh allocation of the whole
+cache per layer. Profiled on SmolLM2-135M (docs/real-model.md, "Where an Evaluate's time goes"):
+31% of the decoded rows had already ended, and `aten::cat` was 30% of the CPU time. The loop here
+is `generate`'s greedy search step for step (the same inputs, positions and mask, argmax of the
+last position's logits, EOS then padding), with two differences that do not change a token:
+- a row that ended leaves the batch (its cache rows are dropped), so the rest decode smaller
+  batches and the call ends when its last row does;
+- the cache writes into buffers allocated once for the whole call (`GrowingLayer`), and the model
+  attends over the filled part, the same shapes `DynamicLayer` gives.
+It runs where `generate` would be plain greedy search: a decoder-only model whose cache layers
+are all full attention, and a generation config with nothing that changes greedy logits
+(`greedy_search_is_plain`). Elsewhere `generate_completions` calls `generate` as before.
+tests/test_generation_speed.py holds its completions equal to `generate`'s. Imported where it
+runs (`generate_completions`), as torch and transformers are elsewhere in this package.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+GREEDY_NEUTRAL = {"repetition_penalty": 1.0, "num_beams": 1}
+"""Generation-config fields that change greedy search unless they hold this value (or None)."""
+GREEDY_UNSET = ("no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "min_length",
+                "min_new_tokens", "sequence_bias", "forced_bos_token_id", "forced_eos_token_id", "suppress_tokens",
+                "begin_suppress_tokens", "exponential_decay_length_penalty", "penalty_alpha", "dola_layers",
+                "stop_strings", "renormalize_logits", "guidance_scale", "watermarking_config",
+                "remove_invalid_values", "constraints", "force_words_ids", "assistant_model",
+                "prompt_lookup_num_tokens")
+"""... and those that change it unless unset (None, 0, False, empty)."""
+
+
+def greedy_search_is_plain(model) -> bool:
+    """Whether `generate(do_sample=False)` on `model` is plain greedy search: argmax of the last
+    logits, stopping at EOS, and a decoder-only model with full-attention `DynamicLayer` caches."""
+    config = model.config
+    if getattr(config, "is_encoder_decoder", False):
+        return False
+    gc = getattr(model, "generation_config", None)
+    if gc is not None:
+        if any(getattr(gc, k, None) not in (None, v) for k, v in GREEDY_NEUTRAL.items()):
+            return False
+        if any(getattr(gc, k, None) for k in GREEDY_UNSET):
+            return False
+    try:
+        layers = DynamicCache(config=config).layers
+    except Exception:
+        return False
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+class GrowingLayer(DynamicLayer):
+    """A `DynamicLayer` (same shapes, same mask sizes) whose keys and values are views of buffers
+    allocated once for `capacity` positions, instead of a `torch.cat` per step."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        self.device = key_states.device
+        b, h, _, d = key_states.shape
+        self.key_buffer = key_states.new_empty((b, h, self.capacity, d))
+        self.value_buffer = value_states.new_empty((b, h, self.capacity, value_states.shape[-1]))
+        self.is_initialized = True
+
+    def seed(self, keys, values, rows: int) -> None:
+        """Start from a one-row cache (a shared prompt prefix), the same for `rows` rows."""
+        self.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
+        n = keys.shape[-2]
+        self.key_buffer[:, :, :n] = keys
+        self.value_buffer[:, :, :n] = values
+        self.length = n
+        self.views()
+
+    def views(self) -> None:
+        self.keys = self.key_buffer[:, :, :self.length]
+        self.values = self.value_buffer[:, :, :self.length]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        self.key_buffer[:, :, self.length:self.length + n] = key_states
+        self.value_buffer[:, :, self.length:self.length + n] = value_states
+        self.length += n
+        self.views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def batch_select_indices(self, indices) -> None:
+        if self.is_initialized:
+            self.key_buffer = self.key_buffer[indices]
+            self.value_buffer = self.value_buffer[indices]
+            self.views()
+
+
+def growing_cache(model, rows: int, capacity: int, prefix=None):
+    """A DynamicCache of `GrowingLayer`s for `rows` rows of up to `capacity` positions, holding the
+    one-row cache `prefix` (a shared prompt prefix) in every row when given."""
+    cache = DynamicCache(config=model.config)
+    cache.layers = [GrowingLayer(capacity) for _ in cache.layers]
+    if prefix is not None:
+        for mine, theirs in zip(cache.layers, prefix.layers):
+            mine.seed(theirs.keys, theirs.values, rows)
+    return cache
+
+
+def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
+                  pad_token_id: int):
+    """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
+    tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
+
+    `cached` leading positions of every row are already in `prefix` (a one-row cache of the shared
+    prompt prefix, or None with `cached` = 0); the rest of `input_ids` is prefilled here."""
+    rows, width = input_ids.shape
+    device = input_ids.device
+    cache = growing_cache(model, rows, width + max_new_tokens, prefix)
+    # as generate: positions count the mask; an all-ones mask is dropped (no padding to hide)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+    mask = None if bool((attention_mask == 1).all()) else attention_mask
+    logits = model(input_ids=input_ids[:, cached:], attention_mask=mask, position_ids=position_ids[:, cached:],
+                   cache=cache, use_cache=True, logits_to_keep=1).logits
+    out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    where = torch.arange(rows, device=device)  # the batch row of each row still decoding
+    position = position_ids[:, -1:]
+    steps = 0
+    for step in range(max_new_tokens):
+        token = logits[:, -1, :].float().argmax(-1)
+        out[where, step] = token
+        steps = step + 1
+        going = token != eos_token_id
+        if step == max_new_tokens - 1 or not bool(going.any()):
+            break
+        if not bool(going.all()):  # ended rows leave the batch
+            keep = going.nonzero().squeeze(1)
+            where, token, position = where[keep], token[keep], position[keep]
+            mask = mask[keep] if mask is not None else None
+            cache.batch_select_indices(keep)
+        if mask is not None:
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+        position = position + 1
+        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, cache=cache,
+                       use_cache=True, logits_to_keep=1).logits
+    return out[:, :steps]
