@@ -16,6 +16,11 @@
    their ratio, the generation-only ratio (time inside `generate_completions` vs inside
    `HFLM.generate_until`), and the share of completions that are identical, per variant.
    Target: >= 1.5x lm-eval's tasks/s with identical completions.
+   Beside them, the reference arm (issue 43): plain batched HF `generate` with its KV cache, the
+   same formatted prompts, model folder and adapter, greedy, batches of --batch-size in task order,
+   loaded once per variant like lm-eval; what a careful user would write in ten lines. Printed
+   for all three: completion tokens/s (the tokens of each completion as the tokenizer encodes
+   its text, over the arm's end-to-end seconds), and identical completions against the reference.
 2. a naive loop at N = --sizes: one prompt at a time, model (and adapter) reloaded per variant,
    vs the same `run_evaluation`. Target: at least 5x.
 
@@ -26,11 +31,13 @@
 docs/real-model.md) over the test split of agent-evals/tasks/arithmetic_chat.jsonl: one user message
 through the model's chat template on both sides (Evaluate's runtime.prompt_format "chat";
 lm-eval's apply_chat_template), graded by final_number_match (scripts/lm_eval_tasks/
-arithmetic_chat.yaml). Give it a trained adapter of that model (--adapter; a random LoRA is not
-made for it):
+arithmetic_chat.yaml). Give it a trained adapter of that model (--adapter), else a random r16
+LoRA on every linear layer is made for it (B ~ N(0, 0.03): about half the completions differ
+from the base's); --tasks N takes the first N test tasks:
 
     .venv/bin/python scripts/bench_eval.py --model real --sizes --max-new-tokens 16 \
         --adapter agent-evals/real-model/runs/<run_id>/adapter
+    .venv/bin/python scripts/bench_eval.py --model real --sizes --repeats 1 --tasks 64 --max-new-tokens 16
 """
 
 from __future__ import annotations
@@ -56,32 +63,38 @@ class Bench:
     """What one model's comparison runs on: its task file, the lm-eval task over its test split, the
     grader both sides use, and the prompt format both sides apply."""
 
-    def __init__(self, base_model: str, tasks: str, lm_eval_task: str, grader: str, chat: bool, target: float):
+    def __init__(self, base_model: str, tasks: str, lm_eval_task: str, grader: str, chat: bool, target: float,
+                 lora: tuple[int, float]):
         self.base_model, self.tasks = base_model, REPO / "agent-evals" / "tasks" / tasks
         self.lm_eval_task, self.grader, self.chat, self.target = lm_eval_task, grader, chat, target
+        self.lora = lora
+        """(rank, sd of the B matrices) of the random LoRA made when no --adapter is given"""
 
 
-BENCHES = {"embedded": Bench("", "aml_typology.jsonl", "aml_typology", "exact_match", chat=False, target=1.5),
+BENCHES = {"embedded": Bench("", "aml_typology.jsonl", "aml_typology", "exact_match", chat=False, target=1.5,
+                             lora=(8, 0.15)),
            "real": Bench("smollm2-135m-instruct", "arithmetic_chat.jsonl", "arithmetic_chat", "final_number_match",
-                         chat=True, target=2.0)}  # issue 27: >= 2x end to end on the real model
+                         chat=True, target=2.0, lora=(16, 0.03))}  # issue 27: >= 2x end to end on the real model
 BENCH = BENCHES["embedded"]
 
 
 def make_adapter(model_dir: str, out: Path) -> Path:
     """A LoRA adapter with random non-zero weights, large enough that switching it on changes the
-    outputs: the base model answers money_mule to every test prompt; with it about two thirds of
-    the 264 completions differ from each other, answer-shaped, so 'identical' compares real text."""
+    outputs: the embedded base model answers money_mule to every test prompt; with it about two
+    thirds of the 264 completions differ from each other, answer-shaped, so 'identical' compares
+    real text. On the real model (BENCH.lora) about half its completions differ from the base's."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
-                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+                           LoraConfig(r=BENCH.lora[0], lora_alpha=2 * BENCH.lora[0], target_modules="all-linear",
+                                      task_type="CAUSAL_LM"))
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
-                p.normal_(0, 0.15)
+                p.normal_(0, BENCH.lora[1])
     model.save_pretrained(out)
     return out
 
@@ -177,6 +190,36 @@ def lm_eval_run(model_dir: str, adapter: Path, max_new_tokens: int, batch_size: 
     return time.perf_counter() - t0, out
 
 
+def plain_generate_run(model_dir: str, adapter: Path, prompts: list[str], max_new_tokens: int, batch_size: int,
+                       device: str, dtype: str) -> tuple[float, list[dict[str, str]]]:
+    """The reference arm: plain batched HF generate (KV cache, left padding, greedy) on the
+    formatted prompts, batches in task order, model (+ adapter) loaded per variant:
+    (seconds, [base completions, adapter completions])."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    out = []
+    for peft in (None, adapter):
+        tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+        tok.pad_token = tok.pad_token or tok.eos_token
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)
+        if peft is not None:
+            model = PeftModel.from_pretrained(model, str(peft))
+        model.eval()
+        texts = []
+        for start in range(0, len(prompts), batch_size):
+            enc = tok(prompts[start:start + batch_size], return_tensors="pt", padding=True,
+                      add_special_tokens=False).to(device)
+            with torch.no_grad():
+                gen = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
+                                     pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            texts += tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out.append(texts)
+    return time.perf_counter() - t0, out
+
+
 # ---------------------------------------------------------------------------------------------
 # The comparisons
 
@@ -188,9 +231,14 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
     from lm_eval.models.huggingface import HFLM
 
     from py_trainer.models.loading import pick_device
+    from transformers import AutoTokenizer
+
+    from py_trainer.models.loading import format_prompts
     from py_trainer.workers import evaluate as evaluate_module
 
-    test = [r for r in rows if r["split"] == "test"]
+    test = [r for r in rows if r["split"] == "test"][:args.tasks or None]
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    prompts = format_prompts(tok, [r["prompt"] for r in test], "chat" if BENCH.chat else "raw")
     test_file = tmp / "test.jsonl"
     test_file.write_text("".join(json.dumps({"id": r["id"], "split": "test", "prompt": r["prompt"], "answers": r["answers"]})
                                  + "\n" for r in test))
@@ -202,20 +250,26 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
           f"{torch.get_num_threads()}; lm-eval {lm_eval_version()}")
     ours(tmp, adapter, test_file, 8, args.max_new_tokens, args.batch_size)  # warm-up: imports, caches
     lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype, limit=8)
+    plain_generate_run(model_dir, adapter, prompts[:8], args.max_new_tokens, args.batch_size, device, dtype)
     gen_ours = Clock(evaluate_module, "generate_completions")
     gen_lm = Clock(HFLM, "generate_until")
-    t_ours, t_lm, g_ours, g_lm = [], [], [], []
+    t_ours, t_lm, t_plain, g_ours, g_lm = [], [], [], [], []
+    limit = len(test) if args.tasks else None
     for i in range(args.repeats):
         g0 = gen_ours.seconds
         t, c_ours = ours(tmp, adapter, test_file, len(test), args.max_new_tokens, args.batch_size)
         t_ours.append(t)
         g_ours.append(gen_ours.seconds - g0)
         g0 = gen_lm.seconds
-        t, c_lm = lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype)
+        t, c_lm = lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype, limit=limit)
         t_lm.append(t)
         g_lm.append(gen_lm.seconds - g0)
+        t, c_plain = plain_generate_run(model_dir, adapter, prompts, args.max_new_tokens, args.batch_size, device,
+                                        dtype)
+        t_plain.append(t)
         print(f"repeat {i}: Evaluate {t_ours[-1]:.2f} s (generation {g_ours[-1]:.2f} s)   "
-              f"lm-eval {t_lm[-1]:.2f} s (generate_until {g_lm[-1]:.2f} s)", flush=True)
+              f"lm-eval {t_lm[-1]:.2f} s (generate_until {g_lm[-1]:.2f} s)   plain generate {t_plain[-1]:.2f} s",
+              flush=True)
     n = 2 * len(test)
     a, b = statistics.median(t_ours), statistics.median(t_lm)
     ratios = sorted(lm / us for us, lm in zip(t_ours, t_lm))
@@ -223,9 +277,21 @@ def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], 
           f"(per-repeat ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x; target >= {BENCH.target}x)")
     print(f"generation only: {statistics.median(g_lm) / statistics.median(g_ours):.2f}x "
           f"({statistics.median(g_ours):.2f} s vs {statistics.median(g_lm):.2f} s)")
+    plain = {"base": dict(zip([r["id"] for r in test], c_plain[0])),
+             "adapter": dict(zip([r["id"] for r in test], c_plain[1]))}
+    tokens = sum(len(tok(c, add_special_tokens=False)["input_ids"]) for v in plain.values() for c in v.values())
+    c = statistics.median(t_plain)
+    print(f"completion tokens/s ({tokens} tokens of the reference's completions, end to end): Evaluate "
+          f"{tokens / a:.1f}, lm-eval {tokens / b:.1f}, plain generate {tokens / c:.1f}; Evaluate / plain generate "
+          f"{c / a:.2f}x (target >= 0.5x); Evaluate / lm-eval {b / a:.2f}x")
     for variant in ("base", "adapter"):
         same = sum(c_ours[variant][r["id"]] == c_lm[variant].get(r["id"]) for r in test)
-        print(f"identical completions, {variant}: {same}/{len(test)} ({100 * same / len(test):.1f}%)")
+        ref = sum(c_ours[variant][r["id"]] == plain[variant][r["id"]] for r in test)
+        ref_lm = sum(c_lm[variant].get(r["id"]) == plain[variant][r["id"]] for r in test)
+        print(f"identical completions, {variant}: Evaluate = lm-eval {same}/{len(test)}, Evaluate = plain generate "
+              f"{ref}/{len(test)}, lm-eval = plain generate {ref_lm}/{len(test)}")
+    differ = sum(plain["base"][r["id"]] != plain["adapter"][r["id"]] for r in test)
+    print(f"adapter completions that differ from the base's (plain generate): {differ}/{len(test)}")
 
 
 def lm_eval_version() -> str:
@@ -255,14 +321,13 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=64, help="Evaluate's default; lm-eval gets the same")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default, one per core)")
     ap.add_argument("--adapter", default="", help="a trained PEFT adapter folder of the model "
-                    "(default: a random LoRA made here; --model real needs one)")
+                    "(default: a random LoRA made here, see make_adapter)")
+    ap.add_argument("--tasks", type=int, default=0, help="the first N test tasks of the lm-eval comparison (0: all)")
     ap.add_argument("--model", choices=sorted(BENCHES), default="embedded",
                     help="embedded: the default model on aml_typology; real: SmolLM2-135M-Instruct on arithmetic_chat")
     args = ap.parse_args()
     global BENCH
     BENCH = BENCHES[args.model]
-    if args.model == "real" and not args.adapter:
-        ap.error("--model real needs --adapter (a trained adapter of smollm2-135m-instruct)")
     if args.model == "real" and args.sizes:
         ap.error("--model real runs the lm-eval comparison only: give --sizes with no value")
     if args.threads:
@@ -285,7 +350,7 @@ def main() -> int:
     else:
         adapter = make_adapter(model_dir, tmp / "adapter")
     rows = [json.loads(line) for line in BENCH.tasks.read_text().splitlines()]
-    print(f"model {model_dir}; adapter {args.adapter or 'random LoRA (make_adapter)'}")
+    print(f"model {model_dir}; adapter {args.adapter or f'random LoRA r{BENCH.lora[0]}, B sd {BENCH.lora[1]} (make_adapter)'}")
     if args.repeats > 0:
         print("-- vs lm-evaluation-harness (same tasks, same model folder, same decoding)")
         compare_lm_eval(model_dir, adapter, tmp, rows, args)
