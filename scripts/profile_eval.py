@@ -100,6 +100,44 @@ def forward_hooks(model, phases: Phases):
     return [h1, h2]
 
 
+def compare_paths(model, tok, prompts, args, hooks) -> None:
+    """Rounds of (loop, generate) / (generate, loop), each over base + adapter: seconds and identical completions."""
+    from py_trainer.models import decoding
+    from py_trainer.models import loading as models
+
+    for h in hooks:
+        h.remove()
+    plain = decoding.greedy_search_is_plain
+    times = {"greedy loop": [], "HF generate": []}
+    got = {}
+    for r in range(args.compare):
+        arms = ["greedy loop", "HF generate"] if r % 2 == 0 else ["HF generate", "greedy loop"]
+        for arm in arms:
+            decoding.greedy_search_is_plain = plain if arm == "greedy loop" else (lambda m: False)
+            wall, cpu = time.perf_counter(), time.process_time()
+            out = []
+            for variant in ("base", "adapter"):
+                if variant == "base":
+                    with model.disable_adapter():
+                        out.append(models.generate_completions(model, tok, prompts, k=1, temperature=0,
+                                                               max_new_tokens=args.max_new_tokens,
+                                                               batch_size=args.batch_size))
+                else:
+                    model.set_adapter("adapter")
+                    out.append(models.generate_completions(model, tok, prompts, k=1, temperature=0,
+                                                           max_new_tokens=args.max_new_tokens,
+                                                           batch_size=args.batch_size))
+            times[arm].append((time.perf_counter() - wall, time.process_time() - cpu))
+            got[arm] = out
+    decoding.greedy_search_is_plain = plain
+    print(f"\n{args.compare} interleaved rounds, base + adapter, {len(prompts)} prompts each (wall s / CPU s):")
+    for arm, ts in times.items():
+        print(f"  {arm:12} " + "  ".join(f"{w:.2f}/{c:.2f}" for w, c in ts)
+              + f"   min wall {min(w for w, _ in ts):.2f}, min CPU {min(c for _, c in ts):.2f}")
+    same = sum(a == b for v in range(2) for a, b in zip(got["greedy loop"][v], got["HF generate"][v]))
+    print(f"  identical completions: {same}/{2 * len(prompts)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=32)
@@ -109,6 +147,11 @@ def main() -> int:
     ap.add_argument("--lora-std", type=float, default=0.01)
     ap.add_argument("--merge", action="store_true",
                     help="a third variant: the adapter merged into the weights (merge_adapter) for its duration")
+    ap.add_argument("--compare", type=int, default=0, metavar="ROUNDS",
+                    help="then ROUNDS interleaved rounds of generate_completions' greedy loop vs HF generate "
+                         "(decoding.greedy_search_is_plain forced false), base and adapter, wall and CPU seconds")
+    ap.add_argument("--precision", default="", help="runtime.precision (fp32, bf16; empty: fp32 on CPU)")
+    ap.add_argument("--save", default="", help="write {variant: completions} as JSON here")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     ap.add_argument("--torch-profile", action="store_true", help="also torch.profiler's top ops (adapter variant)")
     args = ap.parse_args()
@@ -129,7 +172,7 @@ def main() -> int:
     adapter = Path(args.adapter) if args.adapter else random_lora(model_dir, tmp / "adapter", args.lora_std)
     rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
     rows = [r for r in rows if r["split"] == "test"][: args.tasks]
-    runtime = pb.RuntimeSettings(prompt_format="chat")
+    runtime = pb.RuntimeSettings(prompt_format="chat", precision=args.precision)
     print(f"{len(rows)} tasks, greedy, {args.max_new_tokens} new tokens, batch {args.batch_size}, "
           f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; adapter {args.adapter or f'random LoRA std {args.lora_std}'}")
@@ -224,6 +267,8 @@ def main() -> int:
         print(f"{variant}: mean final_number_match {sum(s or 0 for s in scores) / len(scores):.3f}; "
               f"e.g. {comps[0][0]!r}")
 
+    if args.save:
+        Path(args.save).write_text(json.dumps({v: [c[0] for c in cs] for v, cs in completions.items()}))
     if args.merge:
         same = sum(a == b for a, b in zip(completions["adapter"], completions["adapter merged"]))
         print(f"adapter merged vs unmerged: {same}/{len(rows)} identical completions")
@@ -249,6 +294,9 @@ def main() -> int:
           f"{steps_rows['live'] / s['generate (whole call)']:.1f} live tokens/s; "
           f"per decode forward {1000 * s['generate: decode forwards'] / max(phases.counts['generate: decode forwards'], 1):.1f} ms")
 
+    if args.compare:
+        compare_paths(model, tok, prompts, args, hooks)
+        hooks = []
     if args.torch_profile:
         from torch.profiler import ProfilerActivity, profile
 

@@ -37,9 +37,12 @@ GREEDY_UNSET = ("no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_wor
 
 def greedy_search_is_plain(model) -> bool:
     """Whether `generate(do_sample=False)` on `model` is plain greedy search: argmax of the last
-    logits, stopping at EOS, and a decoder-only model with full-attention `DynamicLayer` caches."""
+    logits, stopping at EOS, and a decoder-only model with full-attention `DynamicLayer` caches,
+    in fp32. In bf16 a smaller batch rounds differently often enough to flip a token: 2 of 128
+    completions differed from `generate`'s on SmolLM2-135M (scripts/profile_eval.py --precision
+    bf16 --compare 2), none in fp32 (docs/real-model.md)."""
     config = model.config
-    if getattr(config, "is_encoder_decoder", False):
+    if getattr(config, "is_encoder_decoder", False) or next(model.parameters()).dtype != torch.float32:
         return False
     gc = getattr(model, "generation_config", None)
     if gc is not None:
