@@ -138,6 +138,8 @@ def test_prompts_without_a_shared_prefix_take_the_plain_path_in_order(model_and_
              "An account held by Silverline Trading Inc in San Diego receives deposits", "x"]
     fast = generate_completions(model, tokenizer, mixed, k=1, temperature=0, max_new_tokens=8, batch_size=2)
     assert fast == plain_generate(model, tokenizer, mixed, k=1, temperature=0, max_new_tokens=8, batch_size=2)
+    kw = dict(k=2, temperature=1.0, max_new_tokens=8, batch_size=2, seed=3)  # sampling from a growing cache, no prefix
+    assert generate_completions(model, tokenizer, mixed, **kw) == plain_generate(model, tokenizer, mixed, **kw)
     assert generate_completions(model, tokenizer, [], k=1, temperature=0) == []
 
 

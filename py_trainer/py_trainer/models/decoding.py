@@ -11,6 +11,8 @@ last position's logits, EOS then padding), with two differences that do not chan
   batches and the call ends when its last row does;
 - the cache writes into buffers allocated once for the whole call (`GrowingLayer`), and the model
   attends over the filled part, the same shapes `DynamicLayer` gives.
+Sampling keeps `generate` (its random draws stay those of the plain path) but starts it from a
+`GrowingLayer` cache too (`sampling_cache`).
 It runs where `generate` would be plain greedy search: a decoder-only model whose cache layers
 are all full attention, and a generation config with nothing that changes greedy logits
 (`greedy_search_is_plain`). Elsewhere `generate_completions` calls `generate` as before.
@@ -114,6 +116,16 @@ def growing_cache(model, rows: int, capacity: int, prefix=None):
         for mine, theirs in zip(cache.layers, prefix.layers):
             mine.seed(theirs.keys, theirs.values, rows)
     return cache
+
+
+def sampling_cache(model, prefix, rows: int, capacity: int):
+    """The cache `generate` starts from when it samples: a `growing_cache` for `rows` rows (holding
+    `prefix`, the shared prompt prefix's cache from `loading.prefix_cache`, which is only ever
+    full-attention `DynamicLayer`s) where the model's cache is made of such layers; else None
+    (generate makes its own)."""
+    plain = prefix is not None or not getattr(model.config, "is_encoder_decoder", False) and \
+        all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
+    return growing_cache(model, rows, capacity, prefix) if plain else None
 
 
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,

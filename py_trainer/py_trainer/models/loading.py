@@ -437,17 +437,15 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
       in the batch, and from the seed, it always was;
     - greedy decoding (k = 1) runs `decoding.greedy_decode` instead of `generate` where that is plain
       greedy search: a row that ended leaves the batch, and the KV cache fills buffers allocated
-      once instead of a `torch.cat` per step.
+      once instead of a `torch.cat` per step; sampling's `generate` gets such a cache too.
     On CPU a batch of more than CPU_ROWS_PER_GENERATE rows (prompts x k) is generated in consecutive
     slices of whole prompts after the batch's one seed: the same samples for the same call, not
     those of one big call (the held-out measurement's 64 prompts x 4; Evaluate's 64 x 1 is one call).
     `on_batch(done)` gets the number of prompts finished so far after every batch.
     """
-    import copy
-
     import torch
 
-    from py_trainer.models.decoding import greedy_decode, greedy_search_is_plain
+    from py_trainer.models.decoding import greedy_decode, greedy_search_is_plain, sampling_cache
 
     was_training = model.training
     model.eval()
@@ -478,10 +476,8 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
                                         max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                                         pad_token_id=tokenizer.pad_token_id)
                 else:
-                    resume = {}
-                    if shared is not None:
-                        resume["cache"] = copy.deepcopy(shared)
-                        resume["cache"].batch_repeat_interleave(len(rows) * k)  # generate expands rows k times, not a cache
+                    # generate expands rows k times, not a cache
+                    resume = {"cache": sampling_cache(model, shared, len(rows) * k, input_ids.shape[1] + max_new_tokens)}
                     gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
                                          temperature=None if greedy else temperature, top_p=None if greedy else top_p,
                                          top_k=None if greedy else 0, max_new_tokens=max_new_tokens,
