@@ -5,7 +5,7 @@
   rooms") on which each of its modules sits (`make test` runs `lint-imports`, which fails on a
   layer break or a circle: grimp sees function-level imports too), so a new module must be placed;
 - no `_private` name is imported from another module (a name another file needs is public);
-- no library file grows past ~500 lines, generated code aside (the statistics are one file per
+- no library file grows past 500 lines, generated code aside (the statistics are one file per
   family in core/stats/, the rewards' advantages in core/advantage.py, as in the TS core; each under the cap).
 """
 
@@ -23,7 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "py_trainer" / "py_trainer"
-MAX_LINES = 520
+MAX_LINES = 500
 
 
 def floors() -> list[str]:
