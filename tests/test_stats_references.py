@@ -95,6 +95,8 @@ def _pairs(binary: bool):
 
 @FAST
 @given(st.one_of(_pairs(True), _pairs(False)), st.sampled_from([0.9, 0.95, 0.99]))
+@example(([0.0, 1.0], [0.0, 3.520156012318905e-197]), 0.9)  # found in CI: b's squared deviations underflow
+@example(([0.0, 0.0, 1.0], [0.11190058712830146] * 3), 0.9)  # found here: b constant, a rounding-level sd
 def test_paired_comparison_matches_scipy(ab, confidence):
     a, b = (np.array(x, dtype=float) for x in ab)
     d = b - a
@@ -110,8 +112,11 @@ def test_paired_comparison_matches_scipy(ab, confidence):
         assert close(r.ci_t.lower, ci.low, rel=1e-9, abs_=1e-12) and close(r.ci_t.upper, ci.high, rel=1e-9, abs_=1e-12)
         lo, hi = ss.norm.interval(confidence, loc=d.mean(), scale=se)
         assert close(r.ci_normal.lower, lo, rel=1e-10, abs_=1e-12) and close(r.ci_normal.upper, hi, rel=1e-10, abs_=1e-12)
-    if not (stats.no_spread(list(a)) or stats.no_spread(list(b))):  # the one no-spread rule: scipy says
-        # "constant input" only for exactly equal values, and a rounding-level spread correlates noise
+    # No correlation under the one no-spread rule (scipy says "constant input" only for exactly equal
+    # values, and a rounding-level spread correlates noise), or when a side's squared deviations
+    # underflow to 0 (b = [0, 3.5e-197]: its sum of squares is 0 in doubles).
+    flat = [stats.no_spread(list(x)) or float(np.sum((x - x.mean()) ** 2)) == 0.0 for x in (a, b)]
+    if not any(flat):
         assert close(r.correlation, ss.pearsonr(a, b).statistic, rel=1e-9, abs_=1e-12)
     else:
         assert r.correlation is None
