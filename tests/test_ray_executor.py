@@ -157,6 +157,37 @@ def test_the_event_tail_hands_on_complete_lines_and_skips_those_the_log_already_
     assert got == [b'{"train_step": 3}\n', b'{"train_step": 4}\n', b'{"state_change": 5}\n']
 
 
+@pytest.mark.slow
+def test_stopping_the_sidecar_waits_for_a_released_bridge_to_free_the_runs_actors(tmp_path):
+    """A run's end is recorded, its bridge is told to release (kill the detached actors, remove the
+    placement group) and the sidecar stops at once: the bridge dies with its parent (PDEATHSIG), so
+    close() must wait for it, or the actors hold their CPUs on the cluster for good. CI saw that:
+    a two-node run's placement group outlived its sidecar and the next test's runs were never placed."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from py_trainer.runs.ray_executor import MARKER_FILE, RayExecutor
+
+    freed = tmp_path / "freed"
+
+    async def scenario():
+        ex = RayExecutor("127.0.0.1:1")
+        # a stand-in for the bridge: it reads its commands to the end, then takes a moment to free
+        bridge = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import sys, time; cmds = sys.stdin.read().split(); time.sleep(1.0); "
+                                  f"open({str(freed)!r}, 'w').write(' '.join(cmds))",
+            stdin=asyncio.subprocess.PIPE)
+        rec = SimpleNamespace(run_id="r", folder=tmp_path, process=bridge, launched=False, cancel_requested=False)
+        (tmp_path / MARKER_FILE).write_text("{}")
+        ex.bridges["r"] = bridge
+        ex.release(rec)
+        await ex.close()
+        return bridge.returncode
+
+    assert asyncio.run(scenario()) == 0
+    assert freed.read_text() == "release"
+
+
 def test_serve_with_the_ray_executor_and_no_address_is_one_line_and_exit_2(capsys, monkeypatch):
     from py_trainer.server.cli import main
 
@@ -209,6 +240,15 @@ def cluster():
 def ray_sidecar(tmp_path: Path, cluster: Cluster, home: Path, runs: Path | None = None):
     return launch(runs or tmp_path / "runs", tmp_path, "--executor", "ray", "--ray-address", cluster.address,
                   env=sidecar_env(PY_TRAINER_HOME=str(home)), timeout=120)
+
+
+def free_cpus(cluster: Cluster) -> float:
+    """The cluster's CPUs no actor or placement group holds, as a Ray driver of its own sees them."""
+    code = ("import json, logging, ray; ray.init(address=%r, log_to_driver=False, logging_level=logging.ERROR); "
+            "print(json.dumps(ray.available_resources().get('CPU', 0)))" % cluster.address)
+    out = subprocess.run([sys.executable, "-c", code], env=cluster.env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def running_on_nodes(stub, run_ids) -> dict[str, pb.Run]:
@@ -271,6 +311,8 @@ def test_a_two_node_run_one_rank_per_node_trains_and_returns_one_adapter(tmp_pat
     finally:
         sc.stop()
     assert end.state == pb.RUN_STATE_SUCCEEDED, end.reason
+    # the sidecar stopped right after the run's end: its actors and placement group were freed
+    assert wait_for(lambda: free_cpus(cluster) == 2, 30, every=1)
     assert sorted(n.split()[1] for n in placed.node.split(", ")) == sorted([node_id(cluster.head),
                                                                             node_id(cluster.worker)]), placed.node
     folder = tmp_path / "runs" / "spread"

@@ -51,6 +51,8 @@ EVENTS_FILE = "worker-events.jsonl"
 """The worker's event lines, in the run folder (ray_bridge.EVENTS_FILE)."""
 MARKER_FILE = "ray-worker.json"
 """In the run folder while its worker is on the cluster: the next sidecar reattaches to it."""
+RELEASE_WAIT_S = 15.0
+"""How long a stopping sidecar waits for its bridges to end (a release frees actors over Ray)."""
 BRIDGE_LOG = "ray-bridge.log"
 FORWARDED_PREFIXES = ("PY_TRAINER_", "HF_", "TRANSFORMERS_")
 PROBE_TIMEOUT_S = 180.0
@@ -110,6 +112,8 @@ class RayExecutor:
         self.nodes: list[dict] = []
         """The alive nodes at start, each {"node", "cpus", "gpus"} (`check_fits`)."""
         self.bridges: dict[str, asyncio.subprocess.Process] = {}
+        self.releasing: list[asyncio.subprocess.Process] = []
+        """Bridges told to release (free the run's actors and placement group), not yet exited."""
 
     async def start(self, runs_root: Path, data_root: Path) -> None:
         """Check that every alive node writes into the runs root and that the files read back here."""
@@ -239,15 +243,19 @@ class RayExecutor:
         bridge = self.bridges.pop(rec.run_id, None)
         if bridge is not None and bridge.returncode is None:
             bridge.stdin.close()
+            self.releasing = [b for b in self.releasing if b.returncode is None] + [bridge]
         (rec.folder / MARKER_FILE).unlink(missing_ok=True)
 
     async def close(self) -> None:
-        """End the bridges; the actors (and their workers) run on for the next sidecar."""
+        """End the bridges of running runs; their actors (and workers) run on for the next sidecar.
+        A released bridge is waited for: it dies with this process (PDEATHSIG), and a detached
+        actor or placement group it had not freed yet would hold its CPUs on the cluster for good."""
         running = [b for b in self.bridges.values() if b.returncode is None]
         for bridge in running:
             bridge.send_signal(signal.SIGTERM)
-        if running:
-            await asyncio.wait([asyncio.ensure_future(b.wait()) for b in running], timeout=10)
+        ending = running + [b for b in self.releasing if b.returncode is None]
+        if ending:
+            await asyncio.wait([asyncio.ensure_future(b.wait()) for b in ending], timeout=RELEASE_WAIT_S)
 
 
 def on_gpu(rt, cluster_gpus: int) -> bool:
