@@ -188,3 +188,100 @@ def test_greedy_runs_its_own_loop_and_ended_rows_leave_the_batch(model_and_token
     assert not greedy_search_is_plain(penalised)
     got = generate_completions(penalised, tokenizer, prompts[:8], k=1, temperature=0, max_new_tokens=16)
     assert got == plain_generate(penalised, tokenizer, prompts[:8], k=1, temperature=0, max_new_tokens=16)
+
+
+@pytest.mark.slow
+def test_grow_cache_in_generate_samples_what_generate_samples_given_a_generation_config(model_and_tokenizer,
+                                                                                         lora_model, prompts):
+    """TRL's GRPO generation: `generate(input_ids=, attention_mask=, generation_config=)` on a batch
+    of prompts each repeated num_generations times, sampling. Through `grow_cache_in_generate` the
+    cache is a GrowingLayer cache (no torch.cat per step) and the draws are generate's own, token
+    for token; a call that brings its own cache keeps it."""
+    import torch
+    from transformers import DynamicCache, GenerationConfig
+
+    from py_trainer.models import decoding
+
+    _, tokenizer = model_and_tokenizer
+    tokenizer.padding_side = "left"
+    enc = tokenizer([p for p in prompts[:6] for _ in range(4)], return_tensors="pt", padding=True,
+                    add_special_tokens=False)
+    config = GenerationConfig(max_new_tokens=12, do_sample=True, temperature=0.7, top_p=1.0, top_k=0,
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+
+    def draw():
+        torch.manual_seed(11)
+        with torch.no_grad():
+            return lora_model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                                       generation_config=config)
+
+    plain = draw()
+    writes: list[int] = []
+    update = decoding.GrowingLayer.update
+
+    def counted(self, key_states, value_states, *args, **kwargs):
+        writes.append(key_states.shape[-2])
+        return update(self, key_states, value_states, *args, **kwargs)
+
+    decoding.GrowingLayer.update = counted
+    decoding.grow_cache_in_generate(lora_model)
+    try:
+        grown = draw()
+        writes_of_one_call = len(writes)
+        torch.manual_seed(11)
+        with torch.no_grad():
+            own = lora_model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                                      generation_config=config, cache=DynamicCache(config=lora_model.config))
+    finally:
+        decoding.GrowingLayer.update = update
+        del lora_model.__dict__["generate"]
+    layers = lora_model.config.num_hidden_layers
+    assert writes_of_one_call >= layers * 2 and writes[0] == enc["input_ids"].shape[1]  # prefill, then steps
+    assert len(writes) == writes_of_one_call  # a caller's own cache is left alone
+    assert torch.equal(grown, plain) and torch.equal(own, plain)
+    assert len({tuple(r) for r in plain[:, enc["input_ids"].shape[1]:].tolist()}) > 1  # sampled, not constant
+
+
+@pytest.mark.slow
+def test_grpo_training_generates_from_a_growing_cache(tmp_path, tiny_model_home, tiny_model_dir):
+    """The GRPO mode hands TRL's GRPOTrainer a model whose generate starts from a GrowingLayer
+    cache: one real step on the embedded model, in this process, and the cache took the prompts'
+    prefill and the sampled steps of its generation batch."""
+    import os
+    import traceback
+
+    from google.protobuf import json_format
+    from transformers import AutoConfig
+
+    from _builders import small_request
+    from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
+    from py_trainer.models import decoding
+    from py_trainer.server.validate import validate_train_request
+    from py_trainer.training.skeleton import run_training
+    from py_trainer.training.train_grpo import GrpoMode
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    req = validate_train_request(small_request("grown", max_steps=1), tmp_path)  # the effective request, as Train stores it
+    (run_dir / "request.json").write_text(json_format.MessageToJson(req))
+    prompt_rows: list[int] = []  # rows of each prefill into a GrowingLayer made under TRL's GRPOTrainer
+    update = decoding.GrowingLayer.update
+
+    def counted(self, key_states, value_states, *args, **kwargs):
+        if key_states.shape[-2] > 1 and any(f.filename.endswith(os.path.join("trl", "trainer", "grpo_trainer.py"))
+                                            for f in traceback.extract_stack()):
+            prompt_rows.append(key_states.shape[0])
+        return update(self, key_states, value_states, *args, **kwargs)
+
+    decoding.GrowingLayer.update = counted
+    try:
+        events: list[pb.RunEvent] = []
+        state = run_training(run_dir, tmp_path, events.append, lambda: False, GrpoMode())
+    finally:
+        decoding.GrowingLayer.update = update
+    assert state == pb.RUN_STATE_SUCCEEDED
+    assert [e.train_step.step for e in events if e.HasField("train_step")] == [1]
+    # TRL's generation batch (8 rows: 2 prompts x 4 generations), prefilled once per layer; the
+    # held-out measurement (generate_completions, also 8 rows) is not under GRPOTrainer
+    layers = AutoConfig.from_pretrained(tiny_model_dir).num_hidden_layers
+    assert prompt_rows and set(prompt_rows) == {8} and len(prompt_rows) % layers == 0, prompt_rows

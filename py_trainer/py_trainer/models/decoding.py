@@ -128,6 +128,31 @@ def sampling_cache(model, prefix, rows: int, capacity: int):
     return growing_cache(model, rows, capacity, prefix) if plain else None
 
 
+def grow_cache_in_generate(model) -> None:
+    """Make `model.generate` (an instance's, e.g. the PeftModel GRPOTrainer trains) start from a
+    `sampling_cache` when its caller passes no cache: TRL's GRPO generation calls
+    `generate(input_ids=, attention_mask=, generation_config=)` and its `DynamicCache` grows by a
+    `torch.cat` per step and layer. The same cache contents and attention shapes, so the same
+    draws (tests/test_generation_speed.py); where the model's cache is not plain full attention,
+    generate makes its own as before."""
+    inner = model.generate
+
+    def generate(*args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        config = kwargs.get("generation_config") or getattr(model, "generation_config", None)
+        new = getattr(config, "max_new_tokens", None) or kwargs.get("max_new_tokens")
+        if ids is not None and new and not any(k in kwargs for k in ("cache", "past_key_values")) \
+                and kwargs.get("use_cache", getattr(config, "use_cache", True)) is not False \
+                and not getattr(config, "cache_implementation", None) and getattr(config, "num_beams", 1) in (None, 1):
+            rows = ids.shape[0] * (kwargs.get("num_return_sequences") or getattr(config, "num_return_sequences", 1) or 1)
+            cache = sampling_cache(model, None, rows, ids.shape[-1] + new)
+            if cache is not None:
+                kwargs["cache"] = cache
+        return inner(*args, **kwargs)
+
+    model.generate = generate
+
+
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
                   pad_token_id: int):
     """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its

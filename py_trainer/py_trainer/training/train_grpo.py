@@ -297,6 +297,8 @@ class GrpoMode:
         from transformers import PrinterCallback
         from trl import GRPOTrainer
 
+        from py_trainer.models.decoding import grow_cache_in_generate
+
         trainer = GRPOTrainer(
             model=run.model,
             reward_funcs=trl_reward_funcs(self.specs, self.zero_std),
@@ -310,6 +312,7 @@ class GrpoMode:
             callbacks=[callback],
         )
         trainer.remove_callback(PrinterCallback)  # events carry the metrics; keep worker.log readable
+        grow_cache_in_generate(trainer.model)  # TRL's generate calls: no torch.cat per step (decoding.py)
         return trainer
 
     def finish(self, run: RunContext, result: pb.RunResult, start, end) -> dict:
