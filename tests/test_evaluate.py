@@ -76,6 +76,28 @@ def test_base_and_adapter_on_one_load(sidecar):
     assert [s.completion for t in a.tasks for s in t.samples] == [s.completion for t in c.tasks for s in t.samples]
 
 
+def test_greedy_variants_decoded_together_grade_what_each_variant_gives_alone(sidecar):
+    """A greedy Evaluate of the base and two adapters decodes them in shared batches
+    (models/variants.py); every variant's completions and scores are those of an Evaluate of that
+    variant alone, and progress is reported for each."""
+    shutil.copytree(sidecar.runs_root / "trained" / "adapter", sidecar.data_root / "greedy-copy")
+    tasks = {"jsonl_path": "tasks.jsonl", "split": "test", "limit": 10}
+    adapters = [{"name": "adapter", "run_id": "trained"}, {"name": "copy", "path": "greedy-copy"}]
+    out = evaluate(sidecar, tasks=tasks, adapters=adapters, temperature=0, batch_size=4, max_new_tokens=16)
+    res = out[-1].result
+    alone = {"base": evaluate(sidecar, tasks=tasks, temperature=0, batch_size=4, max_new_tokens=16)[-1].result}
+    for ref in adapters:
+        alone[ref["name"]] = evaluate(sidecar, tasks=tasks, adapters=[ref], skip_base=True, temperature=0,
+                                      batch_size=4, max_new_tokens=16)[-1].result
+    assert [v.name for v in res.variants] == ["base", "adapter", "copy"]
+    for v in res.variants:
+        [want] = alone[v.name].variants
+        assert v == want, v.name
+    progress = [r.progress for r in out if r.HasField("progress")]
+    for name in ("base", "adapter", "copy"):
+        assert [p.tasks_done for p in progress if p.variant == name] == [4, 8, 10]
+
+
 def test_result_carries_the_fingerprint_and_each_adapter_identity(sidecar):
     """The run-time half of the fingerprint (issue 21) and each adapter's sha256 and step."""
     import hashlib

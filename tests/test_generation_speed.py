@@ -285,3 +285,52 @@ def test_grpo_training_generates_from_a_growing_cache(tmp_path, tiny_model_home,
     # held-out measurement (generate_completions, also 8 rows) is not under GRPOTrainer
     layers = AutoConfig.from_pretrained(tiny_model_dir).num_hidden_layers
     assert prompt_rows and set(prompt_rows) == {8} and len(prompt_rows) % layers == 0, prompt_rows
+
+
+@pytest.mark.slow
+def test_variants_decoded_together_give_what_each_variant_gives_alone(model_and_tokenizer, lora_model, prompts):
+    """models/variants.py: the base and two LoRA adapters greedy-decoded in shared batches (PEFT's
+    mixed-batch forward, each variant's own prefix cache) give, token for token, what
+    generate_completions gives for each variant alone under disable_adapter / set_adapter; and
+    they take fewer forwards, each over the rows of every variant."""
+    import torch
+    from peft import LoraConfig
+
+    from py_trainer.models.variants import decode_together, generate_greedy_variants
+
+    model, tokenizer = model_and_tokenizer
+    subset = prompts[:40]
+    kw = dict(max_new_tokens=32, batch_size=16)
+    torch.manual_seed(1)
+    lora_model.add_adapter("second", LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                                                task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in lora_model.named_parameters():
+            if "lora_B" in name and ".second." in name:
+                p.normal_(0, 0.3)
+    inner = lora_model.get_base_model()
+    seen: list[int] = []
+    hook = inner.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        assert decode_together(lora_model, [None, "default", "second"])
+        assert not decode_together(lora_model, ["default"]) and not decode_together(model, [None, None])
+        together = generate_greedy_variants(lora_model, tokenizer, subset, [None, "default", "second"], **kw)
+        forwards_together, first_rows = len(seen), seen[3] if len(seen) > 3 else 0
+        seen.clear()
+        alone = []
+        with lora_model.disable_adapter():
+            alone.append(generate_completions(lora_model, tokenizer, subset, k=1, temperature=0, **kw))
+        for name in ("default", "second"):
+            lora_model.set_adapter(name)
+            alone.append(generate_completions(lora_model, tokenizer, subset, k=1, temperature=0, **kw))
+        forwards_alone = len(seen)
+    finally:
+        hook.remove()
+        lora_model.set_adapter("default")
+        lora_model.delete_adapter("second")
+    assert together == [[c[0] for c in variant] for variant in alone]
+    assert len({tuple(v) for v in together}) == 3  # the three variants complete differently
+    assert first_rows == 3 * 16  # 3 one-row prefix forwards, then a batch of 16 prompts x 3 variants
+    # a shared batch decodes until its longest row of any variant ends: 99 forwards against 191
+    # here, not a third (the adapters' completions run longer than the base's)
+    assert forwards_together < 0.6 * forwards_alone, (forwards_together, forwards_alone)

@@ -75,7 +75,8 @@ class GrowingLayer(DynamicLayer):
         self.is_initialized = True
 
     def seed(self, keys, values, rows: int) -> None:
-        """Start from a one-row cache (a shared prompt prefix), the same for `rows` rows."""
+        """Start from the cache of a shared prompt prefix: one row, the same for all `rows` rows, or
+        one per row (`variants.py`: each variant's own keys and values of the same prefix)."""
         self.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
         n = keys.shape[-2]
         self.key_buffer[:, :, :n] = keys
@@ -154,20 +155,27 @@ def grow_cache_in_generate(model) -> None:
 
 
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
-                  pad_token_id: int):
+                  pad_token_id: int, adapter_names: list[str] | None = None):
     """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
     tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
 
-    `cached` leading positions of every row are already in `prefix` (a one-row cache of the shared
-    prompt prefix, or None with `cached` = 0); the rest of `input_ids` is prefilled here."""
+    `cached` leading positions of every row are already in `prefix` (a cache of the shared prompt
+    prefix, one row for all or one per row, or None with `cached` = 0); the rest of `input_ids` is
+    prefilled here. `adapter_names`: each row's PEFT adapter ("__base__": none), PEFT's mixed-batch
+    forward, for a PeftModel decoding several variants in one batch (`variants.py`)."""
     rows, width = input_ids.shape
     device = input_ids.device
+    names = list(adapter_names) if adapter_names is not None else None
+
+    def forward(**kwargs):
+        return model(**kwargs, cache=cache, use_cache=True, logits_to_keep=1,
+                     **({"adapter_names": names} if names is not None else {})).logits
+
     cache = growing_cache(model, rows, width + max_new_tokens, prefix)
     # as generate: positions count the mask; an all-ones mask is dropped (no padding to hide)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
     mask = None if bool((attention_mask == 1).all()) else attention_mask
-    logits = model(input_ids=input_ids[:, cached:], attention_mask=mask, position_ids=position_ids[:, cached:],
-                   cache=cache, use_cache=True, logits_to_keep=1).logits
+    logits = forward(input_ids=input_ids[:, cached:], attention_mask=mask, position_ids=position_ids[:, cached:])
     out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     where = torch.arange(rows, device=device)  # the batch row of each row still decoding
     position = position_ids[:, -1:]
@@ -183,10 +191,10 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
             keep = going.nonzero().squeeze(1)
             where, token, position = where[keep], token[keep], position[keep]
             mask = mask[keep] if mask is not None else None
+            names = [names[i] for i in keep.tolist()] if names is not None else None
             cache.batch_select_indices(keep)
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
         position = position + 1
-        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, cache=cache,
-                       use_cache=True, logits_to_keep=1).logits
+        logits = forward(input_ids=token[:, None], attention_mask=mask, position_ids=position)
     return out[:, :steps]

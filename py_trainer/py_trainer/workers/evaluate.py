@@ -49,6 +49,7 @@ from py_trainer.models.inference import AdapterSource, generation_error, load_fo
 from py_trainer.models.loading import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, adapter_sha256,
                                        check_chat_template, format_prompts, generate_completions, model_fingerprint,
                                        resolve_adapter)
+from py_trainer.models.variants import decode_together, generate_greedy_variants
 
 log = logging.getLogger(__name__)
 
@@ -167,26 +168,48 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     for a in plan.adapters:
         run_id, step = plan.adapter_runs.get(a.name, ("", 0))
         result.adapters.add(name=a.name, run_id=run_id, sha256=adapter_sha256(a.folder), step=step)
+    def graded_of(comps: list[list[str]]) -> list[list[tuple[str, dict, None]]]:
+        return [[(c, {name: scorer(c, list(row.answers)) for name, scorer in scorers.items()}, None)
+                 for c in cs] for row, cs in zip(plan.rows, comps)]
+
+    together = {}  # greedy: every variant decoded in the same batches (models/variants.py)
+    keyed = [None if v == "base" else v for v in variants]
+    if agent is None and req.temperature == 0 and req.samples_per_task == 1 and decode_together(model, keyed):
+        def on_batches(done: int) -> None:
+            for v in variants:
+                progress(pb.EvaluateProgress(variant=v, tasks_done=done, tasks_total=len(plan.rows)))
+
+        try:
+            comps = generate_greedy_variants(model, tokenizer, prompts, keyed, max_new_tokens=req.max_new_tokens,
+                                             batch_size=req.batch_size, on_batch=on_batches)
+        except GenerationCancelled:
+            raise
+        except Exception as exc:
+            what = f"{'the base model and ' if 'base' in variants else ''}{len(plan.adapters)} adapter(s) decoded together"
+            raise generation_error(exc, "adapters", what) from None
+        together = {v: [[c] for c in cs] for v, cs in zip(variants, comps)}
     for variant in variants:
         def on_batch(done: int, _v=variant) -> None:
             progress(pb.EvaluateProgress(variant=_v, tasks_done=done, tasks_total=len(plan.rows)))
 
         def gen(_v=variant):
             try:
+                if _v in together:
+                    return graded_of(together[_v])
                 if agent is not None:
                     return agent_samples(model, tokenizer, plan, agent, _v, on_batch)
-                comps = generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
-                                             temperature=req.temperature, top_p=req.top_p,
-                                             max_new_tokens=req.max_new_tokens, seed=req.seed,
-                                             batch_size=req.batch_size, on_batch=on_batch)
-                return [[(c, {name: scorer(c, list(row.answers)) for name, scorer in scorers.items()}, None)
-                         for c in cs] for row, cs in zip(plan.rows, comps)]
+                return graded_of(generate_completions(model, tokenizer, prompts, k=req.samples_per_task,
+                                                      temperature=req.temperature, top_p=req.top_p,
+                                                      max_new_tokens=req.max_new_tokens, seed=req.seed,
+                                                      batch_size=req.batch_size, on_batch=on_batch))
             except (GenerationCancelled, ToolHostLost, ScorerError):
                 raise
             except Exception as exc:
                 raise generation_error(exc, *labels[_v]) from None
 
-        if variant == "base" and plan.adapters:
+        if variant in together:
+            graded = gen()
+        elif variant == "base" and plan.adapters:
             with model.disable_adapter():
                 graded = gen()
         else:
