@@ -289,8 +289,8 @@ def test_grpo_training_generates_from_a_growing_cache(tmp_path, tiny_model_home,
 
 @pytest.mark.slow
 def test_variants_decoded_together_give_what_each_variant_gives_alone(model_and_tokenizer, lora_model, prompts):
-    """models/variants.py: the base and two LoRA adapters greedy-decoded in shared batches (PEFT's
-    mixed-batch forward, each variant's own prefix cache) give, token for token, what
+    """models/variants.py: the base and two LoRA adapters greedy-decoded in shared batches (each
+    adapter's LoRA added to its own block of rows, each variant's own prefix cache) give, token for token, what
     generate_completions gives for each variant alone under disable_adapter / set_adapter; and
     they take fewer forwards, each over the rows of every variant."""
     import torch

@@ -22,6 +22,8 @@ runs (`generate_completions`), as torch and transformers are elsewhere in this p
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
@@ -155,21 +157,19 @@ def grow_cache_in_generate(model) -> None:
 
 
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
-                  pad_token_id: int, adapter_names: list[str] | None = None):
+                  pad_token_id: int, on_rows_left: Callable[[list[int]], None] | None = None):
     """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
     tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
 
     `cached` leading positions of every row are already in `prefix` (a cache of the shared prompt
     prefix, one row for all or one per row, or None with `cached` = 0); the rest of `input_ids` is
-    prefilled here. `adapter_names`: each row's PEFT adapter ("__base__": none), PEFT's mixed-batch
-    forward, for a PeftModel decoding several variants in one batch (`variants.py`)."""
+    prefilled here. `on_rows_left(kept)`: told which rows go on decoding (indices among the rows of
+    the step before) whenever rows leave (`variants.py` keeps each row's adapter with it)."""
     rows, width = input_ids.shape
     device = input_ids.device
-    names = list(adapter_names) if adapter_names is not None else None
 
     def forward(**kwargs):
-        return model(**kwargs, cache=cache, use_cache=True, logits_to_keep=1,
-                     **({"adapter_names": names} if names is not None else {})).logits
+        return model(**kwargs, cache=cache, use_cache=True, logits_to_keep=1).logits
 
     cache = growing_cache(model, rows, width + max_new_tokens, prefix)
     # as generate: positions count the mask; an all-ones mask is dropped (no padding to hide)
@@ -191,7 +191,8 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
             keep = going.nonzero().squeeze(1)
             where, token, position = where[keep], token[keep], position[keep]
             mask = mask[keep] if mask is not None else None
-            names = [names[i] for i in keep.tolist()] if names is not None else None
+            if on_rows_left is not None:
+                on_rows_left(keep.tolist())
             cache.batch_select_indices(keep)
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)

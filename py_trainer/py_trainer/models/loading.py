@@ -384,17 +384,16 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
     return max(n, 0)
 
 
-def prefix_cache(model, ids: list[int], device, **forward):
+def prefix_cache(model, ids: list[int], device):
     """The KV cache of one row of token ids, or None where it cannot be resumed by `generate` as a
-    plain prefix (anything but full-attention `DynamicLayer`s: sliding windows, linear attention).
-    `forward`: more arguments of the model's forward (PEFT's `adapter_names`)."""
+    plain prefix (anything but full-attention `DynamicLayer`s: sliding windows, linear attention)."""
     import torch
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     if getattr(model.config, "is_encoder_decoder", False):
         return None
-    out = model(input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1, **forward)
+    out = model(input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1)
     cache = getattr(out, "cache", None)
     if not isinstance(cache, DynamicCache) or not all(type(layer) is DynamicLayer for layer in cache.layers):
         return None

@@ -1,20 +1,24 @@
 """Greedy completions of a base model and its LoRA adapters decoded in the same batches (issue 43).
 
-On CPU a decode step's forward costs about as much for 8 rows as a fixed ~75 ms plus ~1.4 ms a
-row for SmolLM2-135M (2 cores, fp32: reading the weights dominates a small batch), so an Evaluate
-of the base and one adapter, one variant after the other, pays the fixed part twice per step. Here
-every batch of prompts is decoded once for all variants: the batch holds each prompt once per
-variant, and PEFT's mixed-batch forward (`adapter_names`: "__base__" for the base's rows) runs
-the base weights over every row and each adapter's LoRA over its own rows, the same arithmetic per
-row as `set_adapter` / `disable_adapter` give. Each variant's rows start from its own cache of the
-shared prompt prefix (an adapter's keys and values of it differ from the base's). The rest is
-`decoding.greedy_decode`: rows that ended leave the batch, whichever variant they belong to.
+On CPU a decode step's forward costs a fixed ~75 ms plus ~1.4 ms a row for SmolLM2-135M (2 cores,
+fp32: reading every weight once per forward dominates a small batch; scripts/profile_decode_rows.py),
+so an Evaluate of the base and one adapter, one variant after the other, pays the fixed part
+twice per step. Here every batch of prompts is decoded once for all variants: the batch holds
+each prompt once per variant, variant after variant, so each variant's rows are one contiguous
+block. The model runs with its adapters disabled (each LoRA layer gives its base layer's output)
+and a forward hook on every LoRA layer adds each adapter's `lora_B(lora_A(x)) * scaling` to its
+own block of rows, in place: the same arithmetic per row as `set_adapter` gives (PEFT's vanilla
+LoRA forward), and for the base's rows nothing is added, as under `disable_adapter`. (PEFT's own
+mixed-batch forward, `adapter_names`, gathers and scatters rows by index in every layer: measured
+here, that ate the gain.) Each variant's rows start from its own cache of the shared prompt prefix
+(an adapter's keys and values of it differ from the base's). The rest is `decoding.greedy_decode`:
+rows that ended leave the batch, whichever variant they belong to.
 
 Completions are those of `loading.generate_completions` run per variant, token for token
-(tests/test_generation_speed.py; on SmolLM2 the bench compares all 200 tasks of both variants with
-lm-evaluation-harness and plain `generate`). It runs where greedy decoding runs its own loop
-(`decoding.greedy_search_is_plain`) on a PeftModel whose LoRA layers take mixed batches (not
-DoRA, nothing merged); `evaluate.run_evaluation` decides.
+(tests/test_generation_speed.py, tests/test_evaluate.py; on SmolLM2 the bench compares all 200
+tasks of both variants with lm-evaluation-harness and plain `generate`). It runs where greedy
+decoding runs its own loop (`decoding.greedy_search_is_plain`), on CPU, for a PeftModel of plain
+LoRA linear layers (no DoRA or other variant, nothing merged); `evaluate.run_evaluation` decides.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Callable
 from py_trainer.models.loading import SHARED_PREFIX_MIN_TOKENS, pad_batch, prefix_cache, shared_prefix_length
 
 BASE = "__base__"
-"""PEFT's adapter name for a row that takes no adapter."""
+"""The name of a row that takes no adapter (PEFT's own marker for it)."""
 
 
 def decode_together(model, variants: list[str | None]) -> bool:
@@ -47,9 +51,54 @@ def decode_together(model, variants: list[str | None]) -> bool:
         return False
     for module in model.modules():
         if isinstance(module, LoraLayer):
-            if module.merged or any(module.use_dora.values()) or type(module).__name__ not in ("Linear", "Embedding"):
+            if module.merged or any(module.use_dora.values()) or module.lora_variant \
+                    or type(module).__name__ != "Linear" or module.lora_embedding_A:
                 return False
     return True
+
+
+class RowAdapters:
+    """While entered: `model`'s adapters disabled, and every LoRA linear layer adding each
+    adapter's output to its own contiguous block of batch rows (`names`: each row's adapter or
+    BASE, variant after variant; `keep` narrows them as rows leave the batch)."""
+
+    def __init__(self, model, names: list[str]):
+        self.model, self.names, self.hooks, self.disabled = model, list(names), [], None
+
+    def keep(self, rows: list[int]) -> None:
+        self.names = [self.names[i] for i in rows]
+
+    def blocks(self) -> list[tuple[str, int, int]]:
+        out, start = [], 0
+        for i in range(1, len(self.names) + 1):
+            if i == len(self.names) or self.names[i] != self.names[start]:
+                if self.names[start] != BASE:
+                    out.append((self.names[start], start, i))
+                start = i
+        return out
+
+    def add_lora(self, layer, args, output):
+        x = args[0]
+        for name, start, end in self.blocks():
+            if name in layer.lora_A:
+                a = layer.lora_A[name]
+                part = x[start:end].to(a.weight.dtype)
+                output[start:end] += (layer.lora_B[name](a(layer.lora_dropout[name](part))) * layer.scaling[name]).to(
+                    output.dtype)
+        return output
+
+    def __enter__(self):
+        from peft.tuners.lora import LoraLayer
+
+        self.disabled = self.model.disable_adapter()
+        self.disabled.__enter__()
+        self.hooks = [m.register_forward_hook(self.add_lora) for m in self.model.modules() if isinstance(m, LoraLayer)]
+        return self
+
+    def __exit__(self, *exc):
+        for hook in self.hooks:
+            hook.remove()
+        self.disabled.__exit__(*exc)
 
 
 def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: list[str | None], *,
@@ -74,18 +123,22 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
     out: list[list[str]] = [[""] * len(ids) for _ in names]
     with torch.no_grad():
         shared_len = shared_prefix_length(ids)
-        prefixes = [prefix_cache(model, ids[0][:shared_len], device, adapter_names=[name]) for name in names] \
-            if shared_len >= SHARED_PREFIX_MIN_TOKENS else []
+        prefixes = []
+        if shared_len >= SHARED_PREFIX_MIN_TOKENS:
+            for name in names:
+                with RowAdapters(model, [name]):
+                    prefixes.append(prefix_cache(model, ids[0][:shared_len], device))
         if not prefixes or any(p is None for p in prefixes):
             prefixes, shared_len = [], 0
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
             input_ids, mask = pad_batch([ids[i] for i in batch], shared_len, tokenizer.pad_token_id, device)
             rows = len(batch)
-            gen = greedy_decode(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1), cached=shared_len,
-                                prefix=per_row_prefix(prefixes, rows), max_new_tokens=max_new_tokens,
-                                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                adapter_names=[name for name in names for _ in batch])
+            with RowAdapters(model, [name for name in names for _ in batch]) as adapters:
+                gen = greedy_decode(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
+                                    cached=shared_len, prefix=per_row_prefix(prefixes, rows),
+                                    max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                                    pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep)
             texts = tokenizer.batch_decode(gen, skip_special_tokens=True)
             for v in range(len(names)):
                 for j, i in enumerate(batch):
