@@ -334,3 +334,68 @@ def test_variants_decoded_together_give_what_each_variant_gives_alone(model_and_
     # a shared batch decodes until its longest row of any variant ends: 99 forwards against 191
     # here, not a third (the adapters' completions run longer than the base's)
     assert forwards_together < 0.6 * forwards_alone, (forwards_together, forwards_alone)
+
+
+@pytest.fixture(scope="module")
+def gqa_model():
+    """A small random Llama with grouped-query attention (4 query heads, 2 key/value heads), as
+    SmolLM2 has (9 and 3); the embedded model has one key/value head per query head."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="sdpa")
+    return LlamaForCausalLM(config).eval()
+
+
+def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_unrepeated(gqa_model, monkeypatch):
+    """decoding.greedy_decode's prefill (issue 43): the LM head gets a contiguous input (the
+    [rows, 1, hidden] slice `logits_to_keep=1` makes is strided, and torch's linear then runs a
+    batched product per row against a broadcast weight), and SDPA attends the key/value groups as
+    they are under the padding mask (`enable_gqa`) instead of repeating them per query head; the
+    tokens are generate's."""
+    import torch
+    import torch.nn.functional as F
+
+    from py_trainer.models.decoding import greedy_decode
+
+    model = gqa_model
+    head_inputs: list[bool] = []
+    hook = model.get_output_embeddings().register_forward_hook(  # sees the input its pre-hooks made
+        lambda m, args, out: head_inputs.append(args[0].is_contiguous()))
+    sdpa_calls: list[tuple[int, bool, bool]] = []  # (query positions, a mask given, enable_gqa)
+    inner = F.scaled_dot_product_attention
+
+    def spy(q, k, v, *a, **kw):
+        sdpa_calls.append((q.shape[-2], kw.get("attn_mask") is not None, bool(kw.get("enable_gqa"))))
+        return inner(q, k, v, *a, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(1)
+    ids = torch.randint(3, 300, (6, 9))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    mask[4, :5] = 0
+    ids = ids.masked_fill(mask == 0, 0)
+    try:
+        with torch.no_grad():
+            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=6, eos_token_id=2,
+                                pad_token_id=0)
+    finally:
+        hook.remove()
+    prefill = sdpa_calls[:model.config.num_hidden_layers]  # one call per layer, then the decode steps'
+    assert prefill and all(n == 9 and masked and gqa for n, masked, gqa in prefill), sdpa_calls
+    assert head_inputs and all(head_inputs), head_inputs
+    monkeypatch.setattr(F, "scaled_dot_product_attention", inner)
+    with torch.no_grad():
+        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=6,
+                             eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
+    assert got.tolist() == ref[:, :got.shape[1]].tolist()
+    # attention outside the prefill is transformers' own again: a masked multi-position call repeats
+    sdpa_calls.clear()
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=mask)
+    assert sdpa_calls and not any(gqa for _, _, gqa in sdpa_calls)

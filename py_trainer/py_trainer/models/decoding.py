@@ -156,6 +156,52 @@ def grow_cache_in_generate(model) -> None:
     model.generate = generate
 
 
+def contiguous_input(module, args):
+    """A forward pre-hook for the LM head: its input made contiguous. With `logits_to_keep=1` a
+    prefill hands the head `hidden[:, -1:, :]`, a strided [rows, 1, hidden] view, and torch's linear
+    cannot fold that to one matrix product: it broadcasts the [vocab, hidden] weight and runs a
+    batched product per row. On SmolLM2-135M, 128 rows: 420 ms against 36 ms contiguous, an eighth
+    of the prefill forward (docs/real-model.md). Decode steps' inputs are contiguous already."""
+    return (args[0].contiguous(),) + tuple(args[1:])
+
+
+class KeyValueGroupsInSdpa:
+    """While entered, transformers' SDPA attention on CPU attends grouped-query keys and values as
+    they are (`enable_gqa=True`) under a padding mask too, instead of first copying them once per
+    query head (`repeat_kv`). transformers takes the copy whenever a mask is given because CUDA's
+    fused kernels refuse a mask with GQA; torch's CPU kernel takes both and gives the same output,
+    bit for bit (tests/test_generation_speed.py). On SmolLM2-135M (9 query heads, 3 key/value
+    heads) a prefill of 128 rows x 20 positions copied ~1.2 GB of keys and values per forward.
+    Only around a prefill forward (a decode step's single query already folds the groups), and
+    only where transformers decides this by `use_gqa_in_sdpa` (5.x)."""
+
+    active = 0
+
+    def __init__(self):
+        try:
+            from transformers.integrations import sdpa_attention
+        except ImportError:
+            return
+        decide = getattr(sdpa_attention, "use_gqa_in_sdpa", None)
+        if decide is None or getattr(decide, "py_trainer", False):
+            return
+
+        def use_gqa_in_sdpa(attention_mask, key, value):
+            if KeyValueGroupsInSdpa.active and key.device.type == "cpu" and key.shape[-1] == value.shape[-1]:
+                return True
+            return decide(attention_mask, key, value)
+
+        use_gqa_in_sdpa.py_trainer = True
+        sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+
+    def __enter__(self):
+        KeyValueGroupsInSdpa.active += 1
+        return self
+
+    def __exit__(self, *exc):
+        KeyValueGroupsInSdpa.active -= 1
+
+
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
                   pad_token_id: int, on_rows_left: Callable[[list[int]], None] | None = None):
     """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
@@ -175,7 +221,15 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
     # as generate: positions count the mask; an all-ones mask is dropped (no padding to hide)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
     mask = None if bool((attention_mask == 1).all()) else attention_mask
-    logits = forward(input_ids=input_ids[:, cached:], attention_mask=mask, position_ids=position_ids[:, cached:])
+    head = model.get_output_embeddings()
+    hook = head.register_forward_pre_hook(contiguous_input) if head is not None else None
+    try:
+        with KeyValueGroupsInSdpa():
+            logits = forward(input_ids=input_ids[:, cached:], attention_mask=mask,
+                             position_ids=position_ids[:, cached:])
+    finally:
+        if hook is not None:
+            hook.remove()
     out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     where = torch.arange(rows, device=device)  # the batch row of each row still decoding
     position = position_ids[:, -1:]
