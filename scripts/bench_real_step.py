@@ -132,14 +132,19 @@ def plain_arm(a, folder: str) -> dict:
 
 
 def run_arm(arm: str, a, tmp: Path) -> dict:
-    """Each arm in its own process, so each gets the OpenMP settings it names (they are read once,
-    when torch loads): the project's CLI sets OMP_WAIT_POLICY=PASSIVE itself; TRL as shipped runs
-    with the environment this script was started with, minus that variable; plain PyTorch with it."""
+    """Each arm in its own process, so each gets the OpenMP and malloc settings it names (they are
+    read once, when the process or torch loads): the project's CLI sets its own
+    (`cli.cpu_process_env`); TRL as shipped runs with the environment this script was started
+    with, minus the OpenMP wait variables; plain PyTorch with the project's settings; the
+    trl-passive arms with OMP_WAIT_POLICY=PASSIVE."""
     if arm == "project":
         return project_arm(a, tmp)
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
-    if arm in ("plain", "trl-passive", "trl-passive-nockpt"):
+    from py_trainer.server.cli import cpu_process_env
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if arm == "plain":
+        env.update(cpu_process_env(env))
+    elif arm in ("trl-passive", "trl-passive-nockpt"):
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     argv = [sys.executable, __file__, "--one-arm", arm, "--prompts", str(a.prompts), "--generations",
             str(a.generations), "--new-tokens", str(a.new_tokens), "--steps", str(a.steps)]

@@ -79,7 +79,7 @@ def test_base_and_adapter_on_one_load(sidecar):
 def test_greedy_variants_decoded_together_grade_what_each_variant_gives_alone(sidecar):
     """A greedy Evaluate of the base and two adapters decodes them in shared batches
     (models/variants.py); every variant's completions and scores are those of an Evaluate of that
-    variant alone, and progress is reported for each."""
+    variant alone, and progress is reported for each as its decode groups end."""
     shutil.copytree(sidecar.runs_root / "trained" / "adapter", sidecar.data_root / "greedy-copy")
     tasks = {"jsonl_path": "tasks.jsonl", "split": "test", "limit": 10}
     adapters = [{"name": "adapter", "run_id": "trained"}, {"name": "copy", "path": "greedy-copy"}]
@@ -94,8 +94,9 @@ def test_greedy_variants_decoded_together_grade_what_each_variant_gives_alone(si
         [want] = alone[v.name].variants
         assert v == want, v.name
     progress = [r.progress for r in out if r.HasField("progress")]
-    for name in ("base", "adapter", "copy"):
-        assert [p.tasks_done for p in progress if p.variant == name] == [4, 8, 10]
+    for name in ("base", "adapter", "copy"):  # after each decode group of whole batches of 4
+        done = [p.tasks_done for p in progress if p.variant == name]
+        assert done == sorted(set(done)) and done[-1] == 10 and all(d % 4 == 0 for d in done[:-1]), done
 
 
 def test_result_carries_the_fingerprint_and_each_adapter_identity(sidecar):

@@ -399,3 +399,54 @@ def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_
     with torch.no_grad():
         model(input_ids=ids, attention_mask=mask)
     assert sdpa_calls and not any(gqa for _, _, gqa in sdpa_calls)
+
+
+def test_decode_groups_merge_whole_batches_within_rows_cache_and_length_bounds(monkeypatch):
+    """variants.decode_groups: whole batches, merged while the group's rows, its KV cache and the
+    padding its shorter prompts take stay within bounds; never less than one batch."""
+    from py_trainer.models import variants
+
+    lengths = [40] * 8 + [37] * 4 + [20] * 4  # own tokens, longest first
+    assert variants.decode_groups(lengths, 4, 2, 1) == [list(range(12)), list(range(12, 16))]  # 37 pads little, 20 not
+    monkeypatch.setattr(variants, "DECODE_ROWS", 16)
+    assert variants.decode_groups(lengths, 4, 2, 1) == [list(range(8)), list(range(8, 12)), list(range(12, 16))]
+    monkeypatch.setattr(variants, "DECODE_ROWS", 512)
+    monkeypatch.setattr(variants, "DECODE_KV_BYTES", 1000)
+    assert variants.decode_groups(lengths, 4, 2, 100) == [list(range(4)), list(range(4, 8)), list(range(8, 12)),
+                                                          list(range(12, 16))]  # 16 rows x 100 bytes > 1000
+    assert variants.decode_groups(lengths, 4, 2, 10_000) == [list(range(4)), list(range(4, 8)), list(range(8, 12)),
+                                                             list(range(12, 16))]  # one batch even over the budget
+    assert variants.decode_groups([], 4, 2, 1) == []
+
+
+@pytest.mark.parametrize("with_prefix", [False, True])
+def test_greedy_decode_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_model, with_prefix):
+    """decoding.greedy_decode with prefill_rows: the batch's rows prefilled a few per forward into
+    the one cache they then decode from (seeded by a shared prefix's cache or not) give the
+    tokens of one prefill of all rows, each forward over the rows it was told."""
+    import torch
+
+    from py_trainer.models.decoding import greedy_decode
+    from py_trainer.models.loading import pad_batch, prefix_cache
+
+    model = gqa_model
+    torch.manual_seed(2)
+    shared = torch.randint(3, 300, (5,)).tolist() if with_prefix else []
+    rows = [shared + torch.randint(3, 300, (n,)).tolist() for n in (7, 7, 6, 5, 5, 4, 3)]
+    ids, mask = pad_batch(rows, len(shared), 0, "cpu")
+    kw = dict(cached=len(shared), max_new_tokens=8, eos_token_id=2, pad_token_id=0)
+    windows: list[tuple[int, int]] = []
+    seen: list[int] = []
+    hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].shape[0]), with_kwargs=True)
+    with torch.no_grad():
+        prefix = prefix_cache(model, shared, "cpu") if shared else None
+        whole = greedy_decode(model, ids, mask, prefix=prefix, **kw)
+        seen.clear()
+        prefix = prefix_cache(model, shared, "cpu") if shared else None
+        seen.clear()
+        parts = greedy_decode(model, ids, mask, prefix=prefix, prefill_rows=3,
+                              on_prefill_rows=lambda a, b: windows.append((a, b)), **kw)
+    hook.remove()
+    assert parts.tolist() == whole.tolist()
+    assert windows == [(0, 3), (3, 6), (6, 7), (0, 7)]
+    assert seen[:3] == [3, 3, 1] and seen[3] <= 7  # three prefill forwards, then the batch decodes together

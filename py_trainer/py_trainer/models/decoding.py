@@ -109,6 +109,34 @@ class GrowingLayer(DynamicLayer):
             self.value_buffer = self.value_buffer[indices]
             self.views()
 
+    def rows(self, start: int, end: int, total: int, length: int) -> "GrowingLayer":
+        """A layer writing into rows [start, end) of this one's buffers (`total` rows in all) from
+        position `length` on, for a prefill of those rows alone; this layer's own buffers are
+        allocated from the first such layer's first write when nothing seeded them. `adopt` takes
+        the rows' writes back."""
+        part = GrowingLayer(self.capacity)
+        if self.is_initialized:
+            part.device, part.is_initialized, part.length = self.device, True, length
+            part.key_buffer, part.value_buffer = self.key_buffer[start:end], self.value_buffer[start:end]
+            part.views()
+        part.owner = (self, start, total)
+        return part
+
+    def adopt(self, part: "GrowingLayer") -> None:
+        """After `part` (from `rows`) prefilled its rows: allocate this layer's buffers from it when
+        the first part made its own, copy such a part's rows in, and take its length."""
+        owner, start, total = part.owner
+        if not self.is_initialized:
+            b, h, _, d = part.key_buffer.shape
+            self.lazy_initialization(part.key_buffer.new_empty((total, h, 0, d)),
+                                     part.value_buffer.new_empty((total, h, 0, part.value_buffer.shape[-1])))
+        if part.key_buffer.data_ptr() != self.key_buffer[start:].data_ptr():  # the part made its own buffers
+            rows = part.key_buffer.shape[0]
+            self.key_buffer[start:start + rows, :, :part.length] = part.keys
+            self.value_buffer[start:start + rows, :, :part.length] = part.values
+        self.length = part.length
+        self.views()
+
 
 def growing_cache(model, rows: int, capacity: int, prefix=None):
     """A DynamicCache of `GrowingLayer`s for `rows` rows of up to `capacity` positions, holding the
@@ -202,15 +230,26 @@ class KeyValueGroupsInSdpa:
         KeyValueGroupsInSdpa.active -= 1
 
 
+LEAVE_SHARE = 8
+"""Ended rows leave the batch once they are 1/LEAVE_SHARE of it: until then they ride along
+(their tokens unused). Leaving copies the batch's whole cache (`batch_select_indices`), ~0.3 s for
+400 rows of SmolLM2-135M against ~1.2 ms a row per step for riding along; leaving at every step
+a row ended cost 2.3 s of a 19 s Evaluate of 200 tasks x 2 variants (docs/real-model.md)."""
+
+
 def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
-                  pad_token_id: int, on_rows_left: Callable[[list[int]], None] | None = None):
+                  pad_token_id: int, on_rows_left: Callable[[list[int]], None] | None = None,
+                  prefill_rows: int = 0, on_prefill_rows: Callable[[int, int], None] | None = None):
     """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
     tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
 
     `cached` leading positions of every row are already in `prefix` (a cache of the shared prompt
     prefix, one row for all or one per row, or None with `cached` = 0); the rest of `input_ids` is
-    prefilled here. `on_rows_left(kept)`: told which rows go on decoding (indices among the rows of
-    the step before) whenever rows leave (`variants.py` keeps each row's adapter with it)."""
+    prefilled here, `prefill_rows` rows per forward when given (0: all at once), into the one cache
+    the whole batch then decodes from; `on_prefill_rows(start, end)` is told the rows of each such
+    forward, then (0, rows) when the decoding starts. `on_rows_left(kept)`: told which rows go on
+    decoding (indices among the rows of the step before) whenever rows leave (`variants.py` keeps
+    each row's adapter with it)."""
     rows, width = input_ids.shape
     device = input_ids.device
 
@@ -223,31 +262,57 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
     mask = None if bool((attention_mask == 1).all()) else attention_mask
     head = model.get_output_embeddings()
     hook = head.register_forward_pre_hook(contiguous_input) if head is not None else None
+    step_rows = prefill_rows if 0 < prefill_rows < rows else rows
+    parts, seen = [], cache.get_seq_length()
     try:
         with KeyValueGroupsInSdpa():
-            logits = forward(input_ids=input_ids[:, cached:], attention_mask=mask,
-                             position_ids=position_ids[:, cached:])
+            for start in range(0, rows, step_rows):
+                end = min(rows, start + step_rows)
+                if on_prefill_rows is not None:
+                    on_prefill_rows(start, end)
+                part = cache
+                if step_rows < rows:  # these rows alone, into their rows of the batch's cache
+                    part = DynamicCache(config=model.config)
+                    part.layers = [layer.rows(start, end, rows, seen) for layer in cache.layers]
+                parts.append(model(input_ids=input_ids[start:end, cached:],
+                                   attention_mask=mask[start:end] if mask is not None else None,
+                                   position_ids=position_ids[start:end, cached:], cache=part, use_cache=True,
+                                   logits_to_keep=1).logits)
+                if part is not cache:
+                    for layer, written in zip(cache.layers, part.layers):
+                        layer.adopt(written)
     finally:
         if hook is not None:
             hook.remove()
+    if on_prefill_rows is not None and step_rows < rows:
+        on_prefill_rows(0, rows)
+    logits = parts[0] if len(parts) == 1 else torch.cat(parts)
     out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
-    where = torch.arange(rows, device=device)  # the batch row of each row still decoding
+    where = torch.arange(rows, device=device)  # the batch row of each row in the batch
+    alive = None  # which of them still decode (None: all): ended rows wait to leave together
     position = position_ids[:, -1:]
     steps = 0
     for step in range(max_new_tokens):
         token = logits[:, -1, :].float().argmax(-1)
-        out[where, step] = token
+        if alive is None:
+            out[where, step] = token
+            going = token != eos_token_id
+        else:
+            out[where[alive], step] = token[alive]
+            going = alive & (token != eos_token_id)
         steps = step + 1
-        going = token != eos_token_id
         if step == max_new_tokens - 1 or not bool(going.any()):
             break
-        if not bool(going.all()):  # ended rows leave the batch
+        ended = len(going) - int(going.sum())
+        if ended * LEAVE_SHARE >= len(going):  # ended rows leave the batch
             keep = going.nonzero().squeeze(1)
-            where, token, position = where[keep], token[keep], position[keep]
+            where, token, position, alive = where[keep], token[keep], position[keep], None
             mask = mask[keep] if mask is not None else None
             if on_rows_left is not None:
                 on_rows_left(keep.tolist())
             cache.batch_select_indices(keep)
+        elif ended:
+            alive = going
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
         position = position + 1

@@ -64,9 +64,14 @@ class RowAdapters:
 
     def __init__(self, model, names: list[str]):
         self.model, self.names, self.hooks, self.disabled = model, list(names), [], None
+        self.every = self.names
+
+    def window(self, start: int, end: int) -> None:
+        """Forwards see rows [start, end) of the batch (a prefill in parts; `decoding.greedy_decode`)."""
+        self.names = self.every[start:end]
 
     def keep(self, rows: list[int]) -> None:
-        self.names = [self.names[i] for i in rows]
+        self.names = self.every = [self.names[i] for i in rows]
 
     def blocks(self) -> list[tuple[str, int, int]]:
         out, start = [], 0
@@ -130,22 +135,68 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
                     prefixes.append(prefix_cache(model, ids[0][:shared_len], device))
         if not prefixes or any(p is None for p in prefixes):
             prefixes, shared_len = [], 0
-        for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
+        done = 0
+        per_row = kv_bytes_per_position(model) * (len(ids[order[0]]) + max_new_tokens) if ids else 0
+        for group in decode_groups([len(ids[i]) - shared_len for i in order], batch_size, len(names), per_row):
+            batch = [order[j] for j in group]
             input_ids, mask = pad_batch([ids[i] for i in batch], shared_len, tokenizer.pad_token_id, device)
             rows = len(batch)
             with RowAdapters(model, [name for name in names for _ in batch]) as adapters:
                 gen = greedy_decode(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
                                     cached=shared_len, prefix=per_row_prefix(prefixes, rows),
                                     max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                                    pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep)
+                                    pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep,
+                                    prefill_rows=batch_size * len(names), on_prefill_rows=adapters.window)
             texts = tokenizer.batch_decode(gen, skip_special_tokens=True)
             for v in range(len(names)):
                 for j, i in enumerate(batch):
                     out[v][i] = texts[v * rows + j]
+            done += rows
             if on_batch:
-                on_batch(min(start + batch_size, len(prompts)))
+                on_batch(done)
     return out
+
+
+DECODE_KV_BYTES = 2 << 30
+"""On CPU, the most KV cache one decode group of `generate_greedy_variants` holds (2 GiB): batches
+are merged into one group while their cache fits, never below one batch."""
+DECODE_ROWS = 512
+"""... and the most rows (prompts x variants) a group decodes."""
+PAD_SLACK = 8
+"""A batch joins a group when its longest prompt is within 1/PAD_SLACK of the group's longest
+(prompts sorted longest first): the rows it pads out stay a small share of the prefill."""
+
+
+def kv_bytes_per_position(model) -> int:
+    """Bytes of keys and values one row's position takes in `model`'s cache (fp32, every layer)."""
+    config = model.config
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * next(model.parameters()).element_size()
+
+
+def decode_groups(lengths: list[int], batch_size: int, variants: int, row_bytes: int) -> list[list[int]]:
+    """Indices into `lengths` (each prompt's own tokens, longest first) in decode groups: whole
+    batches of `batch_size` prompts, prefilled one batch (x variants rows) per forward, then decoded
+    together. A decode step costs a fixed part (reading every weight) plus a part per row: on
+    SmolLM2-135M on 2 cores ~60 ms + ~1.2 ms a row (scripts/profile_decode_rows.py), so one group
+    of 400 rows takes a quarter of the forwards four batches of 100 took. A batch joins the group
+    while the group's rows stay within DECODE_ROWS, their cache (`row_bytes` a row) within
+    DECODE_KV_BYTES, and its longest prompt within 1/PAD_SLACK of the group's longest."""
+    groups: list[list[int]] = []
+    for start in range(0, len(lengths), batch_size):
+        batch = list(range(start, min(start + batch_size, len(lengths))))
+        if groups:
+            group = groups[-1]
+            rows = (len(group) + len(batch)) * variants
+            longest = lengths[group[0]]
+            if rows <= DECODE_ROWS and rows * row_bytes <= DECODE_KV_BYTES \
+                    and (longest - lengths[batch[0]]) * PAD_SLACK <= longest:
+                group.extend(batch)
+                continue
+        groups.append(batch)
+    return groups
 
 
 def per_row_prefix(prefixes: list, rows: int):
