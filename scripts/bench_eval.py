@@ -10,11 +10,19 @@
    the adapter. The adapter: --adapter DIR (a trained one, e.g. the demo run's
    agent-evals/runs/<run_id>/adapter: answer-shaped completions, as Evaluate really sees), else a
    random LoRA (varied completions, a third of them running to max_new_tokens: decode-heavy, the
-   shared-prefix cache saves least there). Timed per repeat, interleaved (ours, lm-eval, ours, ...), after one untimed
-   warm-up of each: everything a user waits for after imports (model load, task and dataset
-   building, generation, grading). Printed: tasks/s for both (a task counts once per variant),
-   their ratio, the generation-only ratio (time inside `generate_completions` or
-   `generate_greedy_variants` vs inside
+   shared-prefix cache saves least there). Timed per repeat, interleaved (ours, lm-eval, plain
+   generate, ours, ...), each arm of each repeat in its own fresh process (this script again, with
+   --arm), which does its imports and one untimed warm-up on 8 tasks, then the timed run:
+   everything a user waits for after imports (model load, task and dataset building, generation,
+   grading). Each process gets the OpenMP settings its tool's user runs with (--arm-env natural,
+   the default; OpenMP reads them once, when torch loads): Evaluate's the parent's environment
+   plus what the py-trainer CLI adds to it before torch loads (cli.cpu_process_env: GOMP_SPINCOUNT
+   and the malloc settings, each unless set already), lm-eval's and plain generate's the parent's
+   environment without OMP_WAIT_POLICY, GOMP_SPINCOUNT and malloc settings (libgomp's and glibc's
+   defaults); --arm-env same
+   gives all three the parent's environment unchanged. A printed line names them. Printed:
+   tasks/s for both (a task counts once per variant), their ratio, the generation-only ratio
+   (time inside `generate_completions` or `generate_greedy_variants` vs inside
    `HFLM.generate_until`), and the share of completions that are identical, per variant.
    Target: >= 1.5x lm-eval's tasks/s with identical completions.
    Beside them, the reference arm (issue 43): plain batched HF `generate` with its KV cache, the
@@ -47,6 +55,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -225,75 +234,182 @@ def plain_generate_run(model_dir: str, adapter: Path, prompts: list[str], max_ne
 # The comparisons
 
 
-def compare_lm_eval(model_dir: str, adapter: Path, tmp: Path, rows: list[dict], args) -> None:
-    import torch
+OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+ARMS = {"evaluate": "Evaluate", "lm-eval": "lm-eval", "plain": "plain generate"}
+"""The timed arms of the lm-eval comparison (--arm), in the order each repeat runs them: their printed names."""
 
-    import lm_eval  # noqa: F401  (imported before any clock starts, as py_trainer is)
-    from lm_eval.models.huggingface import HFLM
 
-    from py_trainer.models.loading import pick_device
-    from transformers import AutoTokenizer
+def arm_envs(mode: str) -> dict[str, dict[str, str]]:
+    """The environment of each arm's process. natural: Evaluate's is this one plus what the
+    py-trainer CLI's `main` adds before torch loads (cli.cpu_process_env), lm-eval's and plain
+    generate's this one without the OpenMP wait and malloc settings (libgomp's and glibc's
+    defaults, as their users run);
+    same: this one for all three."""
+    parent = dict(os.environ)
+    if mode == "same":
+        return {arm: parent for arm in ARMS}
+    from py_trainer.server.cli import cpu_process_env  # no torch: the CLI sets these before torch loads
 
-    from py_trainer.models.loading import format_prompts
-    from py_trainer.workers import evaluate as evaluate_module
+    theirs = {k: v for k, v in parent.items()
+              if k not in OMP and not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    return {"evaluate": {**parent, **cpu_process_env(parent)}, "lm-eval": theirs, "plain": theirs}
 
-    test = [r for r in rows if r["split"] == "test"][:args.tasks or None]
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    prompts = format_prompts(tok, [r["prompt"] for r in test], "chat" if BENCH.chat else "raw")
-    test_file = tmp / "test.jsonl"
-    test_file.write_text("".join(json.dumps({"id": r["id"], "split": "test", "prompt": r["prompt"], "answers": r["answers"]})
-                                 + "\n" for r in test))
-    device = str(pick_device("auto"))
-    dtype = "bfloat16" if device == "cuda" else "float32"  # what Evaluate's runtime.precision "auto" picks
-    os.chdir(REPO)  # the task YAML's data_files path is relative to the repo root
-    print(f"{len(test)} test-split tasks x 2 variants (base + LoRA adapter), greedy, max_new_tokens "
-          f"{args.max_new_tokens}, batch size {args.batch_size}, {device} {dtype}, torch threads "
-          f"{torch.get_num_threads()}; lm-eval {lm_eval_version()}")
-    ours(tmp, adapter, test_file, 8, args.max_new_tokens, args.batch_size)  # warm-up: imports, caches
-    lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype, limit=8)
-    plain_generate_run(model_dir, adapter, prompts[:8], args.max_new_tokens, args.batch_size, device, dtype)
-    gen_ours = Clock(evaluate_module, "generate_completions")
-    gen_together = Clock(evaluate_module, "generate_greedy_variants")  # greedy variants in shared batches
-    gen_lm = Clock(HFLM, "generate_until")
+
+def describe_env(env: dict[str, str]) -> str:
+    """The OpenMP wait and malloc variables set in env, or which defaults apply."""
+    omp = ", ".join(f"{k}={env[k]}" for k in OMP if k in env) or "libgomp defaults"
+    malloc = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("MALLOC_") or k == "GLIBC_TUNABLES")
+    return f"{omp}, {malloc or 'glibc malloc defaults'}"
+
+
+def run_arm(arm: str, args, tmp: Path, out: Path, env: dict[str, str]) -> dict:
+    """This script as a fresh process running one arm (or "prepare") with env; what it wrote to out."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--arm", arm, "--arm-dir", str(tmp), "--arm-out", str(out),
+           "--model", args.model, "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
+           "--batch-size", str(args.batch_size), "--tasks", str(args.tasks), "--repeats", str(args.repeats),
+           "--adapter", str(Path(args.adapter).resolve()) if args.adapter else "", "--sizes"]
+    sys.stdout.flush()
+    subprocess.run(cmd, env=env, cwd=REPO, check=True)
+    return json.loads(out.read_text())
+
+
+def compare_lm_eval(inputs: dict, tmp: Path, args) -> None:
+    ids = inputs["ids"]
+    envs = arm_envs(args.arm_env)
+    print(f"{len(ids)} test-split tasks x 2 variants (base + LoRA adapter), greedy, max_new_tokens "
+          f"{args.max_new_tokens}, batch size {args.batch_size}, {inputs['device']} {inputs['dtype']}, torch threads "
+          f"{inputs['torch_threads']}; lm-eval {inputs['lm_eval']}")
+    groups: dict[str, list[str]] = {}
+    for arm, name in ARMS.items():
+        groups.setdefault(describe_env(envs[arm]), []).append(name)
+    print(f"arm env (--arm-env {args.arm_env}; each arm of each repeat its own process): "
+          + "; ".join(f"{', '.join(names[:-1]) + ' and ' if names[1:] else ''}{names[-1]}: {desc}"
+                      for desc, names in groups.items()), flush=True)
     t_ours, t_lm, t_plain, g_ours, g_lm = [], [], [], [], []
-    limit = len(test) if args.tasks else None
     for i in range(args.repeats):
-        g0 = gen_ours.seconds + gen_together.seconds
-        t, c_ours = ours(tmp, adapter, test_file, len(test), args.max_new_tokens, args.batch_size)
-        t_ours.append(t)
-        g_ours.append(gen_ours.seconds + gen_together.seconds - g0)
-        g0 = gen_lm.seconds
-        t, c_lm = lm_eval_run(model_dir, adapter, args.max_new_tokens, args.batch_size, device, dtype, limit=limit)
-        t_lm.append(t)
-        g_lm.append(gen_lm.seconds - g0)
-        t, c_plain = plain_generate_run(model_dir, adapter, prompts, args.max_new_tokens, args.batch_size, device,
-                                        dtype)
-        t_plain.append(t)
+        r_ours, r_lm, r_plain = (run_arm(arm, args, tmp, tmp / f"{arm}-{i}.json", envs[arm]) for arm in ARMS)
+        t_ours.append(r_ours["seconds"])
+        g_ours.append(r_ours["generation"])
+        t_lm.append(r_lm["seconds"])
+        g_lm.append(r_lm["generation"])
+        t_plain.append(r_plain["seconds"])
         print(f"repeat {i}: Evaluate {t_ours[-1]:.2f} s (generation {g_ours[-1]:.2f} s)   "
               f"lm-eval {t_lm[-1]:.2f} s (generate_until {g_lm[-1]:.2f} s)   plain generate {t_plain[-1]:.2f} s",
               flush=True)
-    n = 2 * len(test)
+    c_ours, c_lm, plain = r_ours["completions"], r_lm["completions"], r_plain["completions"]
+    n = 2 * len(ids)
     a, b = statistics.median(t_ours), statistics.median(t_lm)
     ratios = sorted(lm / us for us, lm in zip(t_ours, t_lm))
     print(f"median of {args.repeats}: Evaluate {n / a:.1f} tasks/s, lm-eval {n / b:.1f} tasks/s, ratio {b / a:.2f}x "
           f"(per-repeat ratios {ratios[0]:.2f}-{ratios[-1]:.2f}x; target >= {BENCH.target}x)")
     print(f"generation only: {statistics.median(g_lm) / statistics.median(g_ours):.2f}x "
           f"({statistics.median(g_ours):.2f} s vs {statistics.median(g_lm):.2f} s)")
-    plain = {"base": dict(zip([r["id"] for r in test], c_plain[0])),
-             "adapter": dict(zip([r["id"] for r in test], c_plain[1]))}
-    tokens = sum(len(tok(c, add_special_tokens=False)["input_ids"]) for v in plain.values() for c in v.values())
+    tokens = r_plain["tokens"]
     c = statistics.median(t_plain)
     print(f"completion tokens/s ({tokens} tokens of the reference's completions, end to end): Evaluate "
           f"{tokens / a:.1f}, lm-eval {tokens / b:.1f}, plain generate {tokens / c:.1f}; Evaluate / plain generate "
           f"{c / a:.2f}x (target >= 0.5x); Evaluate / lm-eval {b / a:.2f}x")
     for variant in ("base", "adapter"):
-        same = sum(c_ours[variant][r["id"]] == c_lm[variant].get(r["id"]) for r in test)
-        ref = sum(c_ours[variant][r["id"]] == plain[variant][r["id"]] for r in test)
-        ref_lm = sum(c_lm[variant].get(r["id"]) == plain[variant][r["id"]] for r in test)
-        print(f"identical completions, {variant}: Evaluate = lm-eval {same}/{len(test)}, Evaluate = plain generate "
-              f"{ref}/{len(test)}, lm-eval = plain generate {ref_lm}/{len(test)}")
-    differ = sum(plain["base"][r["id"]] != plain["adapter"][r["id"]] for r in test)
-    print(f"adapter completions that differ from the base's (plain generate): {differ}/{len(test)}")
+        same = sum(c_ours[variant][i] == c_lm[variant].get(i) for i in ids)
+        ref = sum(c_ours[variant][i] == plain[variant][i] for i in ids)
+        ref_lm = sum(c_lm[variant].get(i) == plain[variant][i] for i in ids)
+        print(f"identical completions, {variant}: Evaluate = lm-eval {same}/{len(ids)}, Evaluate = plain generate "
+              f"{ref}/{len(ids)}, lm-eval = plain generate {ref_lm}/{len(ids)}")
+    differ = sum(plain["base"][i] != plain["adapter"][i] for i in ids)
+    print(f"adapter completions that differ from the base's (plain generate): {differ}/{len(ids)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The child processes (--arm): "prepare" (once, before the comparisons) and one per timed arm
+
+
+def prepare(args, tmp: Path) -> dict:
+    """The model folder and adapter (tmp/adapter), and for the lm-eval comparison tmp/test.jsonl and
+    what the arms share: task ids, formatted prompts, device and dtype. In a child, so that the
+    parent never runs torch (its OpenMP threads could spin beside the timed arms)."""
+    if args.model == "real":
+        from py_trainer.models.base_models import resolve_base_model
+
+        model_dir = resolve_base_model(BENCH.base_model)  # converted once, then cached
+    else:
+        from py_trainer.models.tiny_model import ensure_default_model
+
+        model_dir = str(ensure_default_model())
+    if args.adapter:
+        import shutil
+
+        adapter = Path(shutil.copytree(args.adapter, tmp / "adapter"))
+    else:
+        adapter = make_adapter(model_dir, tmp / "adapter")
+    out = {"model_dir": model_dir, "adapter": str(adapter)}
+    if args.repeats > 0:
+        import torch
+        from transformers import AutoTokenizer
+
+        from py_trainer.models.loading import format_prompts, pick_device
+
+        rows = [json.loads(line) for line in BENCH.tasks.read_text().splitlines()]
+        test = [r for r in rows if r["split"] == "test"][:args.tasks or None]
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        (tmp / "test.jsonl").write_text("".join(json.dumps({"id": r["id"], "split": "test", "prompt": r["prompt"],
+                                                             "answers": r["answers"]}) + "\n" for r in test))
+        device = str(pick_device("auto"))
+        out.update(ids=[r["id"] for r in test], device=device, torch_threads=torch.get_num_threads(),
+                   prompts=format_prompts(tok, [r["prompt"] for r in test], "chat" if BENCH.chat else "raw"),
+                   dtype="bfloat16" if device == "cuda" else "float32",  # what Evaluate's runtime.precision "auto" picks
+                   lm_eval=lm_eval_version())
+    return out
+
+
+def arm_evaluate(args, inputs: dict, tmp: Path) -> dict:
+    from py_trainer.workers import evaluate as evaluate_module
+
+    adapter, test_file = Path(inputs["adapter"]), tmp / "test.jsonl"
+    ours(tmp, adapter, test_file, 8, args.max_new_tokens, args.batch_size)  # warm-up: imports, caches
+    gen = [Clock(evaluate_module, "generate_completions"),
+           Clock(evaluate_module, "generate_greedy_variants")]  # greedy variants in shared batches
+    seconds, completions = ours(tmp, adapter, test_file, len(inputs["ids"]), args.max_new_tokens, args.batch_size)
+    return {"seconds": seconds, "generation": sum(g.seconds for g in gen), "completions": completions}
+
+
+def arm_lm_eval(args, inputs: dict, tmp: Path) -> dict:
+    from lm_eval.models.huggingface import HFLM
+
+    os.chdir(REPO)  # the task YAML's data_files path is relative to the repo root
+    run = (inputs["model_dir"], Path(inputs["adapter"]), args.max_new_tokens, args.batch_size, inputs["device"],
+           inputs["dtype"])
+    lm_eval_run(*run, limit=8)  # warm-up
+    gen = Clock(HFLM, "generate_until")
+    seconds, completions = lm_eval_run(*run, limit=len(inputs["ids"]) if args.tasks else None)
+    return {"seconds": seconds, "generation": gen.seconds, "completions": completions}
+
+
+def arm_plain(args, inputs: dict, tmp: Path) -> dict:
+    from transformers import AutoTokenizer
+
+    model_dir, adapter, prompts = inputs["model_dir"], Path(inputs["adapter"]), inputs["prompts"]
+    rest = (args.max_new_tokens, args.batch_size, inputs["device"], inputs["dtype"])
+    plain_generate_run(model_dir, adapter, prompts[:8], *rest)  # warm-up
+    seconds, texts = plain_generate_run(model_dir, adapter, prompts, *rest)
+    completions = {variant: dict(zip(inputs["ids"], t)) for variant, t in zip(("base", "adapter"), texts)}
+    tok = AutoTokenizer.from_pretrained(model_dir)  # after the clock: the tokens each completion's text encodes to
+    tokens = sum(len(tok(c, add_special_tokens=False)["input_ids"]) for t in texts for c in t)
+    return {"seconds": seconds, "completions": completions, "tokens": tokens}
+
+
+def run_child(args) -> int:
+    tmp = Path(args.arm_dir)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.arm == "prepare":
+        result = prepare(args, tmp)
+    else:
+        inputs = json.loads((tmp / "inputs.json").read_text())
+        result = {"evaluate": arm_evaluate, "lm-eval": arm_lm_eval, "plain": arm_plain}[args.arm](args, inputs, tmp)
+    Path(args.arm_out).write_text(json.dumps(result))
+    return 0
 
 
 def lm_eval_version() -> str:
@@ -327,36 +443,37 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=0, help="the first N test tasks of the lm-eval comparison (0: all)")
     ap.add_argument("--model", choices=sorted(BENCHES), default="embedded",
                     help="embedded: the default model on aml_typology; real: SmolLM2-135M-Instruct on arithmetic_chat")
+    ap.add_argument("--arm-env", choices=("natural", "same"), default="natural",
+                    help="the environment of each arm's process in the lm-eval comparison. natural: Evaluate gets "
+                    "this one plus what the py-trainer CLI sets before torch loads (cli.cpu_process_env: "
+                    "GOMP_SPINCOUNT, malloc settings, each unless already set), lm-eval and plain generate this one "
+                    "without OMP_WAIT_POLICY and GOMP_SPINCOUNT (libgomp's defaults, as their users run); "
+                    "same: this one, unchanged, for all three")
+    ap.add_argument("--arm", choices=("prepare", *ARMS), default="",
+                    help="internal: run one step of the lm-eval comparison in this process (the parent starts one "
+                    "such process per arm and repeat) and write its result to --arm-out")
+    ap.add_argument("--arm-dir", default="", help="internal: the parent's temp folder (--arm)")
+    ap.add_argument("--arm-out", default="", help="internal: where the --arm process writes its JSON result")
     args = ap.parse_args()
     global BENCH
     BENCH = BENCHES[args.model]
     if args.model == "real" and args.sizes:
         ap.error("--model real runs the lm-eval comparison only: give --sizes with no value")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    if args.model == "real":
-        from py_trainer.models.base_models import resolve_base_model
-
-        model_dir = resolve_base_model(BENCH.base_model)  # converted once, then cached
-    else:
-        from py_trainer.models.tiny_model import ensure_default_model
-
-        model_dir = str(ensure_default_model())
+    if args.arm:
+        return run_child(args)
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    if args.adapter:
-        import shutil
-
-        adapter = Path(shutil.copytree(args.adapter, tmp / "adapter"))
-    else:
-        adapter = make_adapter(model_dir, tmp / "adapter")
-    rows = [json.loads(line) for line in BENCH.tasks.read_text().splitlines()]
+    inputs = run_arm("prepare", args, tmp, tmp / "inputs.json", dict(os.environ))
+    model_dir, adapter = inputs["model_dir"], Path(inputs["adapter"])
     print(f"model {model_dir}; adapter {args.adapter or f'random LoRA r{BENCH.lora[0]}, B sd {BENCH.lora[1]} (make_adapter)'}")
     if args.repeats > 0:
         print("-- vs lm-evaluation-harness (same tasks, same model folder, same decoding)")
-        compare_lm_eval(model_dir, adapter, tmp, rows, args)
+        compare_lm_eval(inputs, tmp, args)
     if args.sizes:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        rows = [json.loads(line) for line in BENCH.tasks.read_text().splitlines()]
         print("-- vs a naive loop (one prompt at a time, model reloaded per variant)")
         compare_naive(model_dir, adapter, tmp, rows, args)
     return 0
