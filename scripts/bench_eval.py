@@ -16,7 +16,7 @@
    everything a user waits for after imports (model load, task and dataset building, generation,
    grading). Each process gets the OpenMP settings its tool's user runs with (--arm-env natural,
    the default; OpenMP reads them once, when torch loads): Evaluate's the parent's environment
-   plus what the py-trainer CLI adds to it before torch loads (cli.cpu_process_env: GOMP_SPINCOUNT
+   plus what the py-trainer CLI adds to it before torch loads (core/cpu_env.py, cpu_process_env: GOMP_SPINCOUNT
    and the malloc settings, each unless set already), lm-eval's and plain generate's the parent's
    environment without OMP_WAIT_POLICY, GOMP_SPINCOUNT and malloc settings (libgomp's and glibc's
    defaults); --arm-env same
@@ -241,14 +241,14 @@ ARMS = {"evaluate": "Evaluate", "lm-eval": "lm-eval", "plain": "plain generate"}
 
 def arm_envs(mode: str) -> dict[str, dict[str, str]]:
     """The environment of each arm's process. natural: Evaluate's is this one plus what the
-    py-trainer CLI's `main` adds before torch loads (cli.cpu_process_env), lm-eval's and plain
+    py-trainer CLI's `main` adds before torch loads (core/cpu_env.py, cpu_process_env), lm-eval's and plain
     generate's this one without the OpenMP wait and malloc settings (libgomp's and glibc's
     defaults, as their users run);
     same: this one for all three."""
     parent = dict(os.environ)
     if mode == "same":
         return {arm: parent for arm in ARMS}
-    from py_trainer.server.cli import cpu_process_env  # no torch: the CLI sets these before torch loads
+    from py_trainer.core.cpu_env import cpu_process_env  # no torch: the CLI sets these before torch loads
 
     theirs = {k: v for k, v in parent.items()
               if k not in OMP and not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
@@ -445,7 +445,7 @@ def main() -> int:
                     help="embedded: the default model on aml_typology; real: SmolLM2-135M-Instruct on arithmetic_chat")
     ap.add_argument("--arm-env", choices=("natural", "same"), default="natural",
                     help="the environment of each arm's process in the lm-eval comparison. natural: Evaluate gets "
-                    "this one plus what the py-trainer CLI sets before torch loads (cli.cpu_process_env: "
+                    "this one plus what the py-trainer CLI sets before torch loads (core/cpu_env.py, cpu_process_env: "
                     "GOMP_SPINCOUNT, malloc settings, each unless already set), lm-eval and plain generate this one "
                     "without OMP_WAIT_POLICY and GOMP_SPINCOUNT (libgomp's defaults, as their users run); "
                     "same: this one, unchanged, for all three")

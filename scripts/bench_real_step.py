@@ -134,12 +134,12 @@ def plain_arm(a, folder: str) -> dict:
 def run_arm(arm: str, a, tmp: Path) -> dict:
     """Each arm in its own process, so each gets the OpenMP and malloc settings it names (they are
     read once, when the process or torch loads): the project's CLI sets its own
-    (`cli.cpu_process_env`); TRL as shipped runs with the environment this script was started
+    (`core/cpu_env.py`); TRL as shipped runs with the environment this script was started
     with, minus the OpenMP wait variables; plain PyTorch with the project's settings; the
     trl-passive arms with OMP_WAIT_POLICY=PASSIVE."""
     if arm == "project":
         return project_arm(a, tmp)
-    from py_trainer.server.cli import cpu_process_env
+    from py_trainer.core.cpu_env import cpu_process_env
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     if arm == "plain":

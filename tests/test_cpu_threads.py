@@ -1,5 +1,5 @@
 """What every py-trainer process sets for torch's CPU threads and for malloc before torch loads
-(cli.cpu_process_env, docs/real-model.md "Speed on CPU"), unless the user chose:
+(core/cpu_env.py, cpu_process_env, docs/real-model.md "Speed on CPU"), unless the user chose:
 - OpenMP threads spin a bounded while (GOMP_SPINCOUNT=5000, ~0.25 ms) before they sleep: libgomp's
   default spin (300,000) made a real-model step 3-4x slower on cores shared with other jobs, and
   sleeping at once (OMP_WAIT_POLICY=PASSIVE, the setting before) cost a quiet machine ~25% of
@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from py_trainer.server.cli import cpu_process_env
+from py_trainer.core.cpu_env import cpu_process_env
 
 OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 MALLOC = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
