@@ -119,15 +119,15 @@ class GrowingLayer(DynamicLayer):
             part.device, part.is_initialized, part.length = self.device, True, length
             part.key_buffer, part.value_buffer = self.key_buffer[start:end], self.value_buffer[start:end]
             part.views()
-        part.owner = (self, start, total)
+        part.owner = (start, total)
         return part
 
     def adopt(self, part: "GrowingLayer") -> None:
         """After `part` (from `rows`) prefilled its rows: allocate this layer's buffers from it when
         the first part made its own, copy such a part's rows in, and take its length."""
-        owner, start, total = part.owner
+        start, total = part.owner
         if not self.is_initialized:
-            b, h, _, d = part.key_buffer.shape
+            _, h, _, d = part.key_buffer.shape
             self.lazy_initialization(part.key_buffer.new_empty((total, h, 0, d)),
                                      part.value_buffer.new_empty((total, h, 0, part.value_buffer.shape[-1])))
         if part.key_buffer.data_ptr() != self.key_buffer[start:].data_ptr():  # the part made its own buffers
