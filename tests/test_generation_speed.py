@@ -450,3 +450,39 @@ def test_greedy_decode_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_m
     assert parts.tolist() == whole.tolist()
     assert windows == [(0, 3), (3, 6), (6, 7), (0, 7)]
     assert seen[:3] == [3, 3, 1] and seen[3] <= 7  # three prefill forwards, then the batch decodes together
+
+
+def test_decode_steps_write_their_logits_into_one_buffer_bit_for_bit(gqa_model):
+    """decoding.greedy_decode's decode steps (issue 43): the LM head writes every step's logits
+    into one reused buffer (a fresh [rows, 1, vocab] tensor per step was a fresh mmap on SmolLM2,
+    page-faulted in each step), the same values `F.linear` gives, and the head is itself again
+    afterwards; the tokens are generate's."""
+    import torch
+    import torch.nn.functional as F
+
+    from py_trainer.models.decoding import greedy_decode
+
+    model = gqa_model
+    head = model.get_output_embeddings()
+    steps: list[tuple[int, bool]] = []  # (where the logits lie, equal to F.linear's) per decode step
+    hook = head.register_forward_hook(
+        lambda m, args, out: steps.append((out.data_ptr(), torch.equal(out, F.linear(args[0], m.weight)))))
+    torch.manual_seed(3)
+    ids = torch.randint(3, 300, (5, 8))
+    mask = torch.ones_like(ids)
+    mask[2, :4] = 0
+    ids = ids.masked_fill(mask == 0, 0)
+    try:
+        with torch.no_grad():
+            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=7, eos_token_id=2,
+                                pad_token_id=0)
+    finally:
+        hook.remove()
+    decode = steps[1:]  # the prefill's head call first
+    assert len(decode) == got.shape[1] - 1 >= 3, steps
+    assert len({ptr for ptr, _ in decode}) == 1 and all(same for _, same in decode), steps
+    assert "forward" not in vars(head)
+    with torch.no_grad():
+        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=7,
+                             eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
+    assert got.tolist() == ref[:, :got.shape[1]].tolist()

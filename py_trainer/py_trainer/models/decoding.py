@@ -22,6 +22,7 @@ runs (`generate_completions`), as torch and transformers are elsewhere in this p
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Callable
 
 import torch
@@ -78,11 +79,15 @@ class GrowingLayer(DynamicLayer):
 
     def seed(self, keys, values, rows: int) -> None:
         """Start from the cache of a shared prompt prefix: one row, the same for all `rows` rows, or
-        one per row (`variants.py`: each variant's own keys and values of the same prefix)."""
-        self.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
-        n = keys.shape[-2]
-        self.key_buffer[:, :, :n] = keys
-        self.value_buffer[:, :, :n] = values
+        a list of such one-row caches, each for an equal block of the rows, in order (`variants.py`:
+        each variant's own keys and values of the same prefix), written straight into the buffers."""
+        blocks = list(zip(keys, values)) if isinstance(keys, (list, tuple)) else [(keys, values)]
+        first_keys, first_values = blocks[0]
+        self.lazy_initialization(first_keys[:1].expand(rows, -1, -1, -1), first_values[:1].expand(rows, -1, -1, -1))
+        n, share = first_keys.shape[-2], rows // len(blocks)
+        for i, (k, v) in enumerate(blocks):
+            self.key_buffer[i * share:(i + 1) * share, :, :n] = k
+            self.value_buffer[i * share:(i + 1) * share, :, :n] = v
         self.length = n
         self.views()
 
@@ -230,6 +235,40 @@ class KeyValueGroupsInSdpa:
         KeyValueGroupsInSdpa.active -= 1
 
 
+class HeadIntoOneBuffer:
+    """While entered, the LM head `head` (a bias-free `nn.Linear`; anything else is left alone)
+    writes each forward's logits into one buffer of up to `rows` rows, reused, instead of a fresh
+    [rows, 1, vocab] tensor per decode step. 400 rows of SmolLM2's 49152-token vocabulary are 79 MB
+    in fp32, past glibc's largest heap block (32 MiB): every step's logits were a fresh mmap,
+    page-faulted in and unmapped again, ~290k minor faults per Evaluate of 200 tasks x 2 variants
+    (docs/real-model.md). `torch.matmul(x, W.t(), out=)` runs the matrix product `F.linear` runs:
+    the same logits bit for bit (tests/test_generation_speed.py). A step's logits must be read
+    before the next forward: the decode loop takes their argmax first."""
+
+    def __init__(self, head, rows: int):
+        self.head, self.rows, self.buffer = head, rows, None
+        self.on = type(head) is torch.nn.Linear and head.bias is None
+
+    def forward(self, x):
+        if x.dim() != 3 or x.shape[0] * x.shape[1] > self.rows:
+            return torch.nn.functional.linear(x, self.head.weight)
+        weight = self.head.weight
+        if self.buffer is None:
+            self.buffer = weight.new_empty(self.rows * weight.shape[0])
+        out = self.buffer[:x.shape[0] * x.shape[1] * weight.shape[0]].view(x.shape[0], x.shape[1], weight.shape[0])
+        return torch.matmul(x, weight.t(), out=out)
+
+    def __enter__(self):
+        if self.on:
+            self.head.forward = self.forward
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            del self.head.forward
+        self.buffer = None
+
+
 LEAVE_SHARE = 8
 """Ended rows leave the batch once they are 1/LEAVE_SHARE of it: until then they ride along
 (their tokens unused). Leaving copies the batch's whole cache (`batch_select_indices`), ~0.3 s for
@@ -244,7 +283,8 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
     tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
 
     `cached` leading positions of every row are already in `prefix` (a cache of the shared prompt
-    prefix, one row for all or one per row, or None with `cached` = 0); the rest of `input_ids` is
+    prefix, one row for all or one per block of rows (`GrowingLayer.seed`), or None with `cached` =
+    0); the rest of `input_ids` is
     prefilled here, `prefill_rows` rows per forward when given (0: all at once), into the one cache
     the whole batch then decodes from; `on_prefill_rows(start, end)` is told the rows of each such
     forward, then (0, rows) when the decoding starts. `on_rows_left(kept)`: told which rows go on
@@ -274,10 +314,11 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
                 if step_rows < rows:  # these rows alone, into their rows of the batch's cache
                     part = DynamicCache(config=model.config)
                     part.layers = [layer.rows(start, end, rows, seen) for layer in cache.layers]
-                parts.append(model(input_ids=input_ids[start:end, cached:],
-                                   attention_mask=mask[start:end] if mask is not None else None,
-                                   position_ids=position_ids[start:end, cached:], cache=part, use_cache=True,
-                                   logits_to_keep=1).logits)
+                logits = model(input_ids=input_ids[start:end, cached:],
+                               attention_mask=mask[start:end] if mask is not None else None,
+                               position_ids=position_ids[start:end, cached:], cache=part, use_cache=True,
+                               logits_to_keep=1).logits
+                parts.append(logits[:, -1, :].float().argmax(-1))  # each part's first tokens, not its logits
                 if part is not cache:
                     for layer, written in zip(cache.layers, part.layers):
                         layer.adopt(written)
@@ -286,35 +327,37 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
             hook.remove()
     if on_prefill_rows is not None and step_rows < rows:
         on_prefill_rows(0, rows)
-    logits = parts[0] if len(parts) == 1 else torch.cat(parts)
+    token = parts[0] if len(parts) == 1 else torch.cat(parts)
     out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     where = torch.arange(rows, device=device)  # the batch row of each row in the batch
     alive = None  # which of them still decode (None: all): ended rows wait to leave together
     position = position_ids[:, -1:]
     steps = 0
-    for step in range(max_new_tokens):
-        token = logits[:, -1, :].float().argmax(-1)
-        if alive is None:
-            out[where, step] = token
-            going = token != eos_token_id
-        else:
-            out[where[alive], step] = token[alive]
-            going = alive & (token != eos_token_id)
-        steps = step + 1
-        if step == max_new_tokens - 1 or not bool(going.any()):
-            break
-        ended = len(going) - int(going.sum())
-        if ended * LEAVE_SHARE >= len(going):  # ended rows leave the batch
-            keep = going.nonzero().squeeze(1)
-            where, token, position, alive = where[keep], token[keep], position[keep], None
-            mask = mask[keep] if mask is not None else None
-            if on_rows_left is not None:
-                on_rows_left(keep.tolist())
-            cache.batch_select_indices(keep)
-        elif ended:
-            alive = going
-        if mask is not None:
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
-        position = position + 1
-        logits = forward(input_ids=token[:, None], attention_mask=mask, position_ids=position)
+    with HeadIntoOneBuffer(head, rows) if head is not None else nullcontext():  # decode steps' logits
+        for step in range(max_new_tokens):
+            if step:
+                token = logits[:, -1, :].float().argmax(-1)
+            if alive is None:
+                out[where, step] = token
+                going = token != eos_token_id
+            else:
+                out[where[alive], step] = token[alive]
+                going = alive & (token != eos_token_id)
+            steps = step + 1
+            if step == max_new_tokens - 1 or not bool(going.any()):
+                break
+            ended = len(going) - int(going.sum())
+            if ended * LEAVE_SHARE >= len(going):  # ended rows leave the batch
+                keep = going.nonzero().squeeze(1)
+                where, token, position, alive = where[keep], token[keep], position[keep], None
+                mask = mask[keep] if mask is not None else None
+                if on_rows_left is not None:
+                    on_rows_left(keep.tolist())
+                cache.batch_select_indices(keep)
+            elif ended:
+                alive = going
+            if mask is not None:
+                mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+            position = position + 1
+            logits = forward(input_ids=token[:, None], attention_mask=mask, position_ids=position)
     return out[:, :steps]

@@ -143,7 +143,7 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
             rows = len(batch)
             with RowAdapters(model, [name for name in names for _ in batch]) as adapters:
                 gen = greedy_decode(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
-                                    cached=shared_len, prefix=per_row_prefix(prefixes, rows),
+                                    cached=shared_len, prefix=per_row_prefix(prefixes),
                                     max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                                     pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep,
                                     prefill_rows=batch_size * len(names), on_prefill_rows=adapters.window)
@@ -199,16 +199,13 @@ def decode_groups(lengths: list[int], batch_size: int, variants: int, row_bytes:
     return groups
 
 
-def per_row_prefix(prefixes: list, rows: int):
-    """One cache-like object holding each variant's one-row prefix cache `rows` times, variant after
-    variant (the rows' order in the batch), for `decoding.growing_cache`; None without prefixes."""
+def per_row_prefix(prefixes: list):
+    """One cache-like object holding, per layer, each variant's one-row prefix cache for its block
+    of the batch's rows, variant after variant (the rows' order in the batch), which
+    `decoding.growing_cache` writes straight into its buffers (no [rows x variants] copy of the
+    prefix first); None without prefixes."""
     if not prefixes:
         return None
-    import torch
-
-    layers = []
-    for per_variant in zip(*(p.layers for p in prefixes)):
-        keys = torch.cat([layer.keys.expand(rows, -1, -1, -1) for layer in per_variant])
-        values = torch.cat([layer.values.expand(rows, -1, -1, -1) for layer in per_variant])
-        layers.append(SimpleNamespace(keys=keys, values=values))
+    layers = [SimpleNamespace(keys=[layer.keys for layer in per_variant], values=[layer.values for layer in per_variant])
+              for per_variant in zip(*(p.layers for p in prefixes))]
     return SimpleNamespace(layers=layers)
