@@ -5,7 +5,11 @@ SmolLM2-135M-Instruct in fp32 on this machine's threads: the median of 8 steps a
 A fixed part (reading every weight once per forward) plus a part per row: why decoding the base
 and its adapters in the same batches (models/variants.py) pays, docs/real-model.md.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/profile_decode_rows.py [--rows 8 32 64 128 256]
+    GOMP_SPINCOUNT=5000 .venv/bin/python scripts/profile_decode_rows.py [--rows 8 32 64 128 256]
+
+(GOMP_SPINCOUNT=5000 is the OpenMP wait py-trainer's workers run with, core/cpu_env.py; the
+table of the third pass in docs/real-model.md was measured under OMP_WAIT_POLICY=PASSIVE, the
+setting then, and says so.)
 """
 
 from __future__ import annotations
