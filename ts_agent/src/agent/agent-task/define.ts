@@ -52,7 +52,9 @@ export interface EpisodeMessage {
 export interface Episode {
   task: AgentTaskRow;
   messages: EpisodeMessage[];
-  /** the last assistant turn's text without tool-call blocks */
+  /** the last assistant turn's text without tool-call blocks when the episode ended by an answer
+   * (`stats.endedBy` "answer"); "" when a limit ended it ("max_turns", "max_tool_calls",
+   * "max_tokens"): an episode cut off gave no answer, whatever its last turn said */
   finalAnswer: string;
   toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>;
   stats: { turns: number; toolCalls: number; toolErrors: number; unknownToolCalls: number; malformedCalls: number; endedBy: string };
