@@ -486,3 +486,31 @@ def test_decode_steps_write_their_logits_into_one_buffer_bit_for_bit(gqa_model):
         ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=7,
                              eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
     assert got.tolist() == ref[:, :got.shape[1]].tolist()
+
+
+def test_head_into_one_buffer_leaves_other_heads_as_they_are():
+    """HeadIntoOneBuffer only takes over a plain bias-free nn.Linear: a head with a bias, or with a
+    forward of its own (accelerate's offload hooks set one on the instance), keeps its forward, and
+    the instance's own forward is still there afterwards; a plain head writes into the buffer."""
+    import torch
+
+    from py_trainer.models.decoding import HeadIntoOneBuffer
+
+    x = torch.randn(3, 1, 4)
+    hooked = torch.nn.Linear(4, 6, bias=False)
+    own = hooked.forward = lambda t: torch.zeros(t.shape[0], t.shape[1], 6)
+    with HeadIntoOneBuffer(hooked, 3):
+        assert torch.equal(hooked(x), torch.zeros(3, 1, 6))
+    assert vars(hooked)["forward"] is own
+    biased = torch.nn.Linear(4, 6)
+    with HeadIntoOneBuffer(biased, 3):
+        assert "forward" not in vars(biased)
+    plain = torch.nn.Linear(4, 6, bias=False)
+    with HeadIntoOneBuffer(plain, 3) as into, torch.no_grad():
+        first, second = plain(x), plain(x[:2])
+        assert first.data_ptr() == second.data_ptr() == into.buffer.data_ptr()
+        assert torch.equal(second, torch.nn.functional.linear(x[:2], plain.weight))
+        assert plain(torch.randn(4, 1, 4)).data_ptr() != into.buffer.data_ptr()  # more rows than the buffer
+    with HeadIntoOneBuffer(plain, 3) as into:  # under autograd: F.linear (out= takes no grad)
+        assert plain(x).requires_grad and into.buffer is None
+    assert "forward" not in vars(plain)

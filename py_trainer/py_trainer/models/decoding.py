@@ -236,21 +236,23 @@ class KeyValueGroupsInSdpa:
 
 
 class HeadIntoOneBuffer:
-    """While entered, the LM head `head` (a bias-free `nn.Linear`; anything else is left alone)
-    writes each forward's logits into one buffer of up to `rows` rows, reused, instead of a fresh
-    [rows, 1, vocab] tensor per decode step. 400 rows of SmolLM2's 49152-token vocabulary are 79 MB
-    in fp32, past glibc's largest heap block (32 MiB): every step's logits were a fresh mmap,
-    page-faulted in and unmapped again, ~290k minor faults per Evaluate of 200 tasks x 2 variants
-    (docs/real-model.md). `torch.matmul(x, W.t(), out=)` runs the matrix product `F.linear` runs:
+    """While entered, the LM head `head` (a bias-free `nn.Linear` with the class's forward; anything
+    else is left alone) writes each forward's logits into one buffer of up to `rows` rows, reused,
+    instead of a fresh [rows, 1, vocab] tensor per decode step. 400 rows of SmolLM2's 49152-token
+    vocabulary are 79 MB in fp32, past glibc's largest heap block (32 MiB): every step's logits
+    were a fresh mmap, page-faulted in and unmapped again (the decode forwards of one Evaluate of
+    200 tasks x 2 variants took 28k-152k minor faults, 4.5k-5k after; scripts/profile_variants.py,
+    docs/real-model.md). `torch.matmul(x, W.t(), out=)` runs the matrix product `F.linear` runs:
     the same logits bit for bit (tests/test_generation_speed.py). A step's logits must be read
     before the next forward: the decode loop takes their argmax first."""
 
     def __init__(self, head, rows: int):
         self.head, self.rows, self.buffer = head, rows, None
-        self.on = type(head) is torch.nn.Linear and head.bias is None
+        # a forward of the instance's own (accelerate's offload hooks set one) is left as it is
+        self.on = type(head) is torch.nn.Linear and head.bias is None and "forward" not in vars(head)
 
     def forward(self, x):
-        if x.dim() != 3 or x.shape[0] * x.shape[1] > self.rows:
+        if x.dim() != 3 or x.shape[0] * x.shape[1] > self.rows or torch.is_grad_enabled():  # out= takes no grad
             return torch.nn.functional.linear(x, self.head.weight)
         weight = self.head.weight
         if self.buffer is None:
