@@ -88,6 +88,11 @@ test("the agent process killed mid-run fails the run naming it; --resume serves 
   assert.match(runs, /calc-kill\s+FAILED/, runs);
   const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
   assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
+  const plain = agent(["resume", "calc-kill"]); // nothing would serve its tools: refused, the run left as it is
+  assert.equal(plain.code, 2, plain.stdout + plain.stderr);
+  assert.equal(plain.stderr.trim().split("\n").length, 1, plain.stderr);
+  assert.match(plain.stderr, /run calc-kill trains an agent .*agent train --agent-task FILE --resume calc-kill/);
+  assert.match(agent(["runs"]).stdout, /calc-kill\s+FAILED/);
   const resumed = agent(["train", "--agent-task", TASK, "--resume", "calc-kill"]);
   assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
   assert.match(resumed.stdout, /run calc-kill resumed from its last checkpoint/);
