@@ -84,3 +84,55 @@ def test_an_evaluate_on_an_unconverted_gguf_base_says_so_before_the_wait(tmp_pat
     folder.mkdir(parents=True)
     (folder / "build_info.json").write_text("{}")
     assert [r.WhichOneof("kind") for r in evaluate_responses(tmp_path, monkeypatch, SHORT)] == ["result"]
+
+
+def sample_responses(tmp_path, monkeypatch, base_model: str) -> list[pb.SampleGroupsResponse]:
+    from py_trainer.workers import sampling
+
+    def one_group(req, data_root, adapter, should_stop=None):
+        yield pb.RankedGroup(prompt="p")
+
+    monkeypatch.setattr(sampling, "sample_groups", one_group)
+    req = pb.SampleGroupsRequest(base_model=base_model, prompts=["p"], k=2)
+
+    async def collect():
+        return [r async for r in sampling.stream_groups(req, tmp_path, None)]
+
+    return asyncio.run(collect())
+
+
+def test_a_sample_groups_on_an_unconverted_gguf_base_says_so_before_the_wait(tmp_path, monkeypatch, caplog):
+    """SampleGroups streams the same warning before its first group (and logs it), as Evaluate does."""
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    caplog.set_level(logging.WARNING)
+    responses = sample_responses(tmp_path, monkeypatch, SHORT)
+    assert [r.HasField("warning") for r in responses] == [True, False] and responses[1].group.prompt == "p"
+    w = responses[0].warning
+    assert w.code == "base_model_conversion" and w.step == 0
+    assert w.message == ("converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model folder before sampling "
+                         "(one time, about a minute here; later loads use the converted folder)")
+    assert w.message in caplog.text
+    folder = gguf_model_dir(gguf_path(SHORT, tmp_path))
+    folder.mkdir(parents=True)
+    (folder / "build_info.json").write_text("{}")
+    assert [r.HasField("warning") for r in sample_responses(tmp_path, monkeypatch, SHORT)] == [False]
+
+
+def test_py_trainer_data_sample_on_an_unconverted_gguf_base_says_so_first(tmp_path, monkeypatch, capsys):
+    """`py-trainer data sample` prints the warning line before sampling, as `py-trainer evaluate` does."""
+    from py_trainer.server.cli import main
+    from py_trainer.workers import sampling
+
+    monkeypatch.setenv("PY_TRAINER_HOME", str(tmp_path / "home"))
+    seen: list[str] = []
+
+    def one_group(req, data_root, adapter, should_stop=None):
+        seen.append(capsys.readouterr().out)  # what was printed before the first draw
+        yield pb.RankedGroup(prompt="a b c")
+
+    monkeypatch.setattr(sampling, "sample_groups", one_group)
+    (tmp_path / "s.yaml").write_text(f"base_model: {SHORT}\nprompts: [a b c]\nk: 2\n")
+    assert main(["data", "sample", str(tmp_path / "s.yaml"), str(tmp_path / "out.jsonl"),
+                 "--data-root", str(tmp_path)]) == 0
+    assert "warning [base_model_conversion]: converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model " \
+           "folder before sampling" in seen[0]

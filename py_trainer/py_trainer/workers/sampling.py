@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import threading
 from pathlib import Path
@@ -32,10 +33,12 @@ from py_trainer.core.model_files import check_adapter_fits_base
 from py_trainer.core.rewards import checked_scorer
 from py_trainer.data.preference_data import group_to_json
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models.base_models import check_base_model, model_dir_for
+from py_trainer.models.base_models import check_base_model, conversion_pending, model_dir_for
 from py_trainer.models.inference import AdapterSource, generation_error, load_for_inference
 from py_trainer.models.loading import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, check_chat_template,
                                        format_prompts, generate_completions, resolve_adapter)
+
+log = logging.getLogger(__name__)
 
 LADDER_TOP = 0.95
 LADDER_BOTTOM = 0.65
@@ -217,7 +220,11 @@ async def sample_groups_stream(request: pb.SampleGroupsRequest, registry) -> Asy
 
 async def stream_groups(req: pb.SampleGroupsRequest, data_root: Path,
                         adapter: AdapterSource | None) -> AsyncIterator[pb.SampleGroupsResponse]:
-    """Sample a validated request on the inference thread, yielding each group as soon as it is sampled."""
+    """Sample a validated request on the inference thread, yielding each group as soon as it is sampled;
+    first a warning when the load converts a GGUF base (a minute the user would wait unsaid)."""
+    if note := conversion_pending(req.base_model, data_root, before="sampling", later="later loads use"):
+        log.warning(note)
+        yield pb.SampleGroupsResponse(warning=pb.RunWarning(code="base_model_conversion", message=note))
     stop = threading.Event()
     it = sample_groups(req, data_root, adapter, should_stop=stop.is_set)
     done = object()
