@@ -350,6 +350,38 @@ def gqa_model():
     return LlamaForCausalLM(config).eval()
 
 
+def left_padded(seed: int, rows: int, width: int, pads: dict[int, int]):
+    """(ids, mask): random token ids of the GQA model's vocabulary, row r left-padded by pads[r]."""
+    import torch
+
+    torch.manual_seed(seed)
+    ids = torch.randint(3, 300, (rows, width))
+    mask = torch.ones_like(ids)
+    for row, n in pads.items():
+        mask[row, :n] = 0
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def greedy_pair(model, ids, mask, max_new_tokens: int, during=None):
+    """(greedy_decode's tokens, generate's) for a left-padded batch, EOS 2, pad 0; `during()` is
+    called after greedy_decode, before generate (hooks removed, spies restored), even on failure."""
+    import torch
+
+    from py_trainer.models.decoding import greedy_decode
+
+    try:
+        with torch.no_grad():
+            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=max_new_tokens,
+                                eos_token_id=2, pad_token_id=0)
+    finally:
+        if during is not None:
+            during()
+    with torch.no_grad():
+        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=max_new_tokens,
+                             eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
+    return got.tolist(), ref[:, :got.shape[1]].tolist()
+
+
 def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_unrepeated(gqa_model, monkeypatch):
     """decoding.greedy_decode's prefill (issue 43): the LM head gets a contiguous input (the
     [rows, 1, hidden] slice `logits_to_keep=1` makes is strided, and torch's linear then runs a
@@ -358,8 +390,6 @@ def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_
     tokens are generate's."""
     import torch
     import torch.nn.functional as F
-
-    from py_trainer.models.decoding import greedy_decode
 
     model = gqa_model
     head_inputs: list[bool] = []
@@ -373,26 +403,17 @@ def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_
         return inner(q, k, v, *a, **kw)
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
-    torch.manual_seed(1)
-    ids = torch.randint(3, 300, (6, 9))
-    mask = torch.ones_like(ids)
-    mask[1, :3] = 0
-    mask[4, :5] = 0
-    ids = ids.masked_fill(mask == 0, 0)
-    try:
-        with torch.no_grad():
-            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=6, eos_token_id=2,
-                                pad_token_id=0)
-    finally:
+    ids, mask = left_padded(1, 6, 9, {1: 3, 4: 5})
+
+    def stop_spying():
         hook.remove()
+        monkeypatch.setattr(F, "scaled_dot_product_attention", inner)
+
+    got, ref = greedy_pair(model, ids, mask, 6, during=stop_spying)
     prefill = sdpa_calls[:model.config.num_hidden_layers]  # one call per layer, then the decode steps'
     assert prefill and all(n == 9 and masked and gqa for n, masked, gqa in prefill), sdpa_calls
     assert head_inputs and all(head_inputs), head_inputs
-    monkeypatch.setattr(F, "scaled_dot_product_attention", inner)
-    with torch.no_grad():
-        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=6,
-                             eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
-    assert got.tolist() == ref[:, :got.shape[1]].tolist()
+    assert got == ref
     # attention outside the prefill is transformers' own again: a masked multi-position call repeats
     sdpa_calls.clear()
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
@@ -460,32 +481,18 @@ def test_decode_steps_write_their_logits_into_one_buffer_bit_for_bit(gqa_model):
     import torch
     import torch.nn.functional as F
 
-    from py_trainer.models.decoding import greedy_decode
-
     model = gqa_model
     head = model.get_output_embeddings()
     steps: list[tuple[int, bool]] = []  # (where the logits lie, equal to F.linear's) per decode step
     hook = head.register_forward_hook(
         lambda m, args, out: steps.append((out.data_ptr(), torch.equal(out, F.linear(args[0], m.weight)))))
-    torch.manual_seed(3)
-    ids = torch.randint(3, 300, (5, 8))
-    mask = torch.ones_like(ids)
-    mask[2, :4] = 0
-    ids = ids.masked_fill(mask == 0, 0)
-    try:
-        with torch.no_grad():
-            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=7, eos_token_id=2,
-                                pad_token_id=0)
-    finally:
-        hook.remove()
+    ids, mask = left_padded(3, 5, 8, {2: 4})
+    got, ref = greedy_pair(model, ids, mask, 7, during=hook.remove)
     decode = steps[1:]  # the prefill's head call first
-    assert len(decode) == got.shape[1] - 1 >= 3, steps
+    assert len(decode) == len(got[0]) - 1 >= 3, steps
     assert len({ptr for ptr, _ in decode}) == 1 and all(same for _, same in decode), steps
     assert "forward" not in vars(head)
-    with torch.no_grad():
-        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=7,
-                             eos_token_id=2, pad_token_id=0)[:, ids.shape[1]:]
-    assert got.tolist() == ref[:, :got.shape[1]].tolist()
+    assert got == ref
 
 
 def test_head_into_one_buffer_leaves_other_heads_as_they_are():
