@@ -288,9 +288,9 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
     prefix, one row for all or one per block of rows (`GrowingLayer.seed`), or None with `cached`
     0); the rest of `input_ids` is prefilled here, `prefill_rows` rows per forward when given (0:
     all at once), into the one cache the whole batch then decodes from; `on_prefill_rows(start,
-    end)` is told the rows of each such forward, then (0, rows) when the decoding starts. `on_rows_left(kept)`: told which rows go on
-    decoding (indices among the rows of the step before) whenever rows leave (`variants.py` keeps
-    each row's adapter with it)."""
+    end)` is told the rows of each such forward, then (0, rows) when the decoding starts.
+    `on_rows_left(kept)`: told which rows go on decoding (indices among the rows of the step
+    before) whenever rows leave (`variants.py` keeps each row's adapter with it)."""
     rows, width = input_ids.shape
     device = input_ids.device
 

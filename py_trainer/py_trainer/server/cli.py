@@ -236,8 +236,7 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
     from py_trainer.core.errors import RequestError, Terminated, term_as_ctrl_c
     from py_trainer.data.preference_data import group_to_json
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-    from py_trainer.models.base_models import conversion_pending
-    from py_trainer.workers.sampling import sample_groups, validate_sample_request
+    from py_trainer.workers.sampling import conversion_note, sample_groups, validate_sample_request
 
     from py_trainer.server.standalone import ProgressLine, clock, load_request_file
 
@@ -249,7 +248,7 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
         return 2
     # sample_groups_to_jsonl's steps, with a progress line per group (a log file sees one every 10 s)
     line, t0, groups = ProgressLine(every_steps=max(1, len(req.prompts) // 10)), time.monotonic(), []
-    if note := conversion_pending(req.base_model, Path(args.data_root), before="sampling", later="later loads use"):
+    if note := conversion_note(req, Path(args.data_root)):
         line.say(f"warning [base_model_conversion]: {note}")  # a minute unsaid otherwise, as in evaluate
     for grp in sample_groups(req, args.data_root, adapter):
         groups.append(group_to_json(grp))

@@ -218,11 +218,16 @@ async def sample_groups_stream(request: pb.SampleGroupsRequest, registry) -> Asy
         yield resp
 
 
+def conversion_note(req: pb.SampleGroupsRequest, data_root: Path) -> str:
+    """The line saying sampling first converts the request's GGUF base (`conversion_pending`), or ""."""
+    return conversion_pending(req.base_model, data_root, before="sampling", later="later loads use")
+
+
 async def stream_groups(req: pb.SampleGroupsRequest, data_root: Path,
                         adapter: AdapterSource | None) -> AsyncIterator[pb.SampleGroupsResponse]:
     """Sample a validated request on the inference thread, yielding each group as soon as it is sampled;
     first a warning when the load converts a GGUF base (a minute the user would wait unsaid)."""
-    if note := conversion_pending(req.base_model, data_root, before="sampling", later="later loads use"):
+    if note := conversion_note(req, data_root):
         log.warning(note)
         yield pb.SampleGroupsResponse(warning=pb.RunWarning(code="base_model_conversion", message=note))
     stop = threading.Event()
