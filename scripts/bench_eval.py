@@ -234,7 +234,6 @@ def plain_generate_run(model_dir: str, adapter: Path, prompts: list[str], max_ne
 # The comparisons
 
 
-OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 ARMS = {"evaluate": "Evaluate", "lm-eval": "lm-eval", "plain": "plain generate"}
 """The timed arms of the lm-eval comparison (--arm), in the order each repeat runs them: their printed names."""
 
@@ -248,17 +247,18 @@ def arm_envs(mode: str) -> dict[str, dict[str, str]]:
     parent = dict(os.environ)
     if mode == "same":
         return {arm: parent for arm in ARMS}
-    from py_trainer.core.cpu_env import cpu_process_env  # no torch: the CLI sets these before torch loads
+    from py_trainer.core.cpu_env import OPENMP_WAIT_VARS, cpu_process_env, is_malloc_var  # no torch
 
-    theirs = {k: v for k, v in parent.items()
-              if k not in OMP and not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    theirs = {k: v for k, v in parent.items() if k not in OPENMP_WAIT_VARS and not is_malloc_var(k)}
     return {"evaluate": {**parent, **cpu_process_env(parent)}, "lm-eval": theirs, "plain": theirs}
 
 
 def describe_env(env: dict[str, str]) -> str:
     """The OpenMP wait and malloc variables set in env, or which defaults apply."""
-    omp = ", ".join(f"{k}={env[k]}" for k in OMP if k in env) or "libgomp defaults"
-    malloc = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("MALLOC_") or k == "GLIBC_TUNABLES")
+    from py_trainer.core.cpu_env import OPENMP_WAIT_VARS, is_malloc_var
+
+    omp = ", ".join(f"{k}={env[k]}" for k in OPENMP_WAIT_VARS if k in env) or "libgomp defaults"
+    malloc = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if is_malloc_var(k))
     return f"{omp}, {malloc or 'glibc malloc defaults'}"
 
 

@@ -139,9 +139,9 @@ def run_arm(arm: str, a, tmp: Path) -> dict:
     trl-passive arms with OMP_WAIT_POLICY=PASSIVE."""
     if arm == "project":
         return project_arm(a, tmp)
-    from py_trainer.core.cpu_env import cpu_process_env
+    from py_trainer.core.cpu_env import OPENMP_WAIT_VARS, cpu_process_env
 
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items() if k not in OPENMP_WAIT_VARS}
     if arm == "plain":
         env.update(cpu_process_env(env))
     elif arm in ("trl-passive", "trl-passive-nockpt"):

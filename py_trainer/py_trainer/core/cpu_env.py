@@ -23,13 +23,23 @@ first touch and unmapped when freed: an Evaluate of 200 tasks x 2 variants on Sm
 minor faults and 13.6 s of system time in a 45 s script, against 1.0M and 6.0 s (docs/real-model.md)."""
 
 
+OPENMP_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+"""The variables that say how libgomp's threads wait: a user who set one keeps their choice."""
+
+
+def is_malloc_var(name: str) -> bool:
+    """Whether `name` tunes glibc malloc (a MALLOC_* variable or GLIBC_TUNABLES): a user who set one
+    keeps their malloc."""
+    return name.startswith("MALLOC_") or name == "GLIBC_TUNABLES"
+
+
 def cpu_process_env(env) -> dict[str, str]:
     """The variables `main` adds to the environment `env`: OPENMP_ENV and MALLOC_ENV, each unless
     the user set a variable of its kind."""
     out = {}
-    if not any(k in env for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
+    if not any(k in env for k in OPENMP_WAIT_VARS):
         out.update(OPENMP_ENV)
-    if not any(k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in env):
+    if not any(is_malloc_var(k) for k in env):
         out.update(MALLOC_ENV)
     return out
 
