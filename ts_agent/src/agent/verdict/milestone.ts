@@ -264,9 +264,16 @@ export function downstreamCriterion(d: DownstreamEvidence | null): CriterionResu
   const rejects = zero.excludes;
   const note = zero.disagreement ? `; ${zero.disagreement}` : "";
   if (!rejects && zero.disagreement) return { verdict: "INCONCLUSIVE", reason: `${est}: ${zero.disagreement}${oc}` };
-  if (rejects && d.lower >= DOWNSTREAM_MIN_DELTA) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  // per-task means that all moved by the same amount give a t interval of width 0: it bounds
+  // nothing, so it cannot confirm; the governing test (exact sign test) may still say PASS
+  const zeroWidth = d.lower === d.upper;
+  if (rejects && d.lower >= DOWNSTREAM_MIN_DELTA && !zeroWidth) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  const noWidth = zeroWidth
+    ? "; the interval has zero width (every task's difference is the same, no spread): it bounds nothing, so it cannot confirm; " +
+      "more samples per task or more tasks would give it a width"
+    : "";
   if (d.meanDiff >= DOWNSTREAM_MIN_DELTA && rejects) {
-    return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})${note}` };
+    return { verdict: "PASS", reason: `${est}: >= ${need} and the ${test} rejects 0 (${POINT_GATE}${oc})${note}${noWidth}` };
   }
   if (!rejects) {
     const power = d.requiredN !== null && d.requiredN > d.n ? `n=${d.n} < required n=${d.requiredN} for the observed delta` : `the CI includes 0`;
