@@ -12,7 +12,7 @@ import pytest
 
 from _sidecar import REPO, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.server.standalone import ProgressLine, TrainProgress
+from py_trainer.server.progress import ProgressLine, TrainProgress
 
 
 @pytest.mark.slow

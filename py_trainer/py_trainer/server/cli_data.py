@@ -25,7 +25,8 @@ def _cmd_data_sample(args: argparse.Namespace) -> int:
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
     from py_trainer.workers.sampling import conversion_note, sample_groups, validate_sample_request
 
-    from py_trainer.server.standalone import ProgressLine, clock, load_request_file
+    from py_trainer.server.progress import ProgressLine, clock
+    from py_trainer.server.request_files import load_request_file
 
     try:
         req = load_request_file(args.request, pb.SampleGroupsRequest())
