@@ -71,7 +71,7 @@ def trl_arm(a, folder: str, tmp: Path, **config) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from py_trainer.models.fused_head import restore_fused_head
-    from py_trainer.training.skeleton import StepTimer
+    from py_trainer.training.step_timer import StepTimer
 
     restore_fused_head()  # TRL's head exactly as shipped
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts(64)])

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from _sidecar import launch, sidecar_env  # noqa: E402
-from py_trainer.training.skeleton import STEP_PHASES  # noqa: E402  (the phases summary.json's time_breakdown has)
+from py_trainer.training.step_timer import STEP_PHASES  # noqa: E402  (the phases summary.json's time_breakdown has)
 
 # Arm C: the CLI with the compact fused head switched off (bench only; the product has no such switch)
 AS_SHIPPED = ("import sys; import py_trainer.training.skeleton as t; t.compact_fused_head_on_cpu = lambda: False; "
