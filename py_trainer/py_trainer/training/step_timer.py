@@ -4,6 +4,7 @@ on one trainer instance, phase by phase, with totals, shares and per-step median
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 
 STEP_PHASES = ("generation", "scoring", "rollout_logprobs", "forward", "backward", "optimizer", "other",
