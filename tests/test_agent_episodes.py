@@ -11,7 +11,7 @@ import pytest
 from _agent_host import agent_spec, serve
 from py_trainer.agents.episodes import AgentSetup, run_episodes, start_episodes
 from py_trainer.agents.tool_host import ToolHost, ToolHostLost
-from py_trainer.models.agent_format import TOOL_CHAT_TEMPLATE, end_token, parse_turn
+from py_trainer.models.agent_format import TOOL_CHAT_TEMPLATE, end_token
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,7 @@ SCRIPT = {
     "tool hangs": ['<tool_call>{"name": "slow", "arguments": {}}</tool_call>', "late"],
     "tool floods": ['<tool_call>{"name": "huge", "arguments": {}}</tool_call>', "done"],
     "loops": ['<tool_call>{"name": "add", "arguments": {"a": 1, "b": 1}}</tool_call>'] * 10,
+    "nests": ["<tool_call>" + "[" * 1500, "stopped"],
 }
 EXPECTED = {"t-add": "5", "t-once": "7"}
 
@@ -73,12 +74,12 @@ def host():
     server.stop(0)
 
 
-def run(tokenizer, address, tasks, model=None, **limits):
+def run(tokenizer, address, tasks, model=None, max_new_tokens=64, **limits):
     setup = AgentSetup.from_spec(agent_spec(address, tool_timeout_ms=300, max_tool_output_chars=100, **limits))
     client = ToolHost(address, setup.tool_timeout_ms)
     eps = start_episodes(tokenizer, setup, tasks, [f"e{i}" for i in range(len(tasks))])
     run_episodes(model or ScriptedModel(tokenizer), tokenizer, setup, client, eps, temperature=1.0, top_p=1.0,
-                 max_new_tokens=64, max_total_tokens=None, seed=0)
+                 max_new_tokens=max_new_tokens, max_total_tokens=None, seed=0)
     return setup, eps
 
 
@@ -159,9 +160,10 @@ def test_the_real_embedded_model_runs_through_the_same_runner(tiny_model_dir, to
         assert set(e.scores) == {"correct", "used_tool"}
 
 
-def test_parse_turn_keeps_block_order():
-    turn = parse_turn('think <tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call> then '
-                      '<tool_call>oops</tool_call><tool_call>{"name": "b", "arguments": [1]}</tool_call>')
-    assert turn.content == "think  then"
-    assert turn.blocks[0] == {"name": "a", "arguments": {"x": 1}}
-    assert "malformed" in turn.blocks[1] and "arguments" in turn.blocks[2]["malformed"]
+def test_a_call_nested_past_the_parser_is_a_counted_malformed_call(tokenizer, host):
+    _, address = host
+    _, [e] = run(tokenizer, address, [("t-nest", "nests")], max_new_tokens=4096)
+    assert (e.stats.malformed_calls, e.stats.turns, e.stats.ended_by) == (1, 2, "answer"), e.stats
+    assert "malformed tool call: not JSON (nested too deeply)" in e.messages[-2]["content"]
+    _, [cut] = run(tokenizer, address, [("t-nest", "nests")])  # the turn cut by the budget is parsed too
+    assert (cut.stats.malformed_calls, cut.stats.turns, cut.stats.ended_by) == (1, 1, "max_tokens"), cut.stats

@@ -147,6 +147,7 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
     if stop_at is None:
         e.stats.ended_by = "max_tokens"
         e.final_answer = parsed.content
+        e.stats.malformed_calls += sum("malformed" in b for b in parsed.blocks)  # counted, never run
         return []
     if not parsed.blocks:
         e.stats.ended_by = "answer"

@@ -123,6 +123,9 @@ def parse_turn(text: str) -> ParsedTurn:
         except json.JSONDecodeError as err:
             blocks.append({"malformed": f"not JSON ({err.msg} at column {err.colno})"})
             continue
+        except RecursionError:  # a model that repeats "[" (issue 55): the model's error, never a crash
+            blocks.append({"malformed": "not JSON (nested too deeply)"})
+            continue
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
             blocks.append({"malformed": 'no string "name"'})
             continue
