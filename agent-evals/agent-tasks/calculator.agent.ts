@@ -4,7 +4,7 @@
  * `agent train --agent-task agent-evals/agent-tasks/calculator.agent.ts`, judge with
  * `agent eval --agent-task agent-evals/agent-tasks/calculator.agent.ts --run <id>`.
  */
-import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/define.js";
+import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/index.js";
 
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];

@@ -5,7 +5,7 @@
  * called), the classic way an agent fails (claiming an action it never took) and the reason a
  * scorer of the final text alone can be gamed; `says_done` (weight 0) tracks the words beside it.
  */
-import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/define.js";
+import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/index.js";
 
 const PLACES = ["Oslo", "Lima", "Quito", "Kyiv", "Perth", "Dakar", "Hanoi", "Riga", "Tunis", "Doha", "Bern", "Accra",
   "Sofia", "Minsk", "Cairo", "Nairobi"];
