@@ -23,7 +23,7 @@ from _bad_models import write_bad_models
 from _builders import make_run
 from _sidecar import REPO, running_sidecar, sidecar_env
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.runs.run_folder import REQUEST_DIGEST_FILE
+from py_trainer.runs.run_request import REQUEST_DIGEST_FILE
 
 TASKS = REPO / "agent-evals" / "tasks" / "aml_typology.jsonl"
 SERVICE = "/grpo.trainer.v1.TrainerService/"

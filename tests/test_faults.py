@@ -27,7 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, cpu_seconds, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.runs.run_folder import DIGESTS_DIR
+from py_trainer.runs.run_request import DIGESTS_DIR
 
 # ---------------------------------------------------------------------------------------------
 # Helpers: run folders by hand, process accounting, a small disk

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from _sidecar import wait_for
-from py_trainer.runs.forkserver import PIPE, ForkServer, ForkServerUnavailable, exit_code
+from py_trainer.runs.forkserver import PIPE, ForkServer, ForkServerUnavailable
+from py_trainer.runs.forkserver_process import exit_code
 
 pytestmark = pytest.mark.slow  # it starts a fork server process and forks children
 

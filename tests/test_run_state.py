@@ -27,7 +27,7 @@ from google.protobuf import json_format
 from _builders import event_line, make_run, small_request
 from _sidecar import TERMINAL, launch, read_events, running_sidecar, sidecar_env, stub_for, wait_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.runs.run_folder import digest_file
+from py_trainer.runs.run_request import digest_file
 
 pytestmark = pytest.mark.slow  # real sidecars and worker processes
 
@@ -59,7 +59,7 @@ def with_result(runs: Path, run_id: str, final: int) -> tuple[Path, pb.RunResult
     lines = (folder / "events.jsonl").read_text().splitlines(keepends=True)
     last = json_format.Parse(lines[-1], pb.RunEvent())
     # max_steps as small_request's (3): a run's events agree with its request.json (a request that does
-    # not, and has no stored digest, is refused by ResumeRun: run_folder.request_vs_events).
+    # not, and has no stored digest, is refused by ResumeRun: run_request.request_vs_events).
     lines[-1:] = [event_line(3, run_id, train_step=pb.TrainStep(step=2, max_steps=3)),
                   event_line(4, run_id, result=result), event_line(5, run_id, state_change=last.state_change)]
     (folder / "events.jsonl").write_text("".join(lines))

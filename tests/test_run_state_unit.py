@@ -15,7 +15,8 @@ from py_trainer.core.errors import FailedPrecondition
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.runs.artifacts import (CHECKPOINT_COMPLETE, DataLoss, artifact_chunks, find_checkpoint,
                                        write_checkpoint_marker)
-from py_trainer.runs.run_folder import check_request_unchanged, create_run_folder, digest_file, read_run
+from py_trainer.runs.run_folder import create_run_folder, read_run
+from py_trainer.runs.run_request import check_request_unchanged, digest_file
 
 Q, R, S, F, C = (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING, pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED,
                  pb.RUN_STATE_CANCELLED)
@@ -119,7 +120,7 @@ def test_only_listed_bytes_are_served(tmp_path):
 
 def test_a_request_without_digest_is_checked_against_its_events(tmp_path):
     """Issue 30, item 6: with its digest gone, an edited request.json was accepted by ResumeRun."""
-    from py_trainer.runs.run_folder import linear_lr, request_vs_events
+    from py_trainer.runs.run_request import linear_lr, request_vs_events
 
     req = pb.TrainRequest(run_id="r")
     req.grpo.learning_rate, req.grpo.max_steps, req.grpo.warmup_ratio = 0.002, 10, 0.1
@@ -158,7 +159,7 @@ def test_an_edited_learning_rate_is_caught_on_every_schedule_shape(warmup_ratio,
     short run, so any raised learning rate passed (0.002 -> 0.5 resumed a 3-step run). Every prefix
     of a run (one that failed after k steps) with a step that trained at a nonzero rate now refuses
     any other learning rate, and accepts the one it ran with."""
-    from py_trainer.runs.run_folder import request_vs_events
+    from py_trainer.runs.run_request import request_vs_events
 
     peak = 0.002
     lrs = logged_learning_rates(peak, warmup_ratio, max_steps)
@@ -178,7 +179,8 @@ def test_an_edited_learning_rate_is_caught_on_every_schedule_shape(warmup_ratio,
 
 
 def test_events_of_another_run_and_a_symlinked_folder_do_not_read_back(tmp_path):
-    from py_trainer.runs.run_folder import UnreadableRun, trash_run_folder
+    from py_trainer.runs.run_folder import UnreadableRun
+    from py_trainer.runs.run_removal import trash_run_folder
 
     make_run(tmp_path, "a")
     make_run(tmp_path / "x", "b")

@@ -18,7 +18,7 @@ Faults, and what deliberately happens (tests/test_faults.py):
 - one run folder that does not read back (corrupt request.json, a bad events line, a duplicated
   seq, events naming another run, a folder it may not read, a symlink) is listed FAILED
   "unreadable run folder: <what>" and left untouched; the others are served;
-- a delete that cannot finish is refused naming what blocks it (`run_folder.trash_run_folder`);
+- a delete that cannot finish is refused naming what blocks it (`run_removal.trash_run_folder`);
 - a full disk anywhere (our events log, or the worker's checkpoint/adapter writes) fails the run
   promptly as FAILED "disk full at <path>": the worker is stopped, the reserve
   (`runs_root.SpaceReserve`) is spent on that one event line, and the slot is free. While the
@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import shutil
 import sys
 import uuid
@@ -51,10 +50,11 @@ from py_trainer.runs.artifacts import artifact_chunks, find_checkpoint, latest_c
 from py_trainer.runs.events import EventLog, event_from_json
 from py_trainer.runs.launch import WORKER, clear_stop, is_multi_process, launch_argv
 from py_trainer.runs.local_executor import LocalExecutor, WorkerLost, recorded_worker_lines, worker_end
-from py_trainer.runs.run_folder import (REQUEST_FILE, TERMINAL_STATES, RunRecord, UnreadableRun, check_request_unchanged,
-                                        create_run_folder, disk_full_error, finish_removal, is_run_folder, read_run,
-                                        reconcile_summary, remove_temp_entries, remove_tree, trash_run_folder,
+from py_trainer.runs.run_folder import (TERMINAL_STATES, RunRecord, UnreadableRun, create_run_folder, disk_full_error,
+                                        is_run_folder, read_run, reconcile_summary, remove_temp_entries,
                                         unreadable_record)
+from py_trainer.runs.run_removal import finish_removal, is_leftover, remove_tree, trash_run_folder
+from py_trainer.runs.run_request import REQUEST_FILE, check_request_unchanged
 from py_trainer.runs.runs_root import RunsRootLock, SpaceReserve
 from py_trainer.runs.slots import SlotPool
 from py_trainer.runs.views import follow, page_of
@@ -67,10 +67,6 @@ CANCEL_GRACE_S = 120.0
 SHUTDOWN_GRACE_S = 20.0
 # While the disk is full, how often the scheduler looks for space before starting a queued run.
 SPACE_POLL_S = 1.0
-# `create_run_folder`'s temp name: "." + run id + "." + mkdtemp's 8 random characters.
-TEMP_RUN_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.[A-Za-z0-9_]{8}")
-# A deleted run's folder, renamed out of the way before it is removed: "." + run id + ".deleted-" + 8 hex.
-TRASH_FOLDER_RE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.deleted-[0-9a-f]{8}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,8 +118,7 @@ class RunRegistry:
         reattach: list[RunRecord] = []
         for folder in sorted(self.runs_root.iterdir()):
             if folder.name.startswith("."):
-                if (TEMP_RUN_FOLDER_RE.fullmatch(folder.name) or TRASH_FOLDER_RE.fullmatch(folder.name)) \
-                        and folder.is_dir() and not folder.is_symlink():
+                if is_leftover(folder):
                     if why := remove_tree(folder):  # never renamed in, or a delete cut short
                         log.error("could not remove %s (%s); left as it is", folder, why)
                 continue

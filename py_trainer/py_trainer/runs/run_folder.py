@@ -5,16 +5,12 @@ tidied after a fault.
 (`UnreadableRun`: "request.json: ...", "events.jsonl line 7: seq 6, expected 7"), so the registry
 can list one damaged folder instead of refusing to start. The fold is the whole state: a run
 queued again by a resume has no result until it runs, and keeps the one it had when it ends
-without running (cancelled while queued). ``request.json`` is immutable once Train wrote it: its
-sha256 is stored where the sidecar alone writes (`digest_file`: ``<runs_root>/.request-digests/``,
-not the run folder, which its worker and its user write into) and `check_request_unchanged`
-refuses an edited one; a run without a stored digest has its request checked against its events
-(`request_vs_events`: the run id, max_steps and the learning rate its steps logged). A request
-that is no longer what the run trained with (`request_changed`) makes its folder unreadable, so it
-is never shown as what ran, and ResumeRun answers with the same refusal. A run folder
+without running (cancelled while queued). ``request.json`` is immutable once Train wrote it
+(run_request.py): one that is no longer what the run trained with makes its folder unreadable, so
+it is never shown as what ran, and ResumeRun answers with the same refusal. A run folder
 the sidecar cannot read (permissions), one that is a symlink, and one whose events name another
-run are `UnreadableRun`; a delete that cannot finish says what is left (`trash_run_folder`,
-`finish_removal`). (Checkpoints and their completion markers: `artifacts.find_checkpoint`.)
+run are `UnreadableRun`; a delete that cannot finish says what is left (run_removal.py).
+(Checkpoints and their completion markers: `artifacts.find_checkpoint`.)
 `disk_full_path` recognises a worker that died of a full disk, whatever the library called it;
 `reconcile_summary` makes summary.json say the state the events log ended in.
 """
@@ -25,7 +21,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -42,19 +37,12 @@ from py_trainer.core.errors import AlreadyExists, FailedPrecondition, NotFound, 
 from py_trainer.core.paths import RUN_ID_RE, validate_run_id
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.runs.events import EVENTS_FILE, EventLog, UnreadableLog
+from py_trainer.runs.run_request import REQUEST_FILE, digest_file, request_changed
 
 log = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({pb.RUN_STATE_SUCCEEDED, pb.RUN_STATE_FAILED, pb.RUN_STATE_CANCELLED})
-REQUEST_FILE = "request.json"
-REQUEST_DIGEST_FILE = "request.json.sha256"
-"""``<sha256>  request.json`` (sha256sum's format), as runs stored it in their folder before DIGESTS_DIR;
-still read for those runs."""
-DIGESTS_DIR = ".request-digests"
-"""``<runs_root>/.request-digests/<run_id>.sha256``: each run's request digest, written by the sidecar
-alone when Train creates the run."""
 SUMMARY_FILE = "summary.json"
-RESUME_HINT = "a run resumes only with the request it started with: put the original back, or Train a new run"
 # A worker failure with this little space left is a full disk, whatever the library said
 # (torch's zip writer reports "[enforce fail at inline_container.cc] unexpected pos ...").
 LOW_SPACE_BYTES = 1024 * 1024
@@ -238,73 +226,6 @@ def disk_full_path(reason: str, folder: Path) -> str:
     return ""
 
 
-def remove_tree(path: Path) -> str:
-    """Remove a folder (a symlink: the link only); '' when done, else the first thing that could not be removed."""
-    failed: list[str] = []
-    if os.path.islink(path):
-        try:
-            os.unlink(path)
-        except OSError as err:
-            return f"cannot remove {path}: {err.strerror}"
-        return ""
-    shutil.rmtree(path, onerror=lambda _fn, p, exc: failed.append(f"cannot remove {p}: {getattr(exc[1], 'strerror', exc[1])}"))
-    return failed[0] if failed else ""
-
-
-def undeletable(folder: Path) -> str:
-    """'' when this process can remove everything under `folder` (every folder readable, writable and
-    searchable), else the first that is not."""
-    blocked: list[str] = []
-    if not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
-        return f"{folder} is not readable and writable by the sidecar (uid {os.getuid()})"
-    for dirpath, dirnames, _ in os.walk(folder, onerror=lambda err: blocked.append(f"{err.filename}: {err.strerror}")):
-        for d in dirnames:
-            p = os.path.join(dirpath, d)
-            if not os.path.islink(p) and not os.access(p, os.R_OK | os.W_OK | os.X_OK):
-                blocked.append(f"{p} is not readable and writable by the sidecar (uid {os.getuid()})")
-    return blocked[0] if blocked else ""
-
-
-def trash_run_folder(folder: Path, trash: Path) -> Path | None:
-    """The first half of a delete: a run folder that is a symlink loses its link (never what it points
-    to; None); a real one is checked to be removable and renamed to `trash` (the id is free at once).
-    FAILED_PRECONDITION naming what blocks it, nothing changed; None when the folder is already gone."""
-    run_id = folder.name
-    if folder.is_symlink():
-        if why := remove_tree(folder):
-            raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {under_runs(why, folder)}")
-        return None
-    if why := undeletable(folder) if folder.exists() else "":
-        raise FailedPrecondition("run_id", f"run {run_id!r} cannot be deleted: {under_runs(why, folder)}; "
-                                           "nothing was removed")
-    try:
-        os.rename(folder, trash)
-    except FileNotFoundError:
-        return None  # removed by hand meanwhile
-    except OSError as err:
-        raise FailedPrecondition("run_id", f"run {run_id!r}: cannot remove {run_id}: {err.strerror}") from None
-    digest_file(folder).unlink(missing_ok=True)
-    return trash
-
-
-def finish_removal(trash: Path, folder: Path) -> str:
-    """The second half of a delete: remove `trash`; when something cannot be removed, what is left goes
-    back to `folder` (never a trash folder left behind silently) and the message says so ('' when done)."""
-    why = under_runs(remove_tree(trash), folder)
-    if not why:
-        return ""
-    try:
-        os.rename(trash, folder)
-        return f"the delete could not finish ({why}); what is left is back at {folder.name}"
-    except OSError as err:
-        return f"the delete could not finish ({why}); what is left is at {trash.name} ({err.strerror})"
-
-
-def under_runs(message: str, folder: Path) -> str:
-    """`message` with the runs root taken out of its paths: a client sees `sealed/kept`, never the server's paths."""
-    return message.replace(f"{os.path.abspath(folder.parent)}{os.sep}", "")
-
-
 def remove_temp_entries(folder: Path) -> None:
     """Remove what a writer that died left half-done in a run folder: ``.adapter.*`` folders and
     ``.*.tmp`` files (complete files are renamed in, so a dot-name is never the real thing)."""
@@ -373,92 +294,6 @@ def create_run_folder(runs_root: Path, request: pb.TrainRequest) -> tuple[Path, 
 def load_request(folder: Path) -> pb.TrainRequest:
     """The effective request of the run in `folder`."""
     return json_format.Parse((Path(folder) / REQUEST_FILE).read_text(encoding="utf-8"), pb.TrainRequest())
-
-
-def digest_file(folder: Path) -> Path:
-    """Where the sidecar keeps the sha256 of run folder `folder`'s request.json (`DIGESTS_DIR`)."""
-    return Path(folder).parent / DIGESTS_DIR / f"{Path(folder).name}.sha256"
-
-
-def linear_lr(peak: float, warmup_ratio: float, max_steps: int, step: int) -> float:
-    """transformers' default schedule (linear, warmup_steps = ceil(warmup_ratio x max_steps)) after `step` steps."""
-    warm = math.ceil(max_steps * warmup_ratio)
-    if step < warm:
-        return peak * step / max(1, warm)
-    return peak * max(0.0, (max_steps - step) / max(1, max_steps - warm))
-
-
-def request_vs_events(request: pb.TrainRequest, run_id: str, events: list[pb.RunEvent]) -> str:
-    """'' when `request` could be what the run in these events trained with, else what differs: the
-    run id, the steps' max_steps, or a learning rate its steps logged that grpo.learning_rate does
-    not give. transformers' Trainer logs at step s the rate step s trained at, read before its
-    scheduler steps: `linear_lr(lr, warmup, max_steps, s - 1)`, compared to 1e-6 relative (the
-    events keep doubles). A step that trained at 0 (the first, under warmup) tells no rate apart."""
-    if request.run_id != run_id:
-        return f"it names run {request.run_id!r}, its folder and events run {run_id!r}"
-    g = request.grpo
-    steps = [ev.train_step for ev in events if ev.WhichOneof("kind") == "train_step"]
-    for st in steps:
-        if g.HasField("max_steps") and st.max_steps and st.max_steps != g.max_steps:
-            return f"grpo.max_steps is {g.max_steps}, its step {st.step} ran with max_steps {st.max_steps}"
-    if g.HasField("learning_rate") and request.mode != pb.TRAIN_MODE_RANKED_PREFERENCE:
-        for st in steps:
-            got = st.metrics.get("learning_rate")
-            if got is None or not st.max_steps or st.step < 1:
-                continue
-            want = linear_lr(g.learning_rate, g.warmup_ratio, st.max_steps, st.step - 1)
-            if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12 * abs(g.learning_rate)):
-                return f"grpo.learning_rate is {g.learning_rate:g}, but its step {st.step} trained at {got:g}"
-    return ""
-
-
-def stored_digest(folder: Path) -> str:
-    """The stored sha256 of the run's request.json ('' when none was stored); ValueError/OSError when it does not read."""
-    for path in (digest_file(folder), Path(folder) / REQUEST_DIGEST_FILE):
-        try:
-            return path.read_text(encoding="ascii").split()[0]
-        except FileNotFoundError:
-            continue
-    return ""
-
-
-def check_request_unchanged(folder: Path, loaded: pb.TrainRequest,
-                            events: list[pb.RunEvent] | None = None) -> pb.TrainRequest:
-    """The run's request.json as Train stored it, or FAILED_PRECONDITION naming request.json: its
-    bytes must match the stored sha256; without one (a folder from before digests, or a digest
-    deleted) it must match the run's `events` (`request_vs_events`) and `loaded`, the request the
-    registry read at startup; and it must parse."""
-    folder = Path(folder)
-    try:
-        raw = (folder / REQUEST_FILE).read_bytes()
-        request = json_format.Parse(raw.decode("utf-8"), pb.TrainRequest())
-    except (OSError, json_format.Error, ValueError, RecursionError) as err:
-        raise FailedPrecondition(REQUEST_FILE, f"does not read back ({type(err).__name__}: {str(err)[:200]}); "
-                                               f"{RESUME_HINT}") from None
-    if not request_changed(folder, raw, request, events or []) and request != loaded:
-        raise FailedPrecondition(REQUEST_FILE, f"changed since the sidecar loaded it; {RESUME_HINT}")
-    return request
-
-
-def request_changed(folder: Path, raw: bytes, request: pb.TrainRequest, events: list[pb.RunEvent]) -> bool:
-    """FAILED_PRECONDITION naming request.json when its bytes `raw` (parsed: `request`) are not what
-    Train stored: they differ from the stored sha256, or, with none stored, `request` does not match
-    the run's `events` (`request_vs_events`). Returns whether a digest was stored (False: only the
-    events vouch for it)."""
-    try:
-        stored = stored_digest(folder)
-    except (OSError, ValueError, IndexError) as err:
-        raise FailedPrecondition(REQUEST_FILE, f"its digest {REQUEST_DIGEST_FILE} does not read back ({err}); "
-                                               f"{RESUME_HINT}") from None
-    now = hashlib.sha256(raw).hexdigest()
-    if stored and now != stored:
-        raise FailedPrecondition(REQUEST_FILE, f"changed since Train stored it (sha256 {now[:16]}..., "
-                                               f"{REQUEST_DIGEST_FILE} says {stored[:16]}...); {RESUME_HINT}")
-    why = "" if stored else request_vs_events(request, Path(folder).name, events)
-    if why:
-        raise FailedPrecondition(REQUEST_FILE, f"has no stored digest and does not match the run's events: {why}; "
-                                               f"{RESUME_HINT}")
-    return bool(stored)
 
 
 @dataclass
