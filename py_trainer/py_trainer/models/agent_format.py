@@ -22,30 +22,38 @@ import json
 import re
 from dataclasses import dataclass
 
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+"""ChatML's turn markers (SmolLM2's own)."""
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+TOOLS_OPEN = "# Tools\nYou may call these tools:\n<tools>\n"
+TOOLS_CLOSE = (f"</tools>\nTo call a tool, reply with {CALL_OPEN}{{\"name\": <tool name>, \"arguments\": <JSON object>}}"
+               f"{CALL_CLOSE}. Reply without a tool call to give your final answer.")
+"""The system turn's tool list sits between these two; the template, `system_and_user` and the
+embedded agent model's build all write the preamble from them (and the markers above)."""
+
 TOOL_CHAT_TEMPLATE = (
-    "{% set end = end_token | default('<|im_end|>') %}"
+    f"{{% set end = end_token | default('{IM_END}') %}}"
     "{% if (messages and messages[0]['role'] == 'system') or tools %}"
-    "<|im_start|>system\n"
+    f"{IM_START}system\n"
     "{% if messages[0]['role'] == 'system' and messages[0]['content'] %}{{ messages[0]['content'] }}\n\n{% endif %}"
     "{% if tools %}"
-    "# Tools\nYou may call these tools:\n<tools>\n"
+    f"{TOOLS_OPEN}"
     "{% for t in tools %}{{ t | tojson }}\n{% endfor %}"
-    "</tools>\nTo call a tool, reply with <tool_call>{\"name\": <tool name>, \"arguments\": <JSON object>}</tool_call>. "
-    "Reply without a tool call to give your final answer."
+    f"{TOOLS_CLOSE}"
     "{% endif %}"
     "{{ end }}\n"
     "{% endif %}"
     "{% for m in messages %}"
-    "{% if m['role'] == 'user' %}<|im_start|>user\n{{ m['content'] }}{{ end }}\n"
-    "{% elif m['role'] == 'assistant' %}<|im_start|>assistant\n{{ m['content'] or '' }}"
-    "{% if m.get('tool_calls') and '<tool_call>' not in (m['content'] or '') %}"
+    f"{{% if m['role'] == 'user' %}}{IM_START}user\n{{{{ m['content'] }}}}{{{{ end }}}}\n"
+    f"{{% elif m['role'] == 'assistant' %}}{IM_START}assistant\n{{{{ m['content'] or '' }}}}"
+    f"{{% if m.get('tool_calls') and '{CALL_OPEN}' not in (m['content'] or '') %}}"
     "{% for c in m['tool_calls'] %}"
-    "<tool_call>{{ {'name': c['function']['name'], 'arguments': c['function']['arguments']} | tojson }}</tool_call>"
+    f"{CALL_OPEN}{{{{ {{'name': c['function']['name'], 'arguments': c['function']['arguments']}} | tojson }}}}{CALL_CLOSE}"
     "{% endfor %}{% endif %}{{ end }}\n"
-    "{% elif m['role'] == 'tool' %}<|im_start|>tool\n{{ m['content'] }}{{ end }}\n"
+    f"{{% elif m['role'] == 'tool' %}}{IM_START}tool\n{{{{ m['content'] }}}}{{{{ end }}}}\n"
     "{% endif %}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    f"{{% if add_generation_prompt %}}{IM_START}assistant\n{{% endif %}}"
 )
 """The Jinja chat template of agent episodes (transformers' `apply_chat_template`, with
 ``end_token`` passed as a template variable). An assistant message's content is its text as the
@@ -55,21 +63,23 @@ format (``{"type": "function", "function": {...}}``)."""
 
 TEMPLATE_SHA256 = hashlib.sha256(TOOL_CHAT_TEMPLATE.encode("utf-8")).hexdigest()
 
-TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+TOOL_CALL = re.compile(f"{re.escape(CALL_OPEN)}(.*?)(?:{re.escape(CALL_CLOSE)}|$)", re.S)
+"""A tool-call block of an assistant turn (an unclosed last one included): the one pattern; the TS
+scorers get the final answer and the parsed calls from the sidecar, never parse a turn."""
 
 
 def end_token(tokenizer) -> str:
     """The text that ends a turn: ``<|im_end|>`` where the vocabulary has it as one token, else EOS."""
     vocab = tokenizer.get_vocab()
-    if "<|im_end|>" in vocab:
-        return "<|im_end|>"
+    if IM_END in vocab:
+        return IM_END
     return tokenizer.eos_token
 
 
 def stop_token_ids(tokenizer) -> list[int]:
     """The token ids that end a model turn."""
     ids = {tokenizer.eos_token_id}
-    im_end = tokenizer.get_vocab().get("<|im_end|>")
+    im_end = tokenizer.get_vocab().get(IM_END)
     if im_end is not None:
         ids.add(im_end)
     return sorted(i for i in ids if i is not None)
@@ -86,21 +96,24 @@ def system_and_user(system_prompt: str, tools: list[dict], user: str, end: str) 
     the opening of the first assistant turn."""
     head = ""
     if system_prompt or tools:
-        head = "<|im_start|>system\n"
+        head = f"{IM_START}system\n"
         if system_prompt:
             head += system_prompt + "\n\n"
         if tools:
-            head += ("# Tools\nYou may call these tools:\n<tools>\n" + "".join(tool_json(t) + "\n" for t in tools)
-                     + "</tools>\nTo call a tool, reply with <tool_call>{\"name\": <tool name>, \"arguments\": "
-                     "<JSON object>}</tool_call>. Reply without a tool call to give your final answer.")
+            head += TOOLS_OPEN + "".join(tool_json(t) + "\n" for t in tools) + TOOLS_CLOSE
         head += end + "\n"
-    return head + f"<|im_start|>user\n{user}{end}\n<|im_start|>assistant\n"
+    return head + f"{IM_START}user\n{user}{end}\n{IM_START}assistant\n"
+
+
+def tool_call_block(name: str, arguments: dict) -> str:
+    """One call as the template writes a hand-written message's `tool_calls`."""
+    return CALL_OPEN + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + CALL_CLOSE
 
 
 def tool_turns(outputs: list[str], end: str) -> str:
     """What follows an assistant turn that called tools (after its stop token): one tool turn per
     result, then the opening of the next assistant turn. Masked out of the loss."""
-    return "\n" + "".join(f"<|im_start|>tool\n{o}{end}\n" for o in outputs) + "<|im_start|>assistant\n"
+    return "\n" + "".join(f"{IM_START}tool\n{o}{end}\n" for o in outputs) + f"{IM_START}assistant\n"
 
 
 @dataclass

@@ -30,14 +30,14 @@ import logging
 import time
 from pathlib import Path
 
-from py_trainer.models.agent_format import end_token, system_and_user, tool_turns
+from py_trainer.models.agent_format import (CALL_OPEN, IM_END, IM_START, end_token, system_and_user, tool_call_block,
+                                            tool_turns)
 from py_trainer.models.tiny_model import (BUILDER_VERSION, DEFAULT_SEED, EMBEDDED_NAME_PREFIX, EOS_TOKEN, PAD_TOKEN, SPEC,
                                           build_once, lr_at, models_home, train_tokenizer)
 
 log = logging.getLogger(__name__)
 
 AGENT_BUILDER_VERSION = "2"
-IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 MAX_POSITIONS = 1024
 SFT_STEPS = 400
 SFT_BATCH = 16
@@ -87,10 +87,9 @@ def load_episodes(path: Path) -> list[dict]:
 def assistant_text(message: dict) -> str:
     """An assistant message as the template renders it: its content, else its tool calls as blocks."""
     content = message.get("content") or ""
-    if "<tool_call>" not in content:
-        for c in message.get("tool_calls") or []:
-            content += "<tool_call>" + json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
-                                                  ensure_ascii=False) + "</tool_call>"
+    if CALL_OPEN not in content:
+        content += "".join(tool_call_block(c["function"]["name"], c["function"]["arguments"])
+                           for c in message.get("tool_calls") or [])
     return content
 
 
