@@ -10,7 +10,8 @@ told apart from an eval made after it (the agent gates on the grader hash; docs/
 - ``git_dirty`` asks ``git status --porcelain --untracked-files=no`` once per process; False when
   there is no checkout or no git binary (the record then has no commit either).
 - ``grader_sha256`` hashes the files that decide a score, in a fixed order, as the lines
-  "<name> <sha256>\\n": task_rewards.py, rewards.py and the checked-in char_classes.json.
+  "<name> <sha256>\\n": task_rewards.py (with answer_text.py and answer_forms.py), rewards.py and
+  the checked-in char_classes.json.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-GRADER_FILES = ("task_rewards.py", "rewards.py", "char_classes.json")
+GRADER_FILES = ("task_rewards.py", "answer_text.py", "answer_forms.py", "rewards.py", "char_classes.json")
 
 
 def grader_sha256(package_dir: Path = PACKAGE_DIR) -> str:

@@ -3,6 +3,9 @@
 The TypeScript file is the source of truth and documents the semantics and the registry; every
 function here has the same name in snake_case and returns the same values (``make parity``
 checks it). The worker hands these rewards to TRL, so what we train is what the agent grades.
+The reward families and the registry are here; the answer text every reward reads
+(`normalize_answer`, `extract_answer`, `RewardInputError`) is in answer_text.py and the answer forms
+in answer_forms.py (the port of answer-forms.ts); this module re-exports the public names (`__all__`).
 
 Conventions (as in task-rewards.ts)
 - Rewards are fractions in [0, 1] (format partial credit in fifths); ``None`` (or NaN) means
@@ -18,13 +21,13 @@ Conventions (as in task-rewards.ts)
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from py_trainer.core.answer_forms import final_number_of, is_just_an_answer, trimmed_golds
+from py_trainer.core.answer_text import (TAG_NAME_SOURCE, RewardInputError, extract_answer, fail, is_blank,
+                                        normalize_answer, valid_tag)
 
 __all__ = [
     "RewardInputError",
@@ -48,81 +51,7 @@ Scorer = Callable[[str, Sequence[str]], "float | None"]
 """Scores one completion against the row's gold answers; None = unscorable."""
 
 # ---------------------------------------------------------------------------------------------
-# Errors
-
-
-class RewardInputError(ValueError):
-    """Invalid input; ``kind`` is one of task-rewards.ts's RewardErrorKind: empty, group_size, nan,
-    out_of_range, bad_option, unknown_reward, unknown_param, param_type, param_value."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-def _fail(kind: str, message: str):
-    raise RewardInputError(kind, message)
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-# ---------------------------------------------------------------------------------------------
-# Text normalisation and answer extraction
-
-_WHITESPACE_RUN = re.compile(r"[ \t\n\r\f\v\u00a0]+")
-_EDGE_WHITESPACE = re.compile(r"^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$")
-_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_TAG_NAME_SOURCE = "^[A-Za-z][A-Za-z0-9_-]*$"
-
-
-def _is_blank(s: str) -> bool:
-    return _WHITESPACE_RUN.sub("", s) == ""
-
-
-def _valid_tag(tag) -> bool:
-    return isinstance(tag, str) and _TAG_NAME.fullmatch(tag) is not None
-
-
-CHAR_CLASSES_PATH = Path(__file__).resolve().parent / "char_classes.json"
-
-
-@functools.lru_cache(maxsize=1)
-def _char_classes() -> tuple[frozenset[int], dict[int, str]]:
-    """(punctuation_or_symbol code points, lowercase map) from char_classes.json, loaded once."""
-    raw = json.loads(CHAR_CLASSES_PATH.read_text(encoding="utf-8"))
-    punct = frozenset(cp for first, last in raw["punctuation_or_symbol"] for cp in range(first, last + 1))
-    return punct, {int(cp): low for cp, low in raw["lowercase"]}
-
-
-def _lower_case(s: str) -> str:
-    lower = _char_classes()[1]
-    return "".join(lower.get(ord(ch), ch) for ch in s)
-
-
-def _strip_punctuation(s: str) -> str:
-    punct = _char_classes()[0]
-    return "".join(" " if ord(ch) in punct else ch for ch in s)
-
-
-def normalize_answer(text: str, *, case_sensitive: bool = False, ignore_punctuation: bool = False) -> str:
-    """Lower-case (unless case_sensitive), punctuation to spaces (if ignore_punctuation),
-    whitespace runs to one space, trimmed."""
-    s = text
-    if not case_sensitive:
-        s = _lower_case(s)
-    if ignore_punctuation:
-        s = _strip_punctuation(s)
-    return _EDGE_WHITESPACE.sub("", _WHITESPACE_RUN.sub(" ", s))
-
-
-def extract_answer(completion: str, tag: str = "answer") -> str | None:
-    """The content of the last <tag>...</tag> (leftmost-shortest matches, the last kept), or None."""
-    if not _valid_tag(tag):
-        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
-    found = re.findall(f"<{tag}>(.*?)</{tag}>", completion, flags=re.S)
-    return found[-1] if found else None
+# Exact match (the answer text it compares: answer_text.py)
 
 
 def _words(s: str) -> list[str]:
@@ -140,10 +69,10 @@ def _words_match(cand: list[str], gold: list[str], mode: str) -> bool:
 
 
 def _check_exact_match_options(tag, match) -> None:
-    if not _valid_tag(tag):
-        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
+    if not valid_tag(tag):
+        fail("param_value", f"tag must match {TAG_NAME_SOURCE}, got {tag!r}")
     if match not in ("exact", "prefix", "contains"):
-        _fail("param_value", f'match must be "exact", "prefix" or "contains", got {match!r}')
+        fail("param_value", f'match must be "exact", "prefix" or "contains", got {match!r}')
 
 
 def _gold_words(answers: Sequence[str], case_sensitive: bool, ignore_punctuation: bool) -> list[list[str]]:
@@ -186,7 +115,7 @@ def exact_match_reward(
     _check_exact_match_options(tag, match)
     golds = _gold_words([answers] if isinstance(answers, str) else answers, case_sensitive, ignore_punctuation)
     if not golds:
-        _fail("empty", "no non-empty gold answer")
+        fail("empty", "no non-empty gold answer")
     return _match_golds(completion, golds, tag, require_tag, match, case_sensitive, ignore_punctuation)
 
 
@@ -215,12 +144,12 @@ def format_reward(
     outside the blocks: 1.0 or 0.0, or with partial_credit the fraction of the five checks passed
     (the checks are listed in task-rewards.ts's formatReward)."""
     if think not in ("optional", "required", "forbidden"):
-        _fail("param_value", f'think must be "optional", "required" or "forbidden", got {think!r}')
+        fail("param_value", f'think must be "optional", "required" or "forbidden", got {think!r}')
     for name, tag in (("answer_tag", answer_tag), ("think_tag", think_tag)):
-        if not _valid_tag(tag):
-            _fail("param_value", f"{name} must match {_TAG_NAME_SOURCE}, got {tag!r}")
+        if not valid_tag(tag):
+            fail("param_value", f"{name} must match {TAG_NAME_SOURCE}, got {tag!r}")
     if answer_tag == think_tag:
-        _fail("param_value", "answer_tag and think_tag must differ")
+        fail("param_value", "answer_tag and think_tag must differ")
     a_open, a_close = f"<{answer_tag}>", f"</{answer_tag}>"
     t_open, t_close = f"<{think_tag}>", f"</{think_tag}>"
     i_ao, i_ac = completion.find(a_open), completion.find(a_close)
@@ -231,7 +160,7 @@ def format_reward(
     one_open = n_ao == 1
     one_close = n_ac == 1 and (n_ao != 1 or i_ao < i_ac)
     answer_block = one_open and one_close
-    non_blank = answer_block and not _is_blank(completion[i_ao + len(a_open) : i_ac])
+    non_blank = answer_block and not is_blank(completion[i_ao + len(a_open) : i_ac])
     no_think = n_to == 0 and n_tc == 0
     think_block = n_to == 1 and n_tc == 1 and i_to < i_tc
     think_before_answer = think_block and i_tc < i_ao
@@ -248,7 +177,7 @@ def format_reward(
             before = completion[:i_to] + completion[i_tc + len(t_close) : i_ao]
         else:
             before = completion[:i_ao]
-        clean = _is_blank(before) and _is_blank(completion[i_ac + len(a_close) :])
+        clean = is_blank(before) and is_blank(completion[i_ac + len(a_close) :])
     passed = sum(1 for c in (one_open, one_close, non_blank, think_ok, clean) if c)
     if partial_credit:
         return passed / 5
@@ -256,13 +185,7 @@ def format_reward(
 
 
 # ---------------------------------------------------------------------------------------------
-# Answers as a chat model writes them (task-rewards.ts's answer-forms section)
-
-_WS = "[ \t\n\r\f\v\u00a0]"
-_NUMBER = "-?[0-9]+(?:\\.[0-9]+)?"
-_AFTER_LAST_EQUALS = re.compile(f"^{_WS}*(-?[0-9]+(?:\\.[0-9]+)?)(?![0-9]|\\.[0-9])")
-_BARE_NUMBER = re.compile(f"{_NUMBER}\\.?")
-_EQUATION = re.compile(f"[0-9 +\\-*/x\u00d7().]*[0-9)]{_WS}*={_WS}*{_NUMBER}\\.?")
+# Answers as a chat model writes them (the forms: answer_forms.py, the port of answer-forms.ts)
 
 
 def final_number(completion: str, tag: str = "answer") -> str | None:
@@ -270,32 +193,18 @@ def final_number(completion: str, tag: str = "answer") -> str | None:
     the content of the last <tag>...</tag>, trimmed; else the number right after the last "="
     (a decimal stays whole: "= 6.8" is "6.8"); else the whole trimmed completion when it is one
     number with at most a final "."; else None."""
-    tagged = extract_answer(completion, tag)
-    if tagged is not None:
-        return _EDGE_WHITESPACE.sub("", tagged)
-    i = completion.rfind("=")
-    if i != -1:
-        m = _AFTER_LAST_EQUALS.match(completion[i + 1 :])
-        return m.group(1) if m else None
-    bare = _EDGE_WHITESPACE.sub("", completion)
-    if _BARE_NUMBER.fullmatch(bare):
-        return bare[:-1] if bare.endswith(".") else bare
-    return None
+    return final_number_of(completion, extract_answer(completion, tag))
 
 
 def final_number_match_reward(completion: str, answers: str | Sequence[str], *, tag: str = "answer") -> float:
     """1.0 if final_number(completion) equals a gold answer (both trimmed), else 0.0; raises kind
     "empty" if no gold answer is non-blank."""
-    if not _valid_tag(tag):
-        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
-    golds = _trimmed_golds([answers] if isinstance(answers, str) else answers)
+    if not valid_tag(tag):
+        fail("param_value", f"tag must match {TAG_NAME_SOURCE}, got {tag!r}")
+    golds = trimmed_golds([answers] if isinstance(answers, str) else answers)
     if not golds:
-        _fail("empty", "no non-empty gold answer")
+        fail("empty", "no non-empty gold answer")
     return _final_number_in(completion, golds, tag)
-
-
-def _trimmed_golds(answers: Sequence[str]) -> list[str]:
-    return [g for g in (_EDGE_WHITESPACE.sub("", a) for a in answers) if g != ""]
 
 
 def _final_number_in(completion: str, golds: list[str], tag: str) -> float:
@@ -307,11 +216,9 @@ def stops_after_answer_reward(completion: str, *, tag: str = "answer") -> float:
     """1.0 if the trimmed completion is just an answer and ends there: one number (a final "."
     allowed), one <tag>number</tag>, or one equation ending in its result ("23 + 45 = 68", a
     final "." allowed); else 0.0. Right or wrong: final_number_match judges that."""
-    if not _valid_tag(tag):
-        _fail("param_value", f"tag must match {_TAG_NAME_SOURCE}, got {tag!r}")
-    c = _EDGE_WHITESPACE.sub("", completion)
-    tagged = re.fullmatch(f"<{tag}>{_WS}*{_NUMBER}{_WS}*</{tag}>", c)
-    return 1.0 if tagged or _BARE_NUMBER.fullmatch(c) or _EQUATION.fullmatch(c) else 0.0
+    if not valid_tag(tag):
+        fail("param_value", f"tag must match {TAG_NAME_SOURCE}, got {tag!r}")
+    return 1.0 if is_just_an_answer(completion, tag) else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,13 +233,17 @@ class WeightedScorer:
     weight: float
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _check_weight(name: str, w) -> float:
     if not _is_number(w):
-        _fail("param_type", f"{name} must be a number, got {type(w).__name__}")
+        fail("param_type", f"{name} must be a number, got {type(w).__name__}")
     if math.isnan(w):
-        _fail("nan", f"{name} must not be NaN")
+        fail("nan", f"{name} must not be NaN")
     if math.isinf(w):
-        _fail("param_value", f"{name} must be finite, got {w}")
+        fail("param_value", f"{name} must be finite, got {w}")
     return float(w)
 
 
@@ -340,7 +251,7 @@ def compose_rewards(fns: Sequence[WeightedScorer]) -> Scorer:
     """Weighted sum per completion, as TRL's nansum: None (or NaN) scores are skipped; None if every
     scorer returns None."""
     if len(fns) == 0:
-        _fail("empty", "composeRewards needs at least one reward")
+        fail("empty", "composeRewards needs at least one reward")
     weights = [_check_weight(f"weights[{i}]", f.weight) for i, f in enumerate(fns)]
     scorers = [f.score for f in fns]
 
@@ -398,14 +309,14 @@ def _exact_match_scorer(p: Mapping[str, Any]) -> Scorer:
 
 def _format_scorer(p: Mapping[str, Any]) -> Scorer:
     if p["answer_tag"] == p["think_tag"]:
-        _fail("param_value", "params.answer_tag and params.think_tag must differ")
+        fail("param_value", "params.answer_tag and params.think_tag must differ")
     kwargs = dict(think=p["think"], partial_credit=p["partial_credit"], answer_tag=p["answer_tag"], think_tag=p["think_tag"])
     return lambda completion, answers: format_reward(completion, **kwargs)
 
 
 def _final_number_scorer(p: Mapping[str, Any]) -> Scorer:
     def score(completion: str, answers: Sequence[str]) -> float | None:
-        golds = _trimmed_golds(answers)
+        golds = trimmed_golds(answers)
         return _final_number_in(completion, golds, p["tag"]) if golds else None
 
     return score
@@ -464,30 +375,30 @@ def build_reward(spec: Mapping[str, Any]) -> BuiltReward:
     (unweighted) scorer; errors name the field, with task-rewards.ts's buildReward kinds."""
     name = spec.get("name")
     if not isinstance(name, str) or name not in _REGISTRY:
-        _fail("unknown_reward", f"name: unknown reward {name!r}; known: {', '.join(reward_names())}")
+        fail("unknown_reward", f"name: unknown reward {name!r}; known: {', '.join(reward_names())}")
     defs, make = _REGISTRY[name]
     for key in spec:
         if key not in ("name", "weight", "params"):
-            _fail("unknown_param", f"{key}: a reward spec has name, weight and params")
+            fail("unknown_param", f"{key}: a reward spec has name, weight and params")
     weight = 1.0 if spec.get("weight") is None else _check_weight("weight", spec["weight"])
     given = spec.get("params")
     if given is None:
         given = {}
     if not isinstance(given, Mapping):
-        _fail("param_type", "params must be an object")
+        fail("param_type", "params must be an object")
     for key in given:
         if key not in defs:
-            _fail("unknown_param", f"params.{key}: {name} takes {', '.join(sorted(defs))}")
+            fail("unknown_param", f"params.{key}: {name} takes {', '.join(sorted(defs))}")
     params: dict[str, Any] = {}
     for key in sorted(defs):
         d = defs[key]
         value = given[key] if key in given else d.default
         if type(value) is not d.type:
-            _fail("param_type", f"params.{key} must be a {_TYPE_NAMES[d.type]}, got {_js_type_name(value)}")
-        if d.allowed == "tag" and not _valid_tag(value):
-            _fail("param_value", f"params.{key} must match {_TAG_NAME_SOURCE}, got {value!r}")
+            fail("param_type", f"params.{key} must be a {_TYPE_NAMES[d.type]}, got {_js_type_name(value)}")
+        if d.allowed == "tag" and not valid_tag(value):
+            fail("param_value", f"params.{key} must match {TAG_NAME_SOURCE}, got {value!r}")
         if isinstance(d.allowed, tuple) and value not in d.allowed:
-            _fail("param_value", f"params.{key} must be one of {', '.join(d.allowed)}, got {value!r}")
+            fail("param_value", f"params.{key} must be one of {', '.join(d.allowed)}, got {value!r}")
         params[key] = value
     return BuiltReward(name=name, weight=weight, params=params, score=make(params))
 
@@ -495,6 +406,6 @@ def build_reward(spec: Mapping[str, Any]) -> BuiltReward:
 def compose_reward_specs(specs: Sequence[Mapping[str, Any]]) -> Scorer:
     """build_reward for each spec, then compose_rewards with the specs' weights."""
     if len(specs) == 0:
-        _fail("empty", "no reward specs")
+        fail("empty", "no reward specs")
     built = [build_reward(s) for s in specs]
     return compose_rewards([WeightedScorer(score=b.score, weight=b.weight) for b in built])
