@@ -13,7 +13,8 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 
 import { RunEventSchema, RunResultSchema, RunState } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 import { pairedBootstrapCI } from "../src/agent/core/stats/index.js";
-import { RunClock, eventLogger, heldOutChangeLine, progressLine, trainProgressPrinter } from "../src/agent/train/run.js";
+import { eventLogger } from "../src/agent/train/run.js";
+import { RunClock, heldOutChangeLine, progressLine, trainProgressPrinter } from "../src/agent/train/progress.js";
 import { detachLines } from "../src/pipeline/follow.js";
 
 const at = (s: number) => timestampFromMs(1_700_000_000_000 + s * 1000);

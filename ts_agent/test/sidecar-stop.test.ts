@@ -15,7 +15,8 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 
 import { RunEventSchema, RunState, TrainRequestSchema, type RunEvent } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
-import { RunClock, SidecarLost, trainViaSidecar } from "../src/agent/train/run.js";
+import { SidecarLost, trainViaSidecar } from "../src/agent/train/run.js";
+import { RunClock } from "../src/agent/train/progress.js";
 import { SidecarError, type SidecarClient } from "../src/sidecar/client.js";
 import { sidecarLostLines } from "../src/pipeline/follow.js";
 

@@ -35,7 +35,8 @@ import {
   type FingerprintRow,
 } from "../agent/eval/fingerprint.js";
 import { baselineFingerprint } from "../agent/eval/baseline-record.js";
-import { loadTaskSet, taskSetRef } from "../agent/eval/task-set.js";
+import { taskSetRef } from "../agent/eval/task-set.js";
+import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { EVAL_FILE, readEvalLog } from "../agent/core/eval-log.js";
 import { judgeEvalComparison } from "../agent/verdict/verdict.js";
@@ -87,7 +88,7 @@ export function fingerprintLines(rows: ReadonlyArray<FingerprintRow>, against: s
 }
 
 /** `agent baseline check [<run_id>]`: 0 when nothing gates, 1 when something does. */
-function check(target: EvalTarget, runId: string | undefined): number {
+async function check(target: EvalTarget, runId: string | undefined): Promise<number> {
   const b = readBaseline(target.evalsDir);
   if (!b) {
     console.error(`no baseline at ${baselinePath(target.evalsDir)} (run \`agent baseline set\`)`);
@@ -103,7 +104,7 @@ function check(target: EvalTarget, runId: string | undefined): number {
     if (judged.consistency) console.log(`per-task check: ${judged.consistency.text}${judged.consistency.gates ? " (GATES the verdict)" : ""}`);
     return judged.baselineMatch.status === "match" ? 0 : 1;
   }
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   const fresh = buildFingerprint({
     settings: settingsForTaskSet(target.settings, taskSet),
     taskSet: taskSetRef(taskSet),
@@ -169,7 +170,7 @@ export const command: CommandHandler = async (argv, client) => {
   }
   if (positionals[0] === "check") {
     if (positionals.length > 2) throw new UserError(`agent baseline check: one run id at most, got ${positionals.length - 1} (usage: ${help.usage})`);
-    return check(target, positionals[1]);
+    return await check(target, positionals[1]);
   }
   if (positionals.length !== 1 || positionals[0] !== "set") {
     console.error(USAGE);
@@ -179,9 +180,10 @@ export const command: CommandHandler = async (argv, client) => {
   if (!values.force && existsSync(baselinePath(target.evalsDir))) throw new UserError(new BaselineExistsError(baselinePath(target.evalsDir)).message);
   if (values.force && existsSync(baselinePath(target.evalsDir)) && !(values.reason ?? "").trim()) throw new UserError(new BaselineReasonRequiredError().message);
   try {
-    const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
-    // --tasks F names the model too: F's embedded model, unless --base-model says otherwise
-    const named = values["base-model"] === undefined && target.tasksGiven ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
+    const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+    // --tasks F names the model too: F's embedded model, unless --base-model says otherwise (an
+    // agent task's base is named by --base-model: its embedded model is built from demonstrations)
+    const named = values["base-model"] === undefined && target.tasksGiven && !taskSet.agent ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
     const settings = settingsForTaskSet(named, taskSet);
     console.log(`evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
     const { path, baseline } = await setBaseline(client, {

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 
 import { settingsForTaskSet } from "../agent/eval/evaluate.js";
-import { loadTaskSet } from "../agent/eval/task-set.js";
+import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
 import { COMPARE_FILE, comparePairs, evaluateTogether, pairLine, readComparedRuns, writeCompare, type ComparedRun } from "../agent/run-comparison/run-comparison.js";
 import { UserError, displayPath } from "../agent/workspace.js";
@@ -54,7 +54,7 @@ export const command: CommandHandler = async (argv, client) => {
     runs = readComparedRuns(target.evalsDir, positionals);
   } else {
     const own = await targetForRuns(client, "compare", positionals, target);
-    const taskSet = loadTaskSet(own.tasksPath, own.settings.split, own.settings.limit);
+    const taskSet = await loadEvalTaskSet(own.tasksPath, own.settings.split, own.settings.limit);
     console.log(`evaluating base (${own.settings.baseModel || "the embedded default model"}) and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
     runs = await evaluateTogether(client, positionals, settingsForTaskSet(own.settings, taskSet), taskSet);
     if (taskSet.split === "test") for (const r of runs) recordTestEval(target.evalsDir, { command: "compare", runId: r.runId, step: r.log.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });

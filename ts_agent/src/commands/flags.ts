@@ -139,23 +139,27 @@ export function followOneRun(name: string, help: CommandHelp, first?: (client: S
 /** `agent eval` and `agent baseline set`: what to evaluate on. */
 export const EVAL_FLAGS = {
   tasks: { type: "string" },
+  "agent-task": { type: "string" },
   limit: { type: "string" },
   "base-model": { type: "string" },
   ...EVALS_DIR_FLAG,
 } as const;
 
 export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})
+  --agent-task FILE   an agent task file (docs/agents.md) as the task set, instead of --tasks
   --limit N           only the first N test tasks (the milestone needs >= 200; default all)
   --base-model M      base model as the sidecar knows it (default: the embedded default model)
   --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
 
 /** Settings, task file and evals dir from the eval flags. */
-export function evalTargetFromFlags(values: { tasks?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {
+export function evalTargetFromFlags(values: { tasks?: string; "agent-task"?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {
   const limit = values.limit === undefined ? 0 : numberFlag("--limit", values.limit, { min: 0, integer: true });
+  if (values.tasks !== undefined && values["agent-task"] !== undefined) throw new UserError("--tasks and --agent-task both name the task set: give one");
+  const tasks = values.tasks ?? values["agent-task"];
   return {
     settings: { ...DEFAULT_EVAL_SETTINGS, graders: [...DEFAULT_EVAL_SETTINGS.graders], baseModel: values["base-model"] ?? "", limit },
-    tasksPath: values.tasks ? resolve(values.tasks) : defaultTasksPath(),
-    tasksGiven: values.tasks !== undefined,
+    tasksPath: tasks ? resolve(tasks) : defaultTasksPath(),
+    tasksGiven: tasks !== undefined,
     evalsDir: evalsDirOrDefault(values["evals-dir"]),
   };
 }

@@ -5,7 +5,8 @@
  *
  * FILE is a TrainRequest in proto JSON (field names as in the .proto or their camelCase JSON
  * names). Exit 0 when the run SUCCEEDED. Ctrl-C detaches (the run goes on; `agent watch` and
- * `agent cancel` are printed); a second Ctrl-C within 2 s cancels the run.
+ * `agent cancel` are printed); a second Ctrl-C within 2 s cancels the run. An agent run
+ * (--agent-task, pipeline/agent-run.ts) is cancelled by Ctrl-C instead: it needs this process.
  */
 import { parseArgs } from "node:util";
 
@@ -28,7 +29,10 @@ export const help: CommandHelp = {
     "Ctrl-C detaches: the run keeps going on the sidecar, and the `agent watch` / `agent cancel`\n" +
     "commands for it are printed; a second Ctrl-C within 2 s cancels the run. If the sidecar goes away\n" +
     "(and does not come back within a few re-attach attempts) the run id and the `agent watch` /\n" +
-    "`agent resume` commands are printed, exit 1.",
+    "`agent resume` commands are printed, exit 1.\n" +
+    "An agent run (--agent-task) needs this process, which serves its tools and scorers: there Ctrl-C\n" +
+    "cancels the run at its next step instead of detaching, waits for it to stop and prints the\n" +
+    "`agent resume RUN` that continues it from its last checkpoint (a second Ctrl-C leaves at once).",
   examples: ["agent train --config run.json --run-id aml-1", "agent train --config run.json --evals-dir /tmp/evals --address 10.0.0.5:50151"],
 };
 

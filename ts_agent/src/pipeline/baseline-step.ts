@@ -4,7 +4,7 @@
  */
 import { baselinePath, readBaseline, setBaseline, type Baseline } from "../agent/eval/baseline-record.js";
 import { progressPrinter, settingsForTaskSet } from "../agent/eval/evaluate.js";
-import { loadTaskSet } from "../agent/eval/task-set.js";
+import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
 
@@ -15,7 +15,7 @@ export async function ensureBaseline(client: SidecarClient, target: EvalTarget, 
     console.log(`[${tag}] kept ${baselinePath(target.evalsDir)}: ${describeBaseline(existing)}`);
     return;
   }
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   console.log(`[${tag}] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
   const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: settingsForTaskSet(target.settings, taskSet), taskSet, onProgress: progressPrinter("baseline") });
   console.log(`[${tag}] wrote ${path}: ${describeBaseline(baseline)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);

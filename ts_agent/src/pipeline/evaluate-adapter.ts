@@ -11,10 +11,13 @@ import { evalLogDestination, writeEvalLog, type EvalLog } from "../agent/core/ev
 import { readBaseline } from "../agent/eval/baseline-record.js";
 import { buildEvalLog, evaluateRun } from "../agent/eval/build-eval-log.js";
 import { checkSettings, evaluateRequest, primaryGrader, progressPrinter, restrictResult, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
-import { heldOutTemplateSetFor, loadTaskSet } from "../agent/eval/task-set.js";
+import { heldOutTemplateSetFor } from "../agent/eval/task-set.js";
+import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
+import { writeJunit } from "../agent/report/junit.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
 import { pp } from "../agent/verdict/milestone.js";
-import { decisionInterval, judgeEvalComparison, type JudgedComparison } from "../agent/verdict/verdict.js";
+import { decisionInterval, judgeEval, type JudgedComparison } from "../agent/verdict/verdict.js";
+import type { CriterionResult } from "../agent/verdict/milestone.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
@@ -45,15 +48,31 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
   if (h?.paired && h.decision) {
     lines.push(`held-out templates (${h.n} tasks): adapter - base ${pp(h.paired.meanDiff)} (95% CI ${decisionInterval(h.decision)}, ${h.decision.method})`);
   }
-  lines.push(`re-graded ${log.regradedScores} scores in TS: all equal to the sidecar's`);
+  lines.push(
+    log.agentTask
+      ? `scores: agent task ${log.agentTask.name}'s own scorers, run in this process (primary ${primaryGrader(log.settings).name})`
+      : `re-graded ${log.regradedScores} scores in TS: all equal to the sidecar's`,
+  );
   return lines;
 }
 
-/** Write the log and print its summary against the current baseline.json. */
-function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record: EvalLog } {
+/** What an eval wrote and how it was judged (the downstream criterion, the one judgement). */
+export interface WrittenEval {
+  path: string;
+  record: EvalLog;
+  downstream: CriterionResult;
+  junit: string;
+}
+
+/** Write the log and its JUnit XML, print its summary and downstream verdict against the current
+ *  baseline.json. */
+function writeAndPrint(target: EvalTarget, log: EvalLog): WrittenEval {
   const { keptApartFrom } = evalLogDestination(target.evalsDir, log);
   const path = writeEvalLog(target.evalsDir, log);
-  for (const line of evalSummaryLines(log, judgeEvalComparison(log, readBaseline(target.evalsDir)))) console.log(line);
+  const { judged, downstream } = judgeEval(log, readBaseline(target.evalsDir));
+  for (const line of evalSummaryLines(log, judged)) console.log(line);
+  console.log(`downstream: ${downstream.verdict}${judged.baselineMatch.status === "match" ? "" : " (GATED on baseline.json)"} (${downstream.reason})`);
+  const junit = writeJunit(path, log, downstream);
   // a subset never replaces a fuller record unsaid (issue 45)
   if (keptApartFrom) {
     console.log(
@@ -62,15 +81,15 @@ function writeAndPrint(target: EvalTarget, log: EvalLog): { path: string; record
   } else if (log.settings.limit > 0) {
     console.log(`this eval covers the first ${log.taskSet.n} ${log.taskSet.split} tasks (--limit ${log.settings.limit}); a later eval of more tasks replaces it, a smaller one is kept apart`);
   }
-  return { path, record: log };
+  return { path, record: log, downstream, junit };
 }
 
 const baseName = (base: string) => (base === "" ? "the embedded default model" : base);
 
 /** Evaluate a run's adapter against the run's base, write eval.json, print the summary (also `agent demo`'s step 4). */
-export async function evalRun(client: SidecarClient, runId: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
+export async function evalRun(client: SidecarClient, runId: string, given: EvalTarget): Promise<WrittenEval> {
   const target = await targetForRun(client, "eval", runId, given);
-  const taskSet = loadTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
+  const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   const settings = settingsForTaskSet(target.settings, taskSet);
   console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   try {
@@ -102,12 +121,12 @@ export function checkAdapterPath(adapterPath: string): void {
 /** Evaluate a PEFT folder (a path under the sidecar's data root) against the base; the record is
  *  named `name`. As for a run, the held-out-template split of an in-distribution test set goes in
  *  the same Evaluate request and into the log's heldOutTemplate. */
-export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, given: EvalTarget): Promise<{ path: string; record: EvalLog }> {
-  checkSettings(given.settings);
+export async function evalAdapterPath(client: SidecarClient, adapterPath: string, name: string, given: EvalTarget): Promise<WrittenEval> {
   checkAdapterPath(adapterPath);
-  const taskSet = loadTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
+  const taskSet = await loadEvalTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
+  checkSettings(settingsForTaskSet(given.settings, taskSet), taskSet);
   // --tasks F names the base too (F's embedded model) unless --base-model says otherwise
-  const named = given.tasksGiven && given.settings.baseModel === "" ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
+  const named = given.tasksGiven && given.settings.baseModel === "" && !taskSet.agent ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
   const target = { ...named, settings: settingsForTaskSet(named.settings, taskSet) };
   const heldOut = heldOutTemplateSetFor(taskSet);
   console.log(
@@ -116,7 +135,7 @@ export async function evalAdapterPath(client: SidecarClient, adapterPath: string
   );
   const req = evaluateRequest(target.settings, heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet);
   req.adapters = [{ name: ADAPTER_VARIANT, source: { case: "path", value: adapterPath } }];
-  const full = await runEvaluate(client, req, progressPrinter("eval"));
+  const full = await runEvaluate(client, req, progressPrinter("eval"), taskSet.agent);
   const main = heldOut ? restrictResult(full, new Set(taskSet.rows.map((r) => r.id))) : full;
   const held = heldOut ? { taskSet: heldOut, result: restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) } : null;
   return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, main, new Date(), held));

@@ -3,7 +3,8 @@
  * progress line, Ctrl-C detaching (a second Ctrl-C within 2 s cancels), what a detach or a lost
  * sidecar prints, and the outcome.
  */
-import { Detached, SidecarLost, heldOutChangeLine, outcomeLine, trainProgressPrinter, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
+import { Detached, SidecarLost, outcomeLine, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
+import { heldOutChangeLine, trainProgressPrinter } from "../agent/train/progress.js";
 import { evalsDirOrDefault } from "../agent/workspace.js";
 import { RunState, runStateName, type SidecarClient } from "../sidecar/client.js";
 import { repeatFlags, sidecarFlags } from "./next-commands.js";

@@ -49,6 +49,7 @@ export async function runWithRequest(client: SidecarClient, evalsDir: string, ru
  *  eval.json names; null when nothing says (the AML default). */
 export function runTaskFile(run: Run, evalsDir: string): string | null {
   const req = run.request;
+  if (req?.agent?.source?.path) return req.agent.source.path; // an agent run: the file it recorded
   const source = req?.dataset?.source;
   const root = runDataRoot(run.runId, evalsDir);
   if (source?.case === "jsonlPath") return resolve(root, source.value);
@@ -90,7 +91,29 @@ export async function targetForRun(client: SidecarClient, command: string, runId
   let tasksPath = target.tasksPath;
   if (target.tasksGiven) await checkRunTaskFile(client, command, target.evalsDir, runId, tasksPath);
   else tasksPath = runTaskFile(run, target.evalsDir) ?? defaultTasksPath();
+  checkAgentTaskFile(run, command, tasksPath);
   return { ...target, tasksPath, tasksGiven: true, settings: { ...target.settings, baseModel: base } };
+}
+
+/**
+ * An agent run is judged on the agent task file it trained with, unchanged: its tools and scorers
+ * are the reward and the grader. A one-line UserError (exit 2) when the file the run recorded
+ * (AgentSpec.source) is not here, or when its bytes changed since (both sha256 named).
+ */
+export function checkAgentTaskFile(run: Run, command: string, tasksPath: string): void {
+  const source = run.request?.agent?.source;
+  if (!run.request?.agent) return;
+  if (!source?.path) {
+    throw new UserError(`agent ${command}: run ${run.runId} trains an agent task but does not record its file (an older run): pass --agent-task FILE to name it`);
+  }
+  if (!existsSync(tasksPath)) throw new UserError(`agent ${command}: run ${run.runId}'s agent task file ${source.path} is not here: pass --agent-task FILE`);
+  const now = sha256(tasksPath);
+  if (source.sha256 && now !== source.sha256) {
+    throw new UserError(
+      `agent ${command}: ${displayPath(tasksPath)} changed since run ${run.runId} trained on it (sha256 ${now.slice(0, 12)} now, ${source.sha256.slice(0, 12)} in the run): ` +
+        "its tools and scorers may differ; restore the file the run used",
+    );
+  }
 }
 
 /** targetForRun for several runs (agent compare): they must share the task file and the base. */
@@ -114,6 +137,7 @@ export async function checkRunTaskFile(client: SidecarClient, command: string, e
   const source = run.request?.dataset?.source;
   const given = displayPath(tasksPath);
   const hint = "pass --tasks with the run's own task file";
+  if (run.request?.agent) return; // an agent run: checkAgentTaskFile compares the file's sha256
   if (source?.case === "jsonlPath") {
     const own = resolve(runDataRoot(runId, evalsDir), source.value);
     if (!existsSync(own) || !existsSync(tasksPath) || sha256(own) === sha256(tasksPath)) return;

@@ -30,7 +30,8 @@ import {
   type SweepSummary,
 } from "../agent/replicate/across-seeds.js";
 import { writeReport } from "../agent/report/run-report.js";
-import { loadTrainRequest, outcomeLine, readLocalRun, trainViaSidecar, watchViaSidecar, type TrainLog, type TrainOutcome } from "../agent/train/run.js";
+import { loadTrainRequest, outcomeLine, readLocalRun, trainViaSidecar, watchViaSidecar, type TrainOutcome } from "../agent/train/run.js";
+import { type TrainLog } from "../agent/train/progress.js";
 import { REPO_ROOT, UserError, displayPath, runDir, writeFileAtomic } from "../agent/workspace.js";
 import { GrpoConfigSchema, TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, SidecarError, runStateName, type SidecarClient } from "../sidecar/client.js";

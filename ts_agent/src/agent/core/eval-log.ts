@@ -95,6 +95,67 @@ export interface EvalLog {
   humanAgreement: Agreement[];
   /** the held-out-template split, evaluated in the same request (absent for older logs) */
   heldOutTemplate?: SplitResult | null;
+  /** an agent task's eval (docs/agents.md): the file its tools and scorers came from; each
+   *  sample's episode is in `result` (loggedEpisode reads it typed). Absent for a task file. */
+  agentTask?: AgentTaskRef;
+}
+
+/** The agent task an eval or a run used: name, file and sha256 (the identity the fingerprint's
+ *  taskSet.sha256 also carries), scorers (the primary, which the verdict judges, first), tools,
+ *  limits. */
+export interface AgentTaskRef {
+  name: string;
+  /** absolute path on the agent's machine */
+  path: string;
+  sha256: string;
+  scorers: Array<{ name: string; weight: number }>;
+  tools: string[];
+  limits: { maxTurns: number; maxToolCalls: number; toolTimeoutMs: number; maxToolOutputChars: number };
+}
+
+/** A message of an episode, typed (OpenAI chat format, as the sidecar's episode runner wrote it). */
+export interface LoggedMessage {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  tool_call_id?: string;
+  tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: Record<string, unknown> } }>;
+}
+
+/** One sample's episode as the eval log holds it: its messages, the tool calls made, its counts,
+ *  why it ended, and the final answer the scorers were given. */
+export interface LoggedEpisode {
+  messages: LoggedMessage[];
+  toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>;
+  turns: number;
+  toolCallCount: number;
+  toolErrors: number;
+  unknownToolCalls: number;
+  malformedCalls: number;
+  /** "answer", "max_turns", "max_tool_calls" or "max_tokens" */
+  endedBy: string;
+  finalAnswer: string;
+  scores: Record<string, number>;
+}
+
+/** A sample of `result` (proto JSON GradedSample) read as an episode; null for a single-turn sample. */
+export function loggedEpisode(sample: { completion?: string; scores?: Record<string, number | string>; messagesJson?: string; episode?: Record<string, unknown> }): LoggedEpisode | null {
+  if (!sample.episode && !sample.messagesJson) return null;
+  const messages = JSON.parse(sample.messagesJson || "[]") as LoggedMessage[];
+  const e = (sample.episode ?? {}) as Record<string, number | string | undefined>;
+  const num = (k: string) => Number(e[k] ?? 0);
+  return {
+    messages,
+    toolCalls: messages.flatMap((m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: c.function.arguments }))),
+    turns: num("turns"),
+    toolCallCount: num("toolCalls"),
+    toolErrors: num("toolErrors"),
+    unknownToolCalls: num("unknownToolCalls"),
+    malformedCalls: num("malformedCalls"),
+    endedBy: String(e.endedBy ?? ""),
+    finalAnswer: sample.completion ?? "",
+    scores: Object.fromEntries(Object.entries(sample.scores ?? {}).map(([k, v]) => [k, Number(v)])),
+  };
 }
 
 /** One more split of the same eval: its variants' summaries (no baseline.json for it). */

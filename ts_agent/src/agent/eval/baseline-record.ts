@@ -249,9 +249,9 @@ export async function setBaseline(
   if (!force && existsSync(path)) throw new BaselineExistsError(path); // before minutes of generation
   const reason = (opts.reason ?? "").trim();
   if (force && existsSync(path) && reason === "") throw new BaselineReasonRequiredError();
-  checkSettings(opts.settings);
-  const result = await runEvaluate(client, evaluateRequest(opts.settings, opts.taskSet), opts.onProgress);
-  regrade(result.variants, opts.taskSet.rows, opts.settings.graders);
+  checkSettings(opts.settings, opts.taskSet);
+  const result = await runEvaluate(client, evaluateRequest(opts.settings, opts.taskSet), opts.onProgress, opts.taskSet.agent);
+  if (!opts.taskSet.agent) regrade(result.variants, opts.taskSet.rows, opts.settings.graders);
   const base = result.variants.find((v) => v.name === "base");
   if (!base) throw new Error("Evaluate returned no base variant");
   const baseline = buildBaseline(

@@ -17,7 +17,8 @@ import { heldOutTemplateSetFor, taskSetRef, type TaskSet } from "./task-set.js";
 /** Re-grade and summarise one split of an Evaluate result (pure). Its base vs adapter is not
  *  computed here: verdict.ts compareSplits does that from the summaries' per-task scores. */
 export function splitResult(settings: EvalSettings, taskSet: TaskSet, result: EvaluateResult): SplitResult {
-  const regradedScores = regrade(result.variants, taskSet.rows, settings.graders);
+  // an agent task's scores are its TS scorers' own (served by this process): nothing to re-grade
+  const regradedScores = taskSet.agent ? 0 : regrade(result.variants, taskSet.rows, settings.graders);
   const variants = result.variants.map((v) => summarizeVariant(v, settings.graders));
   return { taskSet: taskSetRef(taskSet), regradedScores, variants };
 }
@@ -62,6 +63,7 @@ export function buildEvalLog(
     variants: main.variants,
     humanAgreement: humanAgreement(result.variants, taskSet.rows, taskSet.humanLabels, primaryGrader(settings)),
     heldOutTemplate: held,
+    ...(taskSet.agent ? { agentTask: taskSet.agent.ref } : {}),
   };
 }
 

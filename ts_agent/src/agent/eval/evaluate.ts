@@ -13,6 +13,9 @@ import type { SidecarClient } from "../../sidecar/client.js";
 import { buildReward, rewardNames, type RewardSpec } from "../core/task-rewards.js";
 import { UserError } from "../workspace.js";
 import { metaPathFor } from "./tasks.js";
+import { agentSpec } from "../agent-task/agent-spec.js";
+import { startToolHost } from "../agent-task/tool-host.js";
+import { agentEvalSettings } from "./agent-task-set.js";
 import type { TaskSet } from "./task-set.js";
 import type { Split } from "../core/task-format.js";
 
@@ -49,7 +52,8 @@ export function primaryGrader(settings: Pick<EvalSettings, "graders">): RewardSp
  * the primary one; exact_match_lenient added when missing, for the strict-vs-lenient agreement),
  * else the settings' own (the defaults: exact_match first).
  */
-export function settingsForTaskSet(settings: EvalSettings, taskSet: Pick<TaskSet, "format" | "path">): EvalSettings {
+export function settingsForTaskSet(settings: EvalSettings, taskSet: Pick<TaskSet, "format" | "path" | "agent">): EvalSettings {
+  if (taskSet.agent) return agentEvalSettings(settings, taskSet);
   const names = taskSet.format?.graders;
   if (!names || names.length === 0) return settings;
   const unknown = names.find((g) => !rewardNames().includes(g));
@@ -61,9 +65,11 @@ export function settingsForTaskSet(settings: EvalSettings, taskSet: Pick<TaskSet
   return { ...settings, graders };
 }
 
-/** Checks that the graders the harness relies on are present: a primary one, and the lenient one. */
-export function checkSettings(settings: EvalSettings): void {
+/** Checks that the graders the harness relies on are present: a primary one, and the lenient one
+ *  (an agent task's graders are its own scorers, checked when its file was loaded). */
+export function checkSettings(settings: EvalSettings, taskSet?: Pick<TaskSet, "agent">): void {
   primaryGrader(settings);
+  if (taskSet?.agent) return;
   if (!settings.graders.some((g) => g.name === LENIENT_GRADER)) throw new Error(`eval settings: graders must include ${LENIENT_GRADER}`);
   for (const g of settings.graders) buildReward(g); // fail here, not after minutes of generation
 }
@@ -110,7 +116,8 @@ export function evaluateRequest(
         value: { rows: taskSet.rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) },
       },
     },
-    graders: settings.graders.map((g) => ({ name: g.name, weight: g.weight, params: g.params as JsonObject | undefined })),
+    // an agent task's scores come from its scorers (the AgentSpec runEvaluate adds), not graders
+    graders: taskSet.agent ? [] : settings.graders.map((g) => ({ name: g.name, weight: g.weight, params: g.params as JsonObject | undefined })),
     samplesPerTask: settings.samplesPerTask,
     temperature: settings.temperature,
     maxNewTokens: settings.maxNewTokens,
@@ -125,7 +132,18 @@ export async function runEvaluate(
   client: SidecarClient,
   request: MessageInitShape<typeof EvaluateRequestSchema>,
   onProgress: (p: EvaluateProgress) => void = () => undefined,
+  /** an agent task set's agent: its tools and scorers are served here while the Evaluate runs */
+  agent?: TaskSet["agent"],
 ): Promise<EvaluateResult> {
+  if (agent) {
+    const host = await startToolHost(agent.task);
+    try {
+      const withAgent = { ...request, agent: agentSpec(agent.task, host.address, agent.ref) } as MessageInitShape<typeof EvaluateRequestSchema>;
+      return await runEvaluate(client, withAgent, onProgress);
+    } finally {
+      await host.close();
+    }
+  }
   let result: EvaluateResult | undefined;
   for await (const res of client.evaluate(request)) {
     if (res.kind.case === "progress") onProgress(res.kind.value);
@@ -153,9 +171,9 @@ export async function evaluateRunSplits(
   heldOut: TaskSet | null,
   onProgress?: (p: EvaluateProgress) => void,
 ): Promise<{ main: EvaluateResult; heldOut: EvaluateResult | null }> {
-  checkSettings(settings);
+  checkSettings(settings, taskSet);
   const combined = heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet;
-  const full = await runEvaluate(client, evaluateRequest(settings, combined, [{ name: ADAPTER_VARIANT, runId }]), onProgress);
+  const full = await runEvaluate(client, evaluateRequest(settings, combined, [{ name: ADAPTER_VARIANT, runId }]), onProgress, taskSet.agent);
   return {
     main: restrictResult(full, new Set(taskSet.rows.map((r) => r.id))),
     heldOut: heldOut ? restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) : null,

@@ -8,7 +8,8 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 
-import type { TaskSetRef } from "../core/eval-log.js";
+import type { AgentTaskRef, TaskSetRef } from "../core/eval-log.js";
+import type { AgentTask } from "../agent-task/define.js";
 import { REPO_ROOT, UserError, displayPath } from "../workspace.js";
 import { HELDOUT_TEMPLATE_SPLIT, type Split, type TaskFormat, type TaskRow } from "../core/task-format.js";
 import { loadTaskFile, splitTasks } from "./tasks.js";
@@ -26,6 +27,9 @@ export interface TaskSet {
   humanLabels: Map<string, string>;
   /** what the file declares; absent: labels from the rows, slice field "slice" */
   format?: TaskFormat;
+  /** an agent task file (agent-task-set.ts): its tools and scorers, served by this process while
+   *  the sidecar runs episodes; the scores are its scorers', no grader re-grades them */
+  agent?: { task: AgentTask; ref: AgentTaskRef };
 }
 
 /** The format of a task set that carries none (a set built in code): inferred from its rows. */
@@ -61,7 +65,7 @@ export function loadTaskSet(path: string, split: Split, limit = 0): TaskSet {
  * file has none.
  */
 export function heldOutTemplateSetFor(taskSet: TaskSet): TaskSet | null {
-  if (taskSet.split !== "test") return null;
+  if (taskSet.split !== "test" || taskSet.agent) return null;
   const path = resolve(REPO_ROOT, taskSet.path);
   const rows = splitTasks(loadTaskFile(path).rows, HELDOUT_TEMPLATE_SPLIT);
   if (rows.length === 0) return null;

@@ -17,6 +17,7 @@ import { analyzeReport, type ReportAnalysis } from "./analysis.js";
 import { loadTaskPrompts, type ReportInput } from "./input.js";
 import { answers } from "./sections/answers-section.js";
 import { downstream } from "./sections/downstream-section.js";
+import { episodes } from "./sections/episodes-section.js";
 import { files } from "./sections/pending-section.js";
 import { sampleCompletions } from "./sections/samples-section.js";
 
@@ -90,7 +91,7 @@ export function writeEvalReport(evalsDir: string, evalPath: string, now = new Da
   };
   const analysis = analyzeReport(input);
   analysis.answersPlotNote = "an adapter eval's report draws no figures; see the tables";
-  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), sampleCompletions(input, analysis), files(input, analysis)].flat().join("\n");
+  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), episodes(input, analysis), sampleCompletions(input, analysis), files(input, analysis)].flat().join("\n");
   const path = join(dir, EVAL_REPORT_FILE);
   writeFileAtomic(path, md);
   return { path, analysis, log };

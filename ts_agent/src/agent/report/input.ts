@@ -64,7 +64,7 @@ export interface TaskPrompts {
 
 /** The prompts of the eval log's task file, when the file is still the one evaluated (same sha256). */
 export function loadTaskPrompts(log: EvalLog | null): TaskPrompts | null {
-  if (!log) return null;
+  if (!log || log.agentTask) return null; // an agent task's prompts are in its transcripts
   const path = resolve(REPO_ROOT, log.taskSet.path);
   const none = (why: string): TaskPrompts => ({ byId: {}, note: `prompts not shown: ${log.taskSet.path} ${why}` });
   if (!existsSync(path)) return none("is not here (eval.json keeps no prompt)");

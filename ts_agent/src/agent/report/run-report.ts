@@ -19,6 +19,7 @@ import { PREFERENCE_SVG, preferenceSvg } from "./preference-curve.js";
 import { CONFUSION_PNG, CONFUSION_SPEC, answers } from "./sections/answers-section.js";
 import { attribution } from "./sections/attribution-section.js";
 import { downstream } from "./sections/downstream-section.js";
+import { episodes } from "./sections/episodes-section.js";
 import { heldOutReward } from "./sections/held-out-section.js";
 import { milestone } from "./sections/milestone-section.js";
 import { overview } from "./sections/overview-section.js";
@@ -38,6 +39,7 @@ export const SECTIONS: readonly ReportSection[] = [
   heldOutReward,
   downstream,
   answers,
+  episodes,
   sampleCompletions,
   milestone,
   selectionSection,

@@ -150,9 +150,9 @@ export function readComparedRuns(evalsDir: string, runIds: ReadonlyArray<string>
 
 /** The base and every run's adapter in ONE Evaluate; each run's part as its own eval log. */
 export async function evaluateTogether(client: SidecarClient, runIds: string[], settings: EvalSettings, taskSet: TaskSet): Promise<ComparedRun[]> {
-  checkSettings(settings);
+  checkSettings(settings, taskSet);
   const request = evaluateRequest(settings, taskSet, runIds.map((id) => ({ name: id, runId: id })));
-  const result = await runEvaluate(client, request, progressPrinter("compare"));
+  const result = await runEvaluate(client, request, progressPrinter("compare"), taskSet.agent);
   return runIds.map((id) => ({ runId: id, log: buildEvalLog(id, settings, taskSet, partFor(result, id)) }));
 }
 

@@ -28,9 +28,11 @@ import {
   DOWNSTREAM_MIN_DELTA,
   MIN_HELDOUT_PROMPTS,
   baselineSetCommand,
+  downstreamCriterion,
   judgeMilestone,
   pp,
   verdictLabel,
+  type CriterionResult,
   type DownstreamEvidence,
   type MilestoneVerdict,
   type RewardEvidence,
@@ -163,6 +165,20 @@ export function judgeEvalComparison(log: EvalLog | null, baseline: Baseline | nu
   out.baseSource = "the eval's own base variant";
   out.comparison = out.splits[0].comparison;
   return out;
+}
+
+/** An eval judged on its own: its comparison (judgeEvalComparison) and the milestone's downstream
+ *  criterion on it (GATED words when baseline.json does not match). The one judgement every eval
+ *  prints, a task file's or an agent task's (`agent eval`, `agent demo`); the run's milestone
+ *  (judgeRun) adds the reward criterion. */
+export interface EvalJudgement {
+  judged: JudgedComparison;
+  downstream: CriterionResult;
+}
+
+export function judgeEval(log: EvalLog, baseline: Baseline | null): EvalJudgement {
+  const judged = judgeEvalComparison(log, baseline);
+  return { judged, downstream: downstreamCriterion(downstreamEvidence(judged.comparison, judged.baseSource)) };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ function completion(title: string, v: VariantResult, taskId: string, graders: st
 
 export const sampleCompletions: ReportSection = (input) => {
   const log = input.evalLog;
-  if (!log?.tasks) return [];
+  if (!log?.tasks || log.agentTask) return []; // an agent task's episodes: episodes-section.ts
   const result = fromJson(EvaluateResultSchema, log.result);
   const base = result.variants.find((v) => v.name === "base");
   const adapter = result.variants.find((v) => v.name === ADAPTER_VARIANT);

@@ -1,0 +1,152 @@
+/**
+ * An agent task's run (docs/agents.md): `agent train --agent-task FILE` and `agent resume RUN` of
+ * an agent run. The run is a run like any other (run.json, events.jsonl and every artifact
+ * downloaded into <evals dir>/runs/<run_id>/ at the end, the shared progress line), with one
+ * difference: the sidecar's episode runner calls this process for every tool call and score, so
+ * the run needs this process alive. Ctrl-C therefore does not detach (a detached agent run would
+ * fail at its next tool call): it cancels the run at its next step, keeps serving until the run
+ * stopped, and prints the command that continues it. The run records its agent task file (path,
+ * sha256: AgentSpec.source); resume serves that file's tools again and refuses a changed file.
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+
+import { agentSpec, agentTaskRef, rowsOf, taskRows } from "../agent/agent-task/agent-spec.js";
+import { loadAgentTask, type AgentTask } from "../agent/agent-task/define.js";
+import { startToolHost } from "../agent/agent-task/tool-host.js";
+import { trainProgressPrinter } from "../agent/train/progress.js";
+import { SidecarLost, trainViaSidecar, watchViaSidecar, type FollowOptions, type TrainOutcome } from "../agent/train/run.js";
+import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
+import { TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { RunState, type SidecarClient } from "../sidecar/client.js";
+import { printOutcome, sidecarLostLines } from "./follow.js";
+import { repeatFlags } from "./next-commands.js";
+import { checkAgentTaskFile } from "./run-task-file.js";
+
+type Flags = { address?: string; token?: string; "evals-dir"?: string };
+
+/** The command that continues an agent run from its last checkpoint. */
+export function agentResumeCommand(runId: string, values: Flags): string {
+  return `agent resume ${runId}${repeatFlags(values)}`;
+}
+
+/**
+ * Serve `task`'s tools (on `port`, 0 = any) while `follow` runs and follows a run to its end, with
+ * the shared progress line; Ctrl-C cancels the run (see the module docs). Exit 0 when the run
+ * SUCCEEDED, 130 after a Ctrl-C, else 1.
+ */
+async function followServing(
+  client: SidecarClient,
+  values: Flags,
+  task: AgentTask,
+  port: number,
+  follow: (toolHost: string, opts: FollowOptions) => Promise<TrainOutcome>,
+  runIdHint = "",
+): Promise<{ code: number; outcome: TrainOutcome | null }> {
+  const host = await startToolHost(task, port);
+  const progress = trainProgressPrinter({ stepsOffTty: true });
+  let runId = runIdHint;
+  let asked = false;
+  let sent = false;
+  const cancel = () => {
+    if (!runId || sent) return;
+    sent = true;
+    client.cancelRun(runId).catch((err: unknown) => console.error(`agent: cancel ${runId}: ${String((err as Error).message).split("\n")[0]}`));
+  };
+  const onSigint = () => {
+    if (asked) {
+      console.error(`agent: second Ctrl-C: leaving now; run ${runId || "(not named yet)"} fails at its next tool call (nothing serves its tools)` +
+        (runId ? `; continue it from its last checkpoint with: ${agentResumeCommand(runId, values)}` : ""));
+      process.exit(130);
+    }
+    asked = true;
+    console.log(`Ctrl-C: an agent run needs this process (it serves ${task.name}'s tools and scorers), so run ${runId || "(starting)"} is cancelled at its next step ` +
+      "instead of detached; waiting for it to stop (Ctrl-C again leaves now)");
+    cancel();
+  };
+  process.on("SIGINT", onSigint);
+  const onEvent = (ev: RunEvent) => {
+    if (!runId && ev.runId) {
+      runId = ev.runId;
+      if (asked) cancel();
+    }
+  };
+  let outcome: TrainOutcome;
+  try {
+    outcome = await follow(host.address, { log: progress.log, evalsDir: evalsDirOrDefault(values["evals-dir"]), onEvent });
+  } catch (err) {
+    progress.end();
+    if (err instanceof SidecarLost) {
+      for (const line of sidecarLostLines(err, values)) console.error(line);
+      return { code: 1, outcome: null };
+    }
+    throw err;
+  } finally {
+    process.off("SIGINT", onSigint);
+    await host.close();
+  }
+  progress.end();
+  printOutcome(outcome);
+  if (outcome.state !== RunState.SUCCEEDED) console.log(`continue it from its last checkpoint: ${agentResumeCommand(outcome.runId, values)}`);
+  return { code: asked ? 130 : outcome.state === RunState.SUCCEEDED ? 0 : 1, outcome };
+}
+
+/** What `agent train --agent-task` and `agent demo --agent-task` set over the config's request. */
+export interface AgentTrainOverrides {
+  runId?: string;
+  baseModel?: string;
+  seed?: number;
+}
+
+/** Train on the agent task's train rows while this process serves its tools and scorers. */
+export async function trainAgentRun(
+  client: SidecarClient,
+  values: Flags,
+  file: string,
+  config: TrainRequest,
+  overrides: AgentTrainOverrides = {},
+): Promise<{ code: number; outcome: TrainOutcome | null }> {
+  const task = await loadAgentTask(file);
+  const rows = rowsOf(task, "train");
+  if (rows.length === 0) throw new UserError(`${file}: tasks: no rows with split "train" (the default split)`);
+  if (config.rewards.length) throw new UserError("--config: rewards: must be empty for an agent task (its scorers are the reward)");
+  const ref = agentTaskRef(task, file);
+  const grpo = overrides.seed === undefined ? config.grpo : { ...config.grpo!, seed: BigInt(overrides.seed) };
+  console.log(`agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`);
+  return followServing(client, values, task, 0, (toolHost, opts) => {
+    const request: MessageInitShape<typeof TrainRequestSchema> = {
+      baseModel: overrides.baseModel ?? config.baseModel, mode: config.mode, grpo, lora: config.lora, runtime: config.runtime, heldOut: config.heldOut,
+      runId: overrides.runId ?? config.runId,
+      dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
+      agent: agentSpec(task, toolHost, ref),
+    };
+    return trainViaSidecar(client, create(TrainRequestSchema, request), opts);
+  }, overrides.runId ?? config.runId);
+}
+
+/**
+ * Continue a FAILED or CANCELLED agent run from its last checkpoint: its recorded agent task file
+ * (or `file`, which must be the same bytes) serves the tools again on the port the run calls, the
+ * sidecar queues it again, and it is followed and downloaded to its end.
+ */
+export async function resumeAgentRun(client: SidecarClient, values: Flags, runId: string, file?: string): Promise<number> {
+  const run = await client.getRun(runId);
+  const spec = run.request?.agent;
+  if (!spec) throw new UserError(`run ${runId} is not an agent run: resume it with agent resume ${runId}`);
+  const path = file ?? spec.source?.path ?? "";
+  if (!path) throw new UserError(`run ${runId} does not record its agent task file (an older run): resume it with agent train --agent-task FILE --resume ${runId}`);
+  checkAgentTaskFile(run, "resume", path);
+  const port = Number(spec.toolHost.split(":").pop());
+  if (!Number.isInteger(port) || port <= 0) throw new UserError(`run ${runId}: its request's agent.tool_host ${JSON.stringify(spec.toolHost)} names no port to serve the tools on again`);
+  const task = await loadAgentTask(path);
+  const { code } = await followServing(client, values, task, port, async (_address, opts) => {
+    await client.resumeRun(runId);
+    console.log(`agent task ${task.name}: run ${runId} resumed from its last checkpoint; tools served at ${spec.toolHost}`);
+    return watchViaSidecar(client, runId, opts);
+  }, runId).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException)?.code === "EADDRINUSE") {
+      throw new UserError(`run ${runId}: cannot serve the tools on ${spec.toolHost} again, where the run calls them (the port is in use)`);
+    }
+    throw err;
+  });
+  return code;
+}
