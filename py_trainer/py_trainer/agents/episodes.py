@@ -25,7 +25,13 @@ from py_trainer.models.loading import pad_batch
 
 TOOL_THREADS = 16
 """Tool calls (and scorings) of one turn run concurrently, at most this many at a time."""
-CUT_MARK = "\n[output cut]"
+
+
+def cut_note(limit: int) -> str:
+    """Appended to a tool output cut at `limit` characters (AgentSpec.max_tool_output_chars): this
+    cut is the only one the model sees. The TS host sends at most one character past the limit (a
+    bound on the wire, no note), so the note cannot say the full length."""
+    return f"\n[error: output cut at {limit} characters]"
 
 
 @dataclass
@@ -173,8 +179,8 @@ def run_call(host: ToolHost, setup: AgentSetup, e: Episode, index: int, block: d
         known = ", ".join(t["name"] for t in setup.tools) or "none"
         return name, f"error: unknown tool {name!r}; the tools are: {known}", True
     output, is_error = host.call_tool(e.task_id, e.episode_id, name, block["arguments"])
-    if len(output) > setup.max_tool_output_chars:
-        output = output[:setup.max_tool_output_chars] + CUT_MARK
+    if len(output) > setup.max_tool_output_chars:  # a tool error, as docs/agents.md's Faults table says
+        return name, output[:setup.max_tool_output_chars] + cut_note(setup.max_tool_output_chars), True
     return name, output, is_error
 
 

@@ -3,8 +3,9 @@
  * node adapter) that the sidecar's episode runner calls for every tool call and every finished
  * episode's scores, so the user's tools and scorers run unchanged in this process (docs/agents.md).
  *
- * A tool that throws, runs past its timeout or returns more than the limit answers `isError` with
- * what happened: the model sees it as the tool's output and the episode counts a tool error. A
+ * A tool that throws or runs past its timeout answers `isError` with what happened: the model sees
+ * it as the tool's output and the episode counts a tool error (an output over the limit is cut by
+ * the sidecar, which writes the note and counts the error: the rule has one owner). A
  * scorer that throws or gives a number outside [0, 1] fails the call with INVALID_ARGUMENT naming
  * the scorer (the sidecar fails the run with that message: a scorer bug is not a model's error).
  */
@@ -44,7 +45,23 @@ function asText(value: unknown): string {
   }
 }
 
-/** Run one tool call under the task's limits: (output, isError). */
+/** The first `n` characters of `text`, counted in code points as the sidecar counts them (Python's
+ * `len`), so a surrogate pair is never split. */
+function firstChars(text: string, n: number): string {
+  if (text.length <= n) return text;
+  let units = 0;
+  let count = 0;
+  for (const ch of text) {
+    if (count === n) break;
+    units += ch.length;
+    count += 1;
+  }
+  return text.slice(0, units);
+}
+
+/** Run one tool call under the task's limits: (output, isError). The output is bounded on the wire
+ * at one character past `maxToolOutputChars`: the sidecar's episode runner makes the one cut the
+ * model sees, with its note, and counts it a tool error (agents/episodes.py). */
 export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: string, name: string, args: Record<string, unknown>): Promise<[string, boolean]> {
   const limits = { ...DEFAULT_LIMITS, ...task.limits };
   const tool = task.tools[name];
@@ -59,10 +76,7 @@ export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: str
   });
   try {
     const out = asText(await Promise.race([Promise.resolve().then(() => tool.run(args, { task: row, episodeId, signal: controller.signal })), timeout]));
-    if (out.length > limits.maxToolOutputChars) {
-      return [`${out.slice(0, limits.maxToolOutputChars)}\n[error: output cut at ${limits.maxToolOutputChars} of ${out.length} characters]`, true];
-    }
-    return [out, false];
+    return [firstChars(out, limits.maxToolOutputChars + 1), false];
   } catch (err) {
     return [`error: ${String((err as Error)?.message ?? err).split("\n")[0]}`, true];
   } finally {
