@@ -4,9 +4,9 @@ The product path, not a copy of it: one sidecar (`py-trainer serve`, runs in a t
 for each seed S..S+N-1, one at a time, `agent demo --agent-task FILE --seed S` (the task's
 demonstrations and its embedded agent model -- built once, then cached --, GRPO on episodes
 through the sidecar, base vs adapter on the test tasks, docs/agents.md). It prints one row per seed
-(held-out reward is in the run; here: base and adapter success on the test tasks, the paired delta
-with its interval, the verdict, the seed's wall time) and the share of seeds that PASS (PASS or
-CONFIRMED) with a Wilson interval (py_trainer.core.stats.wilson_interval). The last line is exactly
+(base and adapter success on the test tasks, the paired delta with its decision interval, the
+downstream verdict and the milestone -- held-out reward and downstream, the run's report.md --,
+the seed's wall time) and the share of seeds whose milestone PASSes (PASS or CONFIRMED) with a Wilson interval (py_trainer.core.stats.wilson_interval). The last line is exactly
 `seeds: k/N PASS (Wilson 95% CI a-b), median T s`.
 
     .venv/bin/python scripts/bench_agent_seeds.py                 # 5 seeds from 1
@@ -34,9 +34,20 @@ from py_trainer.core.stats import wilson_interval  # noqa: E402
 
 TASK = "agent-evals/agent-tasks/orders.agent.ts"
 CONFIG = "agent-evals/agent-tasks/orders-request.json"
-RESULT = re.compile(r"^(?P<name>\S+): base (?P<base>[\d.]+)% -> adapter (?P<adapter>[\d.]+)% on (?P<n>\d+) test tasks; "
-                    r"delta (?P<delta>\S+ pp) \[(?P<lo>\S+ pp), (?P<hi>\S+ pp)\]", re.M)
-VERDICT = re.compile(r"^verdict: (?P<verdict>[A-Z]+) \(", re.M)
+VARIANT = re.compile(r"^(?P<variant>base|adapter)\s+\S+ (?P<pct>[\d.]+)% \(95% CI", re.M)
+DELTA = re.compile(r"^adapter - base: (?P<delta>\S+ pp) \(95% CI (?P<lo>\S+ pp) to (?P<hi>\S+ pp), .*\), n=(?P<n>\d+)", re.M)
+DOWNSTREAM = re.compile(r"^downstream: (?P<downstream>[A-Z]+)", re.M)
+MILESTONE = re.compile(r"^\[demo\] milestone: (?P<verdict>[A-Z]+)", re.M)
+
+
+def parse(stdout: str) -> dict | None:
+    """What one `agent demo --agent-task` printed: each variant's success, the paired delta with
+    its decision interval, the downstream verdict and the milestone (the product's verdict)."""
+    variants = {m["variant"]: m["pct"] for m in VARIANT.finditer(stdout)}
+    d, ds, ms = DELTA.search(stdout), DOWNSTREAM.search(stdout), MILESTONE.search(stdout)
+    if not (d and ds and ms and "base" in variants and "adapter" in variants):
+        return None
+    return {"base": variants["base"], "adapter": variants["adapter"], **d.groupdict(), "downstream": ds["downstream"], "verdict": ms["verdict"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,24 +73,24 @@ def main(argv: list[str] | None = None) -> int:
                                   "--evals-dir", str(work / "evals"), "--address", f"127.0.0.1:{port}"],
                                  cwd=REPO, env=env, capture_output=True, text=True)
             seconds = time.monotonic() - t0
-            m, v = RESULT.search(out.stdout), VERDICT.search(out.stdout)
-            if not m or not v:
+            got = parse(out.stdout)
+            if got is None:
                 print(f"seed {seed}: no verdict (exit {out.returncode})\n{out.stdout[-2000:]}{out.stderr[-2000:]}", file=sys.stderr)
                 rows.append({"seed": seed, "verdict": "ERROR", "seconds": seconds})
                 continue
-            rows.append({"seed": seed, **m.groupdict(), "verdict": v["verdict"], "seconds": seconds})
+            rows.append({"seed": seed, **got, "seconds": seconds})
             r = rows[-1]
             print(f"seed {seed}: base {r['base']}% -> adapter {r['adapter']}% (n={r['n']}), delta {r['delta']} "
-                  f"[{r['lo']}, {r['hi']}], {r['verdict']}, {seconds:.0f} s", flush=True)
+                  f"[{r['lo']}, {r['hi']}], downstream {r['downstream']}, milestone {r['verdict']}, {seconds:.0f} s", flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    print("\n| seed | base | adapter | delta [95% CI] | verdict | wall s |\n|---|---|---|---|---|---|")
+    print("\n| seed | base | adapter | delta [95% CI] | downstream | milestone | wall s |\n|---|---|---|---|---|---|---|")
     for r in rows:
         if r["verdict"] == "ERROR":
-            print(f"| {r['seed']} | | | | ERROR | {r['seconds']:.0f} |")
+            print(f"| {r['seed']} | | | | | ERROR | {r['seconds']:.0f} |")
         else:
-            print(f"| {r['seed']} | {r['base']}% | {r['adapter']}% | {r['delta']} [{r['lo']}, {r['hi']}] | {r['verdict']} | {r['seconds']:.0f} |")
+            print(f"| {r['seed']} | {r['base']}% | {r['adapter']}% | {r['delta']} [{r['lo']}, {r['hi']}] | {r['downstream']} | {r['verdict']} | {r['seconds']:.0f} |")
     passed = sum(r["verdict"] in ("PASS", "CONFIRMED") for r in rows)
     ci = wilson_interval(passed, len(rows))
     median = statistics.median(r["seconds"] for r in rows)

@@ -6,11 +6,13 @@
  */
 import { strict as assert } from "node:assert";
 import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
+import { EVAL_LOG_SCHEMA, loggedEpisode, readEvalLog } from "../src/agent/core/eval-log.js";
 import { AGENT } from "./helpers/agent-process.js";
 import { REPO, sidecarForFile } from "./helpers/sidecar.js";
 
@@ -22,36 +24,66 @@ function agent(args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-test("train on episodes, then eval base vs adapter with a threshold, JUnit XML and the episodes report", { timeout: 900_000 }, () => {
+test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit, threshold), report, compare, delete", { timeout: 900_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), "agent-task-"));
+  const evals = join(dir, "evals");
   const config = join(dir, "run.json");
   writeFileSync(config, JSON.stringify({
     grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
     held_out: { num_prompts: 2, samples_per_prompt: 2 },
   }));
-  const train = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1"]);
+  const train = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1", "--evals-dir", evals]);
   assert.equal(train.code, 0, train.stdout + train.stderr);
-  assert.match(train.stdout, /step 2\/2 {2}reward [\d.]+ {2}turns\/episode [\d.]+ {2}tool calls\/episode [\d.]+ {2}tool errors\/call/);
-  assert.match(train.stdout, /run calc-1: SUCCEEDED/);
+  assert.match(train.stdout, /step 2\/2 reward [\d.]+ kl [-\d.e]+ turns\/episode [\d.]+ tool calls\/episode [\d.]+ tool errors\/call [\d.]+ limits hit/);
+  assert.match(train.stdout, /SUCCEEDED/);
+  // run.json and the artifacts, as for any run; the agent task file recorded with the run
+  const run = JSON.parse(readFileSync(join(evals, "runs", "calc-1", "run.json"), "utf8"));
+  assert.equal(run.request.agent.source.path, TASK);
+  assert.equal(run.request.agent.source.sha256, createHash("sha256").update(readFileSync(TASK)).digest("hex"));
+  assert.ok(existsSync(join(evals, "runs", "calc-1", "adapter", "adapter_model.safetensors")));
 
-  const out = join(dir, "eval");
-  const ev = agent(["eval", "--agent-task", TASK, "--run", "calc-1", "--threshold", "0.99", "--out", out]);
+  const base = agent(["baseline", "set", "--agent-task", TASK, "--evals-dir", evals]);
+  assert.equal(base.code, 0, base.stdout + base.stderr);
+
+  // the run's own agent task file, from its record: no --agent-task needed
+  const ev = agent(["eval", "calc-1", "--threshold", "0.99", "--evals-dir", evals]);
   assert.equal(ev.code, 1, `the adapter cannot reach 99%: exit 1\n${ev.stdout}${ev.stderr}`);
-  assert.match(ev.stdout, /calculator: base [\d.]+% -> adapter [\d.]+% on 48 test tasks/);
-  assert.match(ev.stdout, /verdict: (CONFIRMED|PASS|FAIL|INCONCLUSIVE) \(/);
-  assert.match(ev.stdout, /threshold: the adapter's success [\d.]+% is below 99\.0%: exit 1/);
-  const junit = readFileSync(join(out, "junit.xml"), "utf8");
+  assert.match(ev.stdout, /adapter - base: [-+][\d.]+ pp \(95% CI .*(exact McNemar test|paired t test|exact sign test|undefined)/);
+  assert.match(ev.stdout, /downstream: INCONCLUSIVE .*n=48 < 200 test tasks the milestone needs/);
+  assert.match(ev.stdout, /baseline\.json matches this eval/);
+  assert.match(ev.stdout, /threshold: adapter's correct accuracy [\d.]+% is below 99\.0%: exit 1/);
+  const log = readEvalLog(join(evals, "runs", "calc-1", "eval.json"));
+  assert.equal(log.schema, EVAL_LOG_SCHEMA);
+  assert.equal(log.taskSet.n, 48);
+  assert.equal(log.agentTask?.name, "calculator");
+  assert.ok(log.fingerprint && log.fingerprint.taskSet.sha256 === run.request.agent.source.sha256);
+  const ep = loggedEpisode((log.result as { variants: Array<{ tasks: Array<{ samples: never[] }> }> }).variants[1].tasks[0].samples[0]);
+  assert.ok(ep && ep.messages.some((m) => m.role === "user") && typeof ep.endedBy === "string" && ep.endedBy !== "");
+  const junit = readFileSync(join(evals, "runs", "calc-1", "junit.xml"), "utf8");
   assert.equal((junit.match(/<testcase /g) ?? []).length, 48);
-  assert.match(junit, /<testsuite name="agent eval: calculator" tests="48" failures="\d+">/);
-  const report = readFileSync(join(out, "report.md"), "utf8");
-  for (const heading of ["## Episodes", "## Transcripts", "| tool errors |", "| calls to unknown tools |", "| malformed calls |", "| limits hit |"]) {
-    assert.ok(report.includes(heading), heading);
+  assert.match(junit, /<testsuite name="agent eval: calculator" tests="48" failures="\d+" skipped="\d+">/);
+  assert.match(junit, /<property name="verdict" value="INCONCLUSIVE"\/>/);
+  assert.match(readFileSync(join(evals, "runs", "calc-1", "test-evals.jsonl"), "utf8"), /"command":"eval"/);
+
+  const report = agent(["report", "calc-1", "--evals-dir", evals]);
+  assert.equal(report.code, 0, report.stdout + report.stderr);
+  const md = readFileSync(join(evals, "runs", "calc-1", "report.md"), "utf8");
+  for (const heading of ["## Episodes", "## Transcripts", "| tool errors |", "| calls to unknown tools |", "| malformed calls |", "| limits hit |", "milestone"]) {
+    assert.ok(md.includes(heading), heading);
   }
-  assert.match(report, /Governing test: (exact McNemar|paired t)/);
-  const saved = JSON.parse(readFileSync(join(out, "eval.json"), "utf8"));
-  assert.equal(saved.judgement.n, 48);
-  assert.equal(saved.result.variants.length, 2);
-  assert.ok(existsSync(join(out, "report.md")));
+  assert.match(md, /Picked by the base-vs-adapter pair/);
+
+  // an edited agent task file is refused, naming both sha256
+  const edited = join(dir, "calculator.agent.ts");
+  writeFileSync(edited, readFileSync(TASK, "utf8") + "\n// edited\n");
+  const changed = agent(["eval", "calc-1", "--agent-task", edited, "--evals-dir", evals]);
+  assert.equal(changed.code, 2, changed.stdout + changed.stderr);
+  assert.match(changed.stderr, /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run\)/);
+
+  const del = agent(["delete", "calc-1", "--evals-dir", evals, "--yes"]);
+  assert.equal(del.code, 0, del.stdout + del.stderr);
+  assert.doesNotMatch(agent(["runs"]).stdout, /calc-1\s/); // gone from the sidecar
+  assert.ok(existsSync(join(evals, "runs", "calc-1", "run.json"))); // the downloaded copy is the user's
 });
 
 test("a malformed agent task file is one line naming the field, exit 2", () => {
@@ -61,14 +93,15 @@ test("a malformed agent task file is one line naming the field, exit 2", () => {
   assert.match(r.stderr, /no-run\.agent\.ts: tools\.multiply\.run: must be a function/);
 });
 
-test("the agent process killed mid-run fails the run naming it; --resume serves the tools again and the run finishes", { timeout: 900_000 }, async () => {
+test("the agent process killed mid-run fails the run naming it; agent resume serves the recorded file's tools again and the run finishes", { timeout: 900_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "agent-task-kill-"));
   const config = join(dir, "run.json");
   writeFileSync(config, JSON.stringify({
     grpo: { max_steps: 6, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 2 },
     held_out: { num_prompts: 2, samples_per_prompt: 2 },
   }));
-  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--address", sidecar().address]);
+  const evals = join(dir, "evals");
+  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--evals-dir", evals, "--address", sidecar().address]);
   let out = "";
   await new Promise<void>((res, rej) => {
     child.stdout.on("data", (d) => {
@@ -88,14 +121,19 @@ test("the agent process killed mid-run fails the run naming it; --resume serves 
   assert.match(runs, /calc-kill\s+FAILED/, runs);
   const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
   assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
-  const plain = agent(["resume", "calc-kill"]); // nothing would serve its tools: refused, the run left as it is
-  assert.equal(plain.code, 2, plain.stdout + plain.stderr);
-  assert.equal(plain.stderr.trim().split("\n").length, 1, plain.stderr);
-  assert.match(plain.stderr, /run calc-kill trains an agent .*agent train --agent-task FILE --resume calc-kill/);
+  // a file that is not the one the run recorded is refused, the run left as it is
+  const other = join(dir, "other.agent.ts");
+  writeFileSync(other, readFileSync(TASK, "utf8") + "\n// another file\n");
+  const refused = agent(["train", "--agent-task", other, "--resume", "calc-kill", "--evals-dir", evals]);
+  assert.equal(refused.code, 2, refused.stdout + refused.stderr);
+  assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
+  assert.match(refused.stderr, /changed since run calc-kill trained on it/);
   assert.match(agent(["runs"]).stdout, /calc-kill\s+FAILED/);
-  const resumed = agent(["train", "--agent-task", TASK, "--resume", "calc-kill"]);
+  // plain `agent resume` serves the tools of the file the run recorded again
+  const resumed = agent(["resume", "calc-kill", "--evals-dir", evals]);
   assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
   assert.match(resumed.stdout, /run calc-kill resumed from its last checkpoint/);
   assert.match(resumed.stdout, /step 6\/6/);
-  assert.match(resumed.stdout, /run calc-kill: SUCCEEDED/);
+  assert.match(resumed.stdout, /SUCCEEDED/);
+  assert.ok(existsSync(join(evals, "runs", "calc-kill", "run.json")));
 });

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto";
 import { codeRevision, type CodeRevision } from "../code-revision.js";
 import type { Fingerprint } from "../core/eval-log.js";
 import type { EvalFingerprint } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { buildReward, type ParamValue } from "../core/task-rewards.js";
+import { buildReward, rewardNames, type ParamValue } from "../core/task-rewards.js";
 import { modelIdentity, primaryGrader } from "./evaluate.js";
 import { type EvalSettings, type ModelRef } from "../core/eval-log.js";
 import type { TaskSetRef } from "../core/eval-log.js";
@@ -28,7 +28,10 @@ export interface GraderRef {
 }
 
 export function primaryGraderRef(settings: EvalSettings): GraderRef {
-  const built = buildReward(primaryGrader(settings));
+  const primary = primaryGrader(settings);
+  // an agent task's scorer is TS code with no params: the task file's sha256 (taskSet.sha256) names it
+  if (!rewardNames().includes(primary.name)) return { name: primary.name, params: {} };
+  const built = buildReward(primary);
   return { name: built.name, params: built.params };
 }
 

@@ -54,9 +54,10 @@ function openAnswerSet(completions: Iterable<string>, reader: AnswerReader): Lab
 }
 
 /** The log's answers per split, for any task set: with a closed label set (every task's gold label,
- *  docs/tasks.md) the confusion matrices too; null for a log without per-task records. */
+ *  docs/tasks.md) the confusion matrices too; null for a log without per-task records or of an agent task. */
 export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
-  if (!log?.tasks) return null;
+  // an agent task's answers are episodes, read by its scorers: the episodes section shows them
+  if (!log?.tasks || log.agentTask) return null;
   const tasks = log.tasks;
   const result = fromJson(EvaluateResultSchema, log.result);
   const closed =
