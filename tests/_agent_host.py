@@ -1,7 +1,7 @@
 """A stand-in for the TS agent's AgentToolHostService, in Python, for the sidecar's own tests (the
 real host, in TS, is tested by ts_agent/test/agent-*.test.ts): tools `add`, `boom` (throws),
 `slow` (sleeps past any short timeout), `huge` (a long output) and `lookup`; scorers `correct`
-(the final answer equals the task's expected sum) and `used_tool` (any tool call)."""
+(the request's final answer equals the task's expected sum) and `used_tool` (any tool call)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ class Host(pb_grpc.AgentToolHostServiceServicer):
     def __init__(self, expected: dict[str, str]):
         self.expected = expected
         self.calls: list[tuple[str, str, dict]] = []
+        self.final_answers: dict[str, str] = {}
+        """episode id -> the final answer its ScoreEpisode request carried"""
         self.lock = threading.Lock()
 
     def CallTool(self, request, context):
@@ -56,9 +58,10 @@ class Host(pb_grpc.AgentToolHostServiceServicer):
         context.abort(grpc.StatusCode.NOT_FOUND, f"no tool {request.name}")
 
     def ScoreEpisode(self, request, context):
-        messages = json.loads(request.messages_json)
-        final = messages[-1]["content"].strip() if messages[-1]["role"] == "assistant" else ""
-        correct = 1.0 if final == self.expected.get(request.task_id) else 0.0
+        json.loads(request.messages_json)
+        with self.lock:
+            self.final_answers[request.episode_id] = request.final_answer
+        correct = 1.0 if request.final_answer == self.expected.get(request.task_id) else 0.0
         return pb.ScoreEpisodeResponse(scores={"correct": correct,
                                                "used_tool": 1.0 if request.stats.tool_calls > 0 else 0.0})
 

@@ -26,6 +26,7 @@ SCRIPT = {
     "tool floods": ['<tool_call>{"name": "huge", "arguments": {}}</tool_call>', "done"],
     "loops": ['<tool_call>{"name": "add", "arguments": {"a": 1, "b": 1}}</tool_call>'] * 10,
     "nests": ["<tool_call>" + "[" * 1500, "stopped"],
+    "rambles": ["5 " * 200],
 }
 EXPECTED = {"t-add": "5", "t-once": "7"}
 
@@ -168,3 +169,19 @@ def test_a_call_nested_past_the_parser_is_a_counted_malformed_call(tokenizer, ho
     assert "malformed tool call: not JSON (nested too deeply)" in e.messages[-2]["content"]
     _, [cut] = run(tokenizer, address, [("t-nest", "nests")])  # the turn cut by the budget is parsed too
     assert (cut.stats.malformed_calls, cut.stats.turns, cut.stats.ended_by) == (1, 1, "max_tokens"), cut.stats
+
+
+def test_the_final_answer_is_computed_once_and_sent_to_the_scorers(tokenizer, host):
+    # docs/agents.md: "" when a limit ended the episode, whatever its last turn said; the scorers get
+    # the runner's value in the request (they used to compute their own) and Evaluate's completion
+    # is the same field (workers/evaluate.py agent_samples)
+    state, address = host
+    _, eps = run(tokenizer, address, [("t-add", "add 2 and 3"), ("t-add", "rambles"), ("t-add", "loops")],
+                 max_turns=2)
+    answered, cut, limited = eps
+    assert (answered.stats.ended_by, answered.final_answer) == ("answer", "5")
+    assert (cut.stats.ended_by, cut.final_answer) == ("max_tokens", "")
+    assert (limited.stats.ended_by, limited.final_answer) == ("max_turns", "")
+    for e in eps:
+        assert state.final_answers[e.episode_id] == e.final_answer
+    assert [e.scores["correct"] for e in eps] == [1.0, 0.0, 0.0]

@@ -92,7 +92,7 @@ def test_grpo_steps_on_episodes_log_the_episodes_and_keep_transcripts(sidecar, h
 
 
 def test_evaluate_runs_base_and_adapter_episodes(sidecar, host, trained):
-    _, address = host
+    state, address = host
     spec = one_tool_spec(address)
     req = json_format.ParseDict({"tasks": {"inline": {"rows": rows()[:4]}}, "agent": spec, "max_new_tokens": 24,
                                  "adapters": [{"name": "adapter", "run_id": "agent-run"}]}, pb.EvaluateRequest())
@@ -110,6 +110,10 @@ def test_evaluate_runs_base_and_adapter_episodes(sidecar, host, trained):
             assert s.episode.turns >= 1 and s.episode.ended_by
             messages = json.loads(s.messages_json)
             assert messages[1] == {"role": "user", "content": next(r["prompt"] for r in rows() if r["id"] == t.task_id)}
+            # the completion is the final answer the scorers got: one value, "" when a limit ended it
+            episode_id = f"{v.name}-{[x.task_id for x in v.tasks].index(t.task_id)}"
+            assert s.completion == state.final_answers[episode_id]
+            assert s.episode.ended_by == "answer" or s.completion == ""
         assert set(v.mean_scores) == {"correct", "used_tool"}
 
 

@@ -4,8 +4,12 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+
 import { checkAgentTask, defineAgentTask } from "../src/agent/agent-task/define.js";
-import { episodeFrom, runTool, scoreEpisode } from "../src/agent/agent-task/tool-host.js";
+import { episodeFrom, runTool, scoreEpisode, startToolHost } from "../src/agent/agent-task/tool-host.js";
+import { AgentToolHostService } from "../src/gen/grpo/trainer/v1/trainer_service_pb.js";
 
 const task = defineAgentTask({
   name: "t",
@@ -34,14 +38,29 @@ test("a tool's result, throw, timeout and flood", async () => {
   assert.deepEqual(await runTool(task, row, "e", "nope", {}), ['error: unknown tool "nope"', true]);
 });
 
-test("a scorer outside [0, 1] is refused naming it; the final answer drops tool-call blocks", async () => {
+test("a scorer outside [0, 1] is refused naming it", async () => {
   const stats = { turns: 2, toolCalls: 1, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0, endedBy: "answer" };
   const ep = episodeFrom(row, [{ role: "user", content: "p" }, { role: "assistant", content: '<tool_call>{"name":"ok"}</tool_call>' },
-    { role: "tool", content: "6" }, { role: "assistant", content: "6" }], stats);
-  assert.equal(ep.finalAnswer, "6");
+    { role: "tool", content: "6" }, { role: "assistant", content: "6" }], stats, "6");
   await assert.rejects(scoreEpisode(task, ep), /scorers\.bad: gave 2 on task a; a score must be a number in \[0, 1\]/);
-  const limited = episodeFrom(row, [{ role: "assistant", content: "6" }], { ...stats, endedBy: "max_turns" });
-  assert.equal(limited.finalAnswer, "", "an episode cut by a limit has no final answer");
+});
+
+test("the scorers get the final answer the sidecar computed, not one of their own", async () => {
+  // the sidecar's episode runner computes it once (ScoreEpisodeRequest.final_answer, docs/agents.md):
+  // a turn cut by the token budget that reads "6" gives the scorers "", as Evaluate's completion
+  const seen: string[] = [];
+  const host = await startToolHost(defineAgentTask({ ...task, scorers: { right: { score: (ep) => (seen.push(ep.finalAnswer), 1) } } }));
+  try {
+    const client = createClient(AgentToolHostService, createGrpcTransport({ baseUrl: `http://${host.address}` }));
+    const stats = { turns: 1, toolCalls: 0, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0 };
+    const messagesJson = JSON.stringify([{ role: "user", content: "p" }, { role: "assistant", content: "6" }]);
+    await client.scoreEpisode({ taskId: "a", episodeId: "e1", messagesJson, stats: { ...stats, endedBy: "max_tokens" }, finalAnswer: "" });
+    // a value the host could not have derived from the transcript: it reads the field, never the turns
+    await client.scoreEpisode({ taskId: "a", episodeId: "e2", messagesJson, stats: { ...stats, endedBy: "answer" }, finalAnswer: "six" });
+  } finally {
+    await host.close();
+  }
+  assert.deepEqual(seen, ["", "six"]);
 });
 
 test("a malformed agent task names the field", () => {

@@ -45,6 +45,8 @@ class Episode:
     messages: list[dict] = field(default_factory=list)
     stats: pb.EpisodeStats = field(default_factory=pb.EpisodeStats)
     final_answer: str = ""
+    """set here once, sent to the scorers and Evaluate's completion: the answering turn's text
+    without its tool-call blocks when the episode ended by an answer, else "" (docs/agents.md)"""
     scores: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -122,8 +124,8 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
             for e in episodes:
                 if not e.done:
                     e.stats.ended_by = "max_turns"
-            scored = pool.map(lambda e: host.score(e.task_id, e.episode_id, e.messages, e.stats, setup.scorer_names),
-                              episodes)
+            scored = pool.map(lambda e: host.score(e.task_id, e.episode_id, e.messages, e.stats, e.final_answer,
+                                                   setup.scorer_names), episodes)
             for e, scores in zip(episodes, scored):
                 e.scores = scores
     finally:
@@ -150,9 +152,8 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
                                   "function": {"name": b["name"], "arguments": b["arguments"]}}
                                  for i, b in enumerate(calls_ok)]
     e.messages.append(message)
-    if stop_at is None:
+    if stop_at is None:  # no final answer: a limit ended the episode
         e.stats.ended_by = "max_tokens"
-        e.final_answer = parsed.content
         e.stats.malformed_calls += sum("malformed" in b for b in parsed.blocks)  # counted, never run
         return []
     if not parsed.blocks:

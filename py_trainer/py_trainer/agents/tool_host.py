@@ -2,8 +2,9 @@
 scorers (the proto's AgentToolHostService; docs/agents.md).
 
 What a fault becomes:
-- a tool that throws, times out or returns too much: the host answers ``is_error`` and the model
-  sees the message as the tool's output (a counted tool error, never a failed run);
+- a tool that throws or times out: the host answers ``is_error`` and the model sees the message as
+  the tool's output (a counted tool error, never a failed run); one that returns too much is cut
+  by the episode runner (`episodes.run_call`), which counts the error;
 - the host alive but not answering within the tool's timeout (plus `DEADLINE_MARGIN_S`): a tool
   error "timed out" as well;
 - the host gone (connection refused, the TS process killed): `ToolHostLost`, which fails the run
@@ -14,7 +15,6 @@ What a fault becomes:
 from __future__ import annotations
 
 import json
-import math
 
 import grpc
 
@@ -37,7 +37,8 @@ class ToolHostLost(FailedPrecondition):
 
 
 class ScorerError(FailedPrecondition):
-    """A scorer answered something that is not a score in [0, 1]."""
+    """Scoring an episode failed: a scorer threw or gave no number in [0, 1] (the TS host checks the
+    range where the scorer runs, naming it and the value: the one place), or gave no score."""
 
 
 class ToolHost:
@@ -67,10 +68,10 @@ class ToolHost:
             return f"error: {code.name}: {err.details()}", True
         return resp.output, resp.is_error
 
-    def score(self, task_id: str, episode_id: str, messages: list[dict], stats: pb.EpisodeStats,
+    def score(self, task_id: str, episode_id: str, messages: list[dict], stats: pb.EpisodeStats, final_answer: str,
               scorer_names: list[str]) -> dict[str, float]:
-        """Every scorer's score of one finished episode, each checked to be in [0, 1]."""
-        req = pb.ScoreEpisodeRequest(task_id=task_id, episode_id=episode_id, stats=stats,
+        """Every scorer's score of one finished episode (each in [0, 1]: the TS host refuses any other)."""
+        req = pb.ScoreEpisodeRequest(task_id=task_id, episode_id=episode_id, stats=stats, final_answer=final_answer,
                                      messages_json=json.dumps(messages, ensure_ascii=False))
         try:
             resp = self.stub.ScoreEpisode(req, timeout=SCORE_DEADLINE_S)
@@ -82,8 +83,4 @@ class ToolHost:
         for name in scorer_names:
             if name not in scores:
                 raise ScorerError("agent.scorers", f"the scorer {name!r} gave no score for task {task_id!r}")
-            v = scores[name]
-            if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-                raise ScorerError("agent.scorers", f"the scorer {name!r} gave {v!r} for task {task_id!r}; "
-                                                   "a score must be in [0, 1]")
         return {name: scores[name] for name in scorer_names}

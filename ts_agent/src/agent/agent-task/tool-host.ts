@@ -84,17 +84,15 @@ export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: str
   }
 }
 
-const TOOL_BLOCK = /<tool_call>[\s\S]*?(<\/tool_call>|$)/g;
-
-/** The episode a scorer sees, from the sidecar's transcript. */
-export function episodeFrom(row: AgentTaskRow, messages: EpisodeMessage[], stats: Episode["stats"]): Episode {
-  const last = [...messages].reverse().find((m) => m.role === "assistant");
+/** The episode a scorer sees, from the sidecar's transcript and the final answer its episode runner
+ * computed (ScoreEpisodeRequest.final_answer: the one rule, never parsed again here). */
+export function episodeFrom(row: AgentTaskRow, messages: EpisodeMessage[], stats: Episode["stats"], finalAnswer: string): Episode {
   const toolCalls = messages.flatMap((m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })));
-  const finalAnswer = stats.endedBy === "answer" && last ? last.content.replace(TOOL_BLOCK, "").trim() : "";
   return { task: row, messages, finalAnswer, toolCalls, stats };
 }
 
-/** Every scorer on one episode; a throw or a score outside [0, 1] is a ConnectError naming the scorer. */
+/** Every scorer on one episode; a throw or a score outside [0, 1] is a ConnectError naming the scorer.
+ * The one range check of a score (the sidecar trusts this host's scores: agents/tool_host.py). */
 export async function scoreEpisode(task: AgentTask, episode: Episode): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const [name, scorer] of Object.entries(task.scorers)) {
@@ -142,7 +140,7 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
         const episode = episodeFrom(row, JSON.parse(req.messagesJson) as EpisodeMessage[], {
           turns: s?.turns ?? 0, toolCalls: s?.toolCalls ?? 0, toolErrors: s?.toolErrors ?? 0,
           unknownToolCalls: s?.unknownToolCalls ?? 0, malformedCalls: s?.malformedCalls ?? 0, endedBy: s?.endedBy ?? "",
-        });
+        }, req.finalAnswer);
         const scores = await scoreEpisode(task, episode);
         counters.episodesScored += 1;
         return { scores };
