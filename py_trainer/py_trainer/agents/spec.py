@@ -11,6 +11,8 @@ from py_trainer.core.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+"""A tool's name (the proto's ToolSpec.name): the rule's owner. The TS agent checks a task file with
+a copy (define.ts TOOL_NAME) that ts_agent/test/agent-limits-defaults.test.ts holds equal to this."""
 HOST = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
 
 
@@ -24,7 +26,7 @@ def check_agent_spec(spec: pb.AgentSpec, field: str) -> None:
     for i, t in enumerate(spec.tools):
         where = f"{field}.tools[{i}]"
         if not TOOL_NAME.fullmatch(t.name):
-            raise InvalidArgument(f"{where}.name", f"{t.name!r} must match [A-Za-z_][A-Za-z0-9_-]{{0,63}}")
+            raise InvalidArgument(f"{where}.name", f"{t.name!r} must match {TOOL_NAME.pattern}")
         if t.name in names:
             raise InvalidArgument(f"{where}.name", f"{t.name!r} is used twice")
         names.add(t.name)

@@ -54,7 +54,8 @@ export interface Episode {
   messages: EpisodeMessage[];
   /** the last assistant turn's text without tool-call blocks when the episode ended by an answer
    * (`stats.endedBy` "answer"); "" when a limit ended it ("max_turns", "max_tool_calls",
-   * "max_tokens"): an episode cut off gave no answer, whatever its last turn said */
+   * "max_tokens"): an episode cut off gave no answer, whatever its last turn said. Computed once by
+   * the sidecar's episode runner (ScoreEpisodeRequest.final_answer); Evaluate's completion is the same. */
   finalAnswer: string;
   toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>;
   stats: { turns: number; toolCalls: number; toolErrors: number; unknownToolCalls: number; malformedCalls: number; endedBy: string };
@@ -96,8 +97,12 @@ export function defineAgentTask(task: AgentTask): AgentTask {
   return task;
 }
 
-const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
-const LIMITS: Record<keyof AgentLimits, [number, number]> = {
+/** A tool's name: the sidecar's rule (py_trainer agents/spec.py TOOL_NAME, the proto's ToolSpec.name),
+ * checked here too so a bad file fails before a run starts; test/agent-limits-defaults.test.ts pins it. */
+export const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+/** Each limit's [min, max]: the contract's AgentSpec ranges (config.py's AGENT table), pinned by
+ * test/agent-limits-defaults.test.ts against the proto. */
+export const LIMIT_RANGES: Record<keyof AgentLimits, [number, number]> = {
   maxTurns: [1, 32], maxToolCalls: [0, 64], toolTimeoutMs: [1, 600_000], maxToolOutputChars: [1, 100_000],
 };
 
@@ -122,7 +127,7 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
   });
   if (typeof t.tools !== "object" || t.tools === null) bad("tools", "must be an object of name -> { description, parameters, run }");
   for (const [name, tool] of Object.entries(t.tools as Record<string, unknown>)) {
-    if (!TOOL_NAME.test(name)) bad(`tools.${name}`, "a tool name must match [A-Za-z_][A-Za-z0-9_-]{0,63}");
+    if (!TOOL_NAME.test(name)) bad(`tools.${name}`, `a tool name must match ${TOOL_NAME.source.slice(1, -1)}`);
     const x = tool as Record<string, unknown>;
     if (typeof x?.run !== "function") bad(`tools.${name}.run`, "must be a function");
     if (typeof x.description !== "string") bad(`tools.${name}.description`, "must be a string");
@@ -141,8 +146,8 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
   if (t.reference !== undefined && typeof t.reference !== "function") bad("reference", "must be a function of a task returning its tool calls");
   const limits = (t.limits ?? {}) as Record<string, unknown>;
   for (const [key, value] of Object.entries(limits)) {
-    const range = LIMITS[key as keyof AgentLimits];
-    if (!range) bad(`limits.${key}`, `unknown limit (one of ${Object.keys(LIMITS).join(", ")})`);
+    const range = LIMIT_RANGES[key as keyof AgentLimits];
+    if (!range) bad(`limits.${key}`, `unknown limit (one of ${Object.keys(LIMIT_RANGES).join(", ")})`);
     if (typeof value !== "number" || !Number.isInteger(value) || value < range[0] || value > range[1]) {
       bad(`limits.${key}`, `must be an integer in [${range[0]}, ${range[1]}], got ${JSON.stringify(value)}`);
     }
