@@ -17,15 +17,15 @@ import { parseArgs } from "node:util";
 import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { thresholdFailure } from "../agent/report/junit.js";
-import { evalAdapterPath, evalRun } from "../pipeline/evaluate-adapter.js";
+import { evalAdapterPath, evalBaseOnly, evalRun } from "../pipeline/evaluate-adapter.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Base model vs an adapter on the test split (Evaluate; a task file re-graded in TS, an agent task scored by its scorers) -> runs/<id>/eval.json, junit.xml.",
-  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options]",
+  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE (or --tasks FILE) [--name N] [options]",
   flags: [
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
-    ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name)"],
+    ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name); with no run: the base-only record's (default base-<file name>)"],
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
     ["--agent-task FILE", "an agent task file (docs/agents.md) as the task set (default for an agent run: the file it recorded, refused when it changed)"],
     ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json"],
@@ -36,11 +36,14 @@ export const help: CommandHelp = {
   ],
   notes:
     "A CANCELLED run's kept adapter (saved after its last completed step) is evaluated like a SUCCEEDED run's. " +
-    "junit.xml (one testcase per task, failed below a per-task score of 0.5) is written beside eval.json for every eval.",
+    "junit.xml (one testcase per task, failed below a per-task score of 0.5) is written beside eval.json for every eval. " +
+    "With no run and no --adapter, --agent-task FILE (or --tasks FILE) evaluates the base alone: its success and, for an agent task, " +
+    "its tool-call, well-formed-call and limit rates, with report.md (transcripts) beside eval.json: no verdict, there is nothing to compare.",
   examples: [
     "agent eval run-20261201-101500-ab12cd --limit 200",
     "agent eval --adapter adapters/aml-v2 --name aml-v2",
     "agent eval orders-1 --agent-task agent-evals/agent-tasks/orders.agent.ts --threshold 0.9",
+    "agent eval --agent-task agent-evals/agent-tasks/calculator.agent.ts --base-model smollm2-135m-instruct",
   ],
 };
 
@@ -54,15 +57,26 @@ export const command: CommandHandler = async (argv, client) => {
   // `--run ID` is the run given as a flag (as `agent eval --agent-task FILE --run ID` reads)
   const runIds = [...positionals, ...(values.run !== undefined ? [values.run] : [])];
   const byPath = values.adapter !== undefined;
-  if (byPath ? runIds.length !== 0 : runIds.length !== 1) {
+  const tasksGiven = values.tasks ?? values["agent-task"];
+  // no run and no adapter, a task file named: the base alone (what it does before any training)
+  const baseOnly = !byPath && runIds.length === 0 && tasksGiven !== undefined;
+  if (!baseOnly && (byPath ? runIds.length !== 0 : runIds.length !== 1)) {
     throw usageError("eval", help, byPath ? "give a run id or --adapter, not both" : runIds.length > 1 ? "one run at a time" : "which run? give its id (or --adapter PATH)");
   }
-  if (values.name !== undefined && !byPath) throw usageError("eval", help, "--name goes with --adapter");
+  if (values.name !== undefined && !byPath && !baseOnly) throw usageError("eval", help, "--name goes with --adapter (or with a base-only eval)");
   const threshold = values.threshold === undefined ? undefined : numberFlag("--threshold", values.threshold, { min: 0, max: 1 });
   const samples = values.samples === undefined ? 1 : numberFlag("--samples", values.samples, { min: 1, max: 64, integer: true });
   try {
     const given = evalTargetFromFlags(values);
     const target = { ...given, settings: { ...given.settings, samplesPerTask: samples, temperature: samples > 1 ? 1 : 0 } };
+    if (baseOnly) {
+      const name = values.name ?? `base-${basename(tasksGiven).replace(/\.(agent\.)?([cm]?[tj]s|jsonl)$/, "")}`;
+      const base = await evalBaseOnly(client, name, target);
+      console.log(`wrote ${base.path}, ${basename(base.junit)}, ${basename(base.report)}`);
+      const failed = threshold === undefined ? "" : thresholdFailure(base.record, threshold);
+      if (failed) console.log(failed);
+      return failed ? 1 : 0;
+    }
     const written = byPath
       ? await evalAdapterPath(client, values.adapter!, values.name ?? basename(values.adapter!.replace(/\/+$/, "")), target)
       : await evalRun(client, runIds[0], target);

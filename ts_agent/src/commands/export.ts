@@ -8,10 +8,12 @@
  * tolerance; refused naming the first differing prompt, the result in export-check.json).
  */
 import { spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
+import { isAgentTaskFile, loadAgentTaskSet } from "../agent/eval/agent-task-set.js";
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, displayPath, evalsDirOrDefault, fsyncDirectory, runDir } from "../agent/workspace.js";
 import { repeatFlags } from "../pipeline/next-commands.js";
@@ -83,7 +85,7 @@ export const command: CommandHandler = async (argv, _client) => {
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
   // an embedded:<file> base names a file under the sidecar's data root, as the run's request does
   const dataRoot = resolve(runDataRoot(runId, evalsDir));
-  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, "--data-root", dataRoot, ...mergeCheckArgs(runTaskFile(run, evalsDir), values["check-prompts"])];
+  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, "--data-root", dataRoot, ...mergeCheckArgs(await checkTasksFile(runTaskFile(run, evalsDir)), values["check-prompts"])];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });
     // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit
@@ -109,6 +111,16 @@ export const command: CommandHandler = async (argv, _client) => {
 /** `py-trainer export --merge`'s check flags: the run's own task file (its test split: the
  * dataset's jsonl_path, or the file of its embedded base, run-task-file.ts) when it is here, and
  * --check-prompts N (a positive integer). */
+/** The task file the merge is checked on: the run's own; for an agent run, its agent task's test
+ *  prompts written as a JSONL task file (py-trainer reads JSONL; the prompts are the task's own). */
+async function checkTasksFile(tasksFile: string | null): Promise<string | null> {
+  if (!tasksFile || !isAgentTaskFile(tasksFile) || !existsSync(tasksFile)) return tasksFile;
+  const set = await loadAgentTaskSet(tasksFile, "test");
+  const path = join(mkdtempSync(join(tmpdir(), "agent-export-")), "test-prompts.jsonl");
+  writeFileSync(path, set.rows.map((r) => JSON.stringify({ id: r.id, prompt: r.prompt, split: "test" })).join("\n") + "\n");
+  return path;
+}
+
 function mergeCheckArgs(tasksFile: string | null, n: string | undefined): string[] {
   const out: string[] = [];
   if (n !== undefined) {

@@ -24,6 +24,7 @@ import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { evalsDirOrDefault } from "../agent/workspace.js";
 import { TrainRequestSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { targetForRun } from "../pipeline/run-task-file.js";
+import { agentSweepRequest, servingRecordedTask } from "../pipeline/agent-run.js";
 import { defaultSweepId, readPlan, requestFromFlags, runSweep } from "../pipeline/seed-sweep.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -39,6 +40,7 @@ export const help: CommandHelp = {
     ["--parallel P", "at most P seeds waiting or training on the sidecar at once (default: all of them; 1: one after another)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
     ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
+    ["--agent-task FILE", "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)"],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory)"],
   ],
@@ -71,6 +73,7 @@ export const command: CommandHandler = async (argv, client) => {
       "sweep-id": { type: "string" },
       resume: { type: "string" },
       tasks: { type: "string" },
+      "agent-task": { type: "string" },
       limit: { type: "string" },
       ...EVALS_DIR_FLAG,
       ...GLOBAL_FLAGS,
@@ -81,7 +84,7 @@ export const command: CommandHandler = async (argv, client) => {
   if (positionals.length) throw usageError("sweep", help, `unexpected argument '${positionals[0]}'`);
   const resume = values.resume;
   if (resume !== undefined) {
-    const other = (["config", "from-run", "seeds", "first-seed", "sweep-id", "tasks", "limit"] as const).find((k) => values[k] !== undefined);
+    const other = (["config", "from-run", "seeds", "first-seed", "sweep-id", "tasks", "agent-task", "limit"] as const).find((k) => values[k] !== undefined);
     if (other) throw usageError("sweep", help, `--resume takes the sweep's own settings: leave out --${other}`);
   }
   const plan = resume !== undefined ? readPlan(evalsDirOrDefault(values["evals-dir"]), resume) : null;
@@ -89,12 +92,20 @@ export const command: CommandHandler = async (argv, client) => {
   const parallel = Math.min(n, values.parallel === undefined ? (plan?.parallel ?? n) : numberFlag("--parallel", values.parallel, { min: 1, max: 1000, integer: true }));
   const sweepId = resume ?? values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
-  let target0 = evalTargetFromFlags({ tasks: plan?.tasksPath ?? values.tasks, limit: plan ? String(plan.limit) : values.limit, "evals-dir": values["evals-dir"] });
-  const { request, source } = plan ? { request: fromJson(TrainRequestSchema, plan.request), source: plan.source } : await requestFromFlags(values, target0.evalsDir);
+  if (values["agent-task"] !== undefined && (values.tasks !== undefined || values["from-run"] !== undefined)) {
+    throw usageError("sweep", help, "--agent-task names the task and the request's rows: leave out --tasks and --from-run");
+  }
+  let target0 = evalTargetFromFlags({ tasks: plan?.tasksPath ?? values.tasks ?? values["agent-task"], limit: plan ? String(plan.limit) : values.limit, "evals-dir": values["evals-dir"] });
+  const { request, source } = plan
+    ? { request: fromJson(TrainRequestSchema, plan.request), source: plan.source }
+    : values["agent-task"] !== undefined
+      ? await agentSweepRequest(values["agent-task"], values.config)
+      : await requestFromFlags(values, target0.evalsDir);
   // --from-run: the run decides the task file (and its base), not the AML default
   if (values["from-run"]) target0 = await targetForRun(client, "sweep", values["from-run"], target0);
   const first = plan ? plan.first : values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
-  return runSweep(client, { sweepId, n, first, parallel, request, source, target, plan, flags: values });
+  // an agent's request: this process serves its recorded task file's tools while the seeds train
+  return servingRecordedTask(request, sweepId, "sweep", () => runSweep(client, { sweepId, n, first, parallel, request, source, target, plan, flags: values }));
 };

@@ -8,13 +8,15 @@
  * stopped, and prints the command that continues it. The run records its agent task file (path,
  * sha256: AgentSpec.source); resume serves that file's tools again and refuses a changed file.
  */
+import { resolve } from "node:path";
+
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
 import { agentSpec, agentTaskRef, rowsOf, taskRows } from "../agent/agent-task/agent-spec.js";
 import { loadAgentTask, type AgentTask } from "../agent/agent-task/define.js";
 import { startToolHost } from "../agent/agent-task/tool-host.js";
 import { trainProgressPrinter } from "../agent/train/progress.js";
-import { SidecarLost, trainViaSidecar, watchViaSidecar, type FollowOptions, type TrainOutcome } from "../agent/train/run.js";
+import { SidecarLost, loadTrainRequest, trainViaSidecar, watchViaSidecar, type FollowOptions, type TrainOutcome } from "../agent/train/run.js";
 import { UserError, evalsDirOrDefault } from "../agent/workspace.js";
 import { TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, type SidecarClient } from "../sidecar/client.js";
@@ -107,20 +109,46 @@ export async function trainAgentRun(
 ): Promise<{ code: number; outcome: TrainOutcome | null }> {
   const task = await loadAgentTask(file);
   const rows = rowsOf(task, "train");
-  if (rows.length === 0) throw new UserError(`${file}: tasks: no rows with split "train" (the default split)`);
-  if (config.rewards.length) throw new UserError("--config: rewards: must be empty for an agent task (its scorers are the reward)");
+  agentTrainRequest(task, file, config, overrides, ""); // a bad config or task is refused before anything starts
   const ref = agentTaskRef(task, file);
-  const grpo = overrides.seed === undefined ? config.grpo : { ...config.grpo!, seed: BigInt(overrides.seed) };
   console.log(`agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`);
-  return followServing(client, values, task, 0, (toolHost, opts) => {
-    const request: MessageInitShape<typeof TrainRequestSchema> = {
-      baseModel: overrides.baseModel ?? config.baseModel, mode: config.mode, grpo, lora: config.lora, runtime: config.runtime, heldOut: config.heldOut,
-      runId: overrides.runId ?? config.runId,
-      dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
-      agent: agentSpec(task, toolHost, ref),
-    };
-    return trainViaSidecar(client, create(TrainRequestSchema, request), opts);
-  }, overrides.runId ?? config.runId);
+  return followServing(client, values, task, 0, (toolHost, opts) => trainViaSidecar(client, agentTrainRequest(task, file, config, overrides, toolHost), opts), overrides.runId ?? config.runId);
+}
+
+/** The TrainRequest of an agent task: the config's knobs (`rewards` must be empty: the scorers are
+ *  the reward), the task's train rows inline, its AgentSpec served at `toolHost`. */
+export function agentTrainRequest(task: AgentTask, file: string, config: TrainRequest, overrides: AgentTrainOverrides, toolHost: string): TrainRequest {
+  if (config.rewards.length) throw new UserError("--config: rewards: must be empty for an agent task (its scorers are the reward)");
+  const rows = rowsOf(task, "train");
+  if (rows.length === 0) throw new UserError(`${file}: tasks: no rows with split "train" (the default split)`);
+  const grpo = overrides.seed === undefined ? config.grpo : { ...config.grpo!, seed: BigInt(overrides.seed) };
+  const request: MessageInitShape<typeof TrainRequestSchema> = {
+    baseModel: overrides.baseModel ?? config.baseModel, mode: config.mode, grpo, lora: config.lora, runtime: config.runtime, heldOut: config.heldOut,
+    runId: overrides.runId ?? config.runId,
+    dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
+    agent: agentSpec(task, toolHost, agentTaskRef(task, file)),
+  };
+  return create(TrainRequestSchema, request);
+}
+
+/**
+ * For a request that trains an agent (`agent sweep` of an agent run's request, or of
+ * --agent-task FILE): serve the agent task file it records (refused when gone or changed, as
+ * resume is) while `fn` runs, with the request's agent.tool_host pointing at this process. A
+ * request without an agent runs `fn` as it is.
+ */
+export async function servingRecordedTask<T>(request: TrainRequest, label: string, command: string, fn: () => Promise<T>): Promise<T> {
+  const spec = request.agent;
+  if (!spec) return fn();
+  const path = spec.source?.path ?? "";
+  checkAgentTaskFile({ runId: label, request }, command, path);
+  const host = await startToolHost(await loadAgentTask(path));
+  spec.toolHost = host.address;
+  try {
+    return await fn();
+  } finally {
+    await host.close();
+  }
 }
 
 /**
@@ -149,4 +177,12 @@ export async function resumeAgentRun(client: SidecarClient, values: Flags, runId
     throw err;
   });
   return code;
+}
+
+/** `agent sweep --agent-task FILE [--config C]`: the request every seed trains (its tool host is
+ *  filled in by servingRecordedTask). */
+export async function agentSweepRequest(file: string, config: string | undefined): Promise<{ request: TrainRequest; source: string }> {
+  const task = await loadAgentTask(file);
+  const request = agentTrainRequest(task, file, config ? await loadTrainRequest(resolve(config)) : create(TrainRequestSchema), {}, "");
+  return { request, source: `${config ?? "the default knobs"} with agent task ${task.name} (${file})` };
 }

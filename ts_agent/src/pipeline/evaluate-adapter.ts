@@ -14,6 +14,8 @@ import { checkSettings, evaluateRequest, primaryGrader, progressPrinter, restric
 import { heldOutTemplateSetFor } from "../agent/eval/task-set.js";
 import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
 import { writeJunit } from "../agent/report/junit.js";
+import { writeEvalReport } from "../agent/report/eval-report.js";
+import { episodeMeans, episodesByTask } from "../agent/report/sections/episodes-section.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
 import { pp } from "../agent/verdict/milestone.js";
 import { decisionInterval, judgeEval, type JudgedComparison } from "../agent/verdict/verdict.js";
@@ -139,4 +141,35 @@ export async function evalAdapterPath(client: SidecarClient, adapterPath: string
   const main = heldOut ? restrictResult(full, new Set(taskSet.rows.map((r) => r.id))) : full;
   const held = heldOut ? { taskSet: heldOut, result: restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) } : null;
   return writeAndPrint(target, buildEvalLog(name, target.settings, taskSet, main, new Date(), held));
+}
+
+/**
+ * The base model alone on the test split (`agent eval --agent-task FILE` or `--tasks FILE` with
+ * no run): what it does before any training -- for an agent task, how often it calls a tool, how
+ * often a call is well-formed, how its episodes end -- written as the record `name`
+ * (runs/<name>/eval.json, junit.xml and report.md beside it). No adapter, so no verdict.
+ */
+export async function evalBaseOnly(client: SidecarClient, name: string, given: EvalTarget): Promise<WrittenEval & { report: string }> {
+  const taskSet = await loadEvalTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
+  const settings = settingsForTaskSet(given.settings, taskSet);
+  checkSettings(settings, taskSet);
+  console.log(`evaluating the base model alone (${baseName(settings.baseModel)}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
+  const result = await runEvaluate(client, evaluateRequest(settings, taskSet), progressPrinter("eval"), taskSet.agent);
+  const log = buildEvalLog(name, settings, taskSet, result);
+  const path = writeEvalLog(given.evalsDir, log);
+  const a = log.variants[0]?.accuracy;
+  console.log(`base     ${primaryGrader(settings).name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`);
+  if (log.agentTask) {
+    const m = episodeMeans(episodesByTask(log).get("base")?.values() ?? []);
+    // a call to an unknown tool is well-formed (a name and an arguments object), a malformed one is not
+    const calls = m.toolCalls + m.unknownToolCalls;
+    const wellFormed = calls + m.malformedCalls > 0 ? calls / (calls + m.malformedCalls) : NaN;
+    console.log(
+      `episodes: ${m.episodes}; tool calls/episode ${m.toolCalls.toFixed(2)} (unknown tools ${m.unknownToolCalls.toFixed(2)}), well-formed calls ${Number.isFinite(wellFormed) ? `${(100 * wellFormed).toFixed(1)}%` : "- (no call)"}, ` +
+        `tool errors/episode ${m.toolErrors.toFixed(2)}, limits hit ${(100 * m.limitsHit).toFixed(1)}%`,
+    );
+  }
+  const junit = writeJunit(path, log, null);
+  const report = writeEvalReport(given.evalsDir, path).path;
+  return { path, record: log, downstream: { verdict: "INCONCLUSIVE", reason: "the base alone: no adapter to compare" }, junit, report };
 }

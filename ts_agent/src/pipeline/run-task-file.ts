@@ -100,7 +100,7 @@ export async function targetForRun(client: SidecarClient, command: string, runId
  * are the reward and the grader. A one-line UserError (exit 2) when the file the run recorded
  * (AgentSpec.source) is not here, or when its bytes changed since (both sha256 named).
  */
-export function checkAgentTaskFile(run: Run, command: string, tasksPath: string): void {
+export function checkAgentTaskFile(run: Pick<Run, "runId" | "request">, command: string, tasksPath: string): void {
   const source = run.request?.agent?.source;
   if (!run.request?.agent) return;
   if (!source?.path) {

@@ -23,7 +23,8 @@ import type { EvalSettings } from "../core/eval-log.js";
 import { buildEvalLog } from "../eval/build-eval-log.js";
 import { checkSettings, evaluateRequest, progressPrinter, runEvaluate, settingsForTaskSet } from "../eval/evaluate.js";
 import { regrade, scoresOf, summarizeVariant } from "../eval/grading.js";
-import { loadTaskSet, type TaskSet } from "../eval/task-set.js";
+import type { TaskSet } from "../eval/task-set.js";
+import { loadEvalTaskSet } from "../eval/agent-task-set.js";
 import { loadTaskFile } from "../eval/tasks.js";
 import { readTestEvals, recordTestEval, testLookWords } from "../eval/test-evals.js";
 import { SELECTION_SVG, selectionSvg } from "../report/checkpoint-selection-curve.js";
@@ -52,10 +53,9 @@ export function checkpointSteps(events: ReadonlyArray<RunEvent>): number[] {
 }
 
 /** The validation rows for the run, or a one-line refusal naming what to change. */
-export function validationSet(run: Run, tasksPath: string, limit: number, evalsDir: string): { set: TaskSet; excluded: string } {
+export function validationSet(run: Run, train: TaskSet, limit: number, evalsDir: string): { set: TaskSet; excluded: string } {
   const request = run.request;
   if (!request) throw new UserError(`agent select: run ${run.runId} has no request on record: cannot tell which rows it trained on`);
-  const train = loadTaskSet(tasksPath, "train");
   let jsonlRows: Array<{ prompt: string; split?: string }> | null = null;
   if (request.dataset?.source.case === "jsonlPath") {
     const path = resolve(runDataRoot(run.runId, evalsDir), request.dataset.source.value);
@@ -109,7 +109,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   const { rule, valLimit, tasksPath, say = console.log } = opts;
   checkSettings(opts.settings);
   const run = readLocalRun(evalsDir, runId) ?? (await client.getRun(runId));
-  const { set: val, excluded } = validationSet(run, tasksPath, valLimit, evalsDir);
+  const { set: val, excluded } = validationSet(run, await loadEvalTaskSet(tasksPath, "train"), valLimit, evalsDir);
   const settings = settingsForTaskSet(opts.settings, val);
   const saved = checkpointSteps(await runEvents(client, evalsDir, runId));
   if (saved.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
@@ -125,7 +125,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
     req.adapters = steps.map((s) => ref(variantOf(s), s));
     say(`evaluating base and ${steps.length} checkpoints (steps ${steps.join(", ")}${finalStep === null ? "" : `; ${finalStep}: the final adapter`}) on validation, in one Evaluate`);
     try {
-      result = await runEvaluate(client, req, progressPrinter("select"));
+      result = await runEvaluate(client, req, progressPrinter("select"), val.agent);
       break;
     } catch (err) {
       const kept = keptSteps(err);
@@ -136,7 +136,7 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
       steps = left;
     }
   }
-  regrade(result.variants, val.rows, settings.graders);
+  if (!val.agent) regrade(result.variants, val.rows, settings.graders); // an agent task's scores are its scorers' own
   const summaries = result.variants.map((v) => summarizeVariant(v, settings.graders));
   const points = steps.map((s) => {
     const v = summaries.find((x) => x.name === variantOf(s))!;
@@ -151,11 +151,11 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   say(`chosen: step ${choice.chosenStep} (${choice.why})`);
 
   // test, once, after the choice
-  const testSet = loadTaskSet(tasksPath, "test", settings.limit);
+  const testSet = await loadEvalTaskSet(tasksPath, "test", settings.limit);
   const treq = evaluateRequest(settings, testSet);
   treq.adapters = [ref(ADAPTER_VARIANT, choice.chosenStep)];
   say(`evaluating base and step ${choice.chosenStep} on ${testSet.rows.length} test tasks of ${testSet.path} ${testLookWords(readTestEvals(evalsDir, runId))}`);
-  const tres = await runEvaluate(client, treq, progressPrinter("select"));
+  const tres = await runEvaluate(client, treq, progressPrinter("select"), testSet.agent);
   const log = buildEvalLog(runId, settings, testSet, tres);
   recordTestEval(evalsDir, { command: "select", runId, step: choice.chosenStep, tasks: testSet.rows.length, taskSet: testSet.path });
   const acc = (name: string) => log.variants.find((v) => v.name === name)?.accuracy ?? null;

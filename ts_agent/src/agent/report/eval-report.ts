@@ -1,6 +1,6 @@
 /**
  * report.md for an eval that is not a run's: `agent eval --adapter PATH` scores any PEFT folder
- * against the base, so there is no run.json, no curve, no held-out reward and no milestone; what
+ * against the base, and `agent eval --agent-task FILE` with no run the base alone, so there is no run.json, no curve, no held-out reward and no milestone; what
  * there is (the downstream comparison on the test split and the held-out-template split, the
  * baseline check, grader agreement, the answers, sample completions) is rendered by the run report's own sections, on
  * the same analysis (analysis.ts, verdict/verdict.ts), under a header that says what was scored.
@@ -10,6 +10,7 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
 import { codeLine } from "../code-revision.js";
+import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import { baselinePath, readBaseline, runsJudgedOn } from "../eval/baseline-record.js";
 import { EVAL_FILE, readEvalLog, type EvalLog } from "../core/eval-log.js";
 import { displayPath, REPO_ROOT, UserError, writeFileAtomic } from "../workspace.js";
@@ -49,6 +50,20 @@ function listFiles(dir: string): string[] {
 function header(input: ReportInput, a: ReportAnalysis, ev: EvalLog): string[] {
   const held = ev.heldOutTemplate?.taskSet;
   const adapter = ev.adapter;
+  if (!ev.variants.some((v) => v.name === ADAPTER_VARIANT)) {
+    const base = ev.variants.find((v) => v.name === "base")?.accuracy;
+    return [
+      `# Base eval \`${input.runId}\`: report`,
+      "",
+      `Generated ${input.now.toISOString()} by \`agent eval\` from ${EVAL_FILE} (${ev.date}): the base model alone on the test split (\`agent eval\` with no run), ` +
+        "to see what it does before any training: no adapter, so no comparison and no verdict.",
+      codeLine(ev.fingerprint?.code?.sidecar),
+      `Base model: ${ev.model.requested || "the embedded default model"} (loaded as ${ev.model.resolved}). Test split: ${ev.taskSet.n} tasks of ${ev.taskSet.path}.`,
+      "",
+      `**Base: ${base ? `${(100 * base.estimate).toFixed(1)}% (95% CI ${(100 * base.lower).toFixed(1)}-${(100 * base.upper).toFixed(1)}%, ${base.method})` : "-"}** on \`${ev.settings.graders[0]?.name}\`.`,
+      "",
+    ];
+  }
   return [
     `# Adapter eval \`${input.runId}\`: report`,
     "",

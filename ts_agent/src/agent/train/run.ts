@@ -1,8 +1,7 @@
 /**
  * Training through the sidecar, as a library: start a run or re-attach to one, follow it (again
  * with WatchRun when the stream drops), download and verify every artifact into
- * <evals dir>/runs/<run_id>/, and the one live progress line `agent train`, `agent watch` and
- * `agent demo` print.
+ * <evals dir>/runs/<run_id>/ (the live progress line they print is progress.ts's).
  *
  * - A dropped stream does not stop the run on the sidecar: followRun re-attaches from the last seq
  *   it saw (Unavailable / Internal / Unknown only, with a growing pause, at most `maxReattach`
@@ -11,9 +10,6 @@
  *   artifact arrives as <name>.partial, resumed by offset, renamed once its sha256 matched; files
  *   already there and verified are kept; events.jsonl and then run.json are written last, so a
  *   local folder with run.json is complete (workspace.RUN_RECORD). Running it twice fetches nothing.
- * - Elapsed time and the ETA come from the events' own timestamps, so a replayed run (watch)
- *   shows the times it really took; the ETA counts training steps only: it is anchored at the
- *   first train step, never at the start (the step-0 held-out measurement comes before it).
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";

@@ -4,7 +4,8 @@
  * limits hit per episode; then transcripts picked by the base-vs-adapter PAIR on each task (the
  * per-task primary score): tasks the adapter won (base < adapter), lost (base > adapter), and one
  * whose grade stayed but whose episode training changed (other tool calls, or another ending);
- * the largest change first, then the eval's order. Nothing for a single-turn eval.
+ * the largest change first, then the eval's order; for a base-only eval, one episode the base
+ * solved and one it did not. Nothing for a single-turn eval.
  */
 import { ADAPTER_VARIANT } from "../../core/base-vs-adapter.js";
 import { loggedEpisode, type EvalLog, type LoggedEpisode } from "../../core/eval-log.js";
@@ -57,6 +58,18 @@ function transcript(e: LoggedEpisode | undefined): string[] {
   return fenced(`${lines.join("\n")}\n[ended by ${e.endedBy || "?"}; ${scores}]`, 100_000);
 }
 
+/** A base-only eval (`agent eval --agent-task FILE`, no run): the first task the base solved and
+ *  the first it did not, in the eval's order. */
+function baseTranscripts(log: EvalLog, base: Map<string, LoggedEpisode[]>, primary: string): string[] {
+  const scores = log.variants.find((v) => v.name === "base")?.perTask ?? {};
+  const ids = [...base.keys()].filter((id) => typeof scores[id] === "number");
+  const out = ["## Transcripts", "", `The base alone: the first task it solved and the first it did not (\`${primary}\`'s per-task score, ${ids.length} tasks); every episode is in eval.json (\`result\`).`, ""];
+  for (const [title, id] of [["Solved", ids.find((i) => (scores[i] as number) >= 0.5)], ["Not solved", ids.find((i) => (scores[i] as number) < 0.5)]] as const) {
+    out.push(`### ${title}${id ? `: ${id}` : ""}`, "", ...(id ? transcript(base.get(id)?.[0]) : ["(none in this eval)"]), "");
+  }
+  return out;
+}
+
 const signature = (e: LoggedEpisode | undefined) => (e ? JSON.stringify([e.endedBy, e.toolCalls]) : "");
 
 export const episodes: ReportSection = (input) => {
@@ -91,6 +104,7 @@ export const episodes: ReportSection = (input) => {
     ]),
     "",
   ];
+  if (base && !adapter) return [...out, ...baseTranscripts(log, base, primary)];
   if (!base || !adapter) return out;
   const b = log.variants.find((v) => v.name === "base")?.perTask ?? {};
   const a = log.variants.find((v) => v.name === ADAPTER_VARIANT)?.perTask ?? {};
