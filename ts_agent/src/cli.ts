@@ -55,7 +55,7 @@ const COMMANDS: Record<string, Entry> = {
         ["--config FILE", "a TrainRequest in proto JSON instead of the default request"],
         ["--run-id ID", "the run id to ask for (default: the sidecar assigns one)"],
         ["--tasks PATH", "task file (docs/tasks.md): its train rows on its embedded model (default: the AML task set)"],
-        ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
+        ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
       ],
       examples: ["make demo", "agent demo --run-id demo-1", "make demo-agent"],
     },

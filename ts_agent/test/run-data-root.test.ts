@@ -56,13 +56,14 @@ test("an eval.json's repo-relative task file resolves against the repository, wh
   }
 });
 
-test("the default evals dir: the nearest agent-evals/ at or above the working directory, else the repository's", () => {
+test("the default evals dir: the nearest agent-evals/ at or above the working directory, else one in the working directory (issue 55 item 10)", () => {
   const user = realpathSync(mkdtempSync(join(tmpdir(), "proj-")));
   mkdirSync(join(user, "agent-evals"));
   mkdirSync(join(user, "sub", "deeper"), { recursive: true });
   assert.equal(evalsDirOrDefault(undefined, join(user, "sub", "deeper")), join(user, "agent-evals"));
   assert.equal(evalsDirOrDefault("x", join(user, "sub")), join(user, "sub", "x"));
   const none = realpathSync(mkdtempSync(join(tmpdir(), "none-")));
-  assert.equal(evalsDirOrDefault(undefined, none), EVALS_DIR);
+  // a user's own folder with none: their reports land under it, never in this repository
+  assert.equal(evalsDirOrDefault(undefined, none), join(none, "agent-evals"));
   assert.equal(evalsDirOrDefault(undefined, join(REPO_ROOT, "ts_agent")), EVALS_DIR);
 });

@@ -34,16 +34,25 @@ export function runDir(evalsDir: string, runId: string): string {
 /**
  * --evals-dir as given, resolved against the working directory like every other path flag
  * (--config, --tasks); without it the nearest `agent-evals/` folder at or above the working
- * directory (a project of the user's own, or this repository from inside it), else EVALS_DIR.
+ * directory (a project of the user's own, or this repository from inside it), else
+ * `agent-evals/` in the working directory (said once on stderr): a user's reports land under
+ * their own folder, never in this repository's.
  */
 export function evalsDirOrDefault(flag: string | undefined, cwd = process.cwd()): string {
   if (flag) return resolve(cwd, flag);
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
     const candidate = join(dir, "agent-evals");
     if (existsSync(candidate) && statSync(candidate).isDirectory()) return candidate;
-    if (dirname(dir) === dir) return EVALS_DIR;
+    if (dirname(dir) === dir) break;
   }
+  const here = join(resolve(cwd), "agent-evals");
+  if (!saidWhere.has(here)) {
+    saidWhere.add(here);
+    process.stderr.write(`agent: no agent-evals/ at or above ${resolve(cwd)}: runs, evals and reports go to ${here} (--evals-dir DIR to choose)\n`);
+  }
+  return here;
 }
+const saidWhere = new Set<string>();
 
 /** The sidecar's data root as the agent assumes it when a run does not say: $PY_TRAINER_DATA_ROOT, else the repository. */
 export const dataRoot = (): string => process.env.PY_TRAINER_DATA_ROOT || REPO_ROOT;

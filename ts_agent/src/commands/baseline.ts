@@ -65,7 +65,7 @@ export const help: CommandHelp = {
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all)"],
     ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
-    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show", "agent baseline history", "agent baseline check", "agent baseline check run-20261201-101500-ab12cd"],
   notes: "check exits 1 when a difference gates the verdict (docs/verdict.md, the fingerprint), 0 otherwise.",

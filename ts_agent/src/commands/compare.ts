@@ -24,7 +24,7 @@ export const help: CommandHelp = {
     ["--tasks PATH", "task file (default: the runs' own, else agent-evals/tasks/aml_typology.jsonl)"],
     ["--limit N", "only the first N test tasks (default all)"],
     ["--base-model M", "must be the runs' own base (default: it)"],
-    ["--evals-dir DIR", "where runs/ and compare/ live (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where runs/ and compare/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes: "A pair differs only when its Holm-adjusted p < 0.05 (Holm across every comparison in the table).",
   examples: ["agent compare run-a run-b --limit 200", "agent compare run-a run-b --from-evals"],

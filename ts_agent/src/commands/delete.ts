@@ -21,7 +21,7 @@ export const help: CommandHelp = {
   usage: "agent delete <run_id> [--yes] [--evals-dir DIR]",
   flags: [
     ["--yes", "delete without asking"],
-    ["--evals-dir DIR", "where the downloaded copy lives (it is kept; default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where the downloaded copy lives (it is kept; default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes:
     "Only a SUCCEEDED, FAILED or CANCELLED run can be deleted: cancel an active one first (agent cancel).\n" +

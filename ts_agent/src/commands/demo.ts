@@ -33,7 +33,7 @@ const USAGE = `usage: agent demo [--config FILE] [--run-id ID] [--tasks PATH] [-
   --run-id ID       the run id to ask for (default: the sidecar assigns one)
   --tasks PATH      task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH}): its train rows,
                     its embedded model unless the request names a base, its test split
-  --evals-dir DIR   where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
+  --evals-dir DIR   where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)`;
 
 /** The advice on how the recipe replicates: the default request's sweep is in docs/demo.md; a
  *  --config / --tasks demo (make demo-real) gets the sweep of its own request and task file. */

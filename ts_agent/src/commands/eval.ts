@@ -32,7 +32,7 @@ export const help: CommandHelp = {
     ["--samples K", "samples (episodes) per task (default 1, greedy; K > 1 samples at temperature 1, the task's mean is its score)"],
     ["--threshold T", "exit 1 when the adapter's primary accuracy (success) is below T, a fraction in [0, 1]"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
-    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes:
     "A CANCELLED run's kept adapter (saved after its last completed step) is evaluated like a SUCCEEDED run's. " +

@@ -28,7 +28,7 @@ export const help: CommandHelp = {
     ["--out DIR", "folder to create (default runs/<run_id>/export-adapter or export-merged)"],
     ["--base-model M", "with --merge: the base model path or hub id (default: the run's base_model)"],
     ["--check-prompts N", "with --merge: test prompts the merged model is checked on against base + adapter (default 32)"],
-    ["--evals-dir DIR", "where runs/ lives (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where runs/ lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   examples: ["agent export run-20261201-101500-ab12cd --out /models/aml-adapter", "agent export run-20261201-101500-ab12cd --merge --out /models/aml-merged"],
 };

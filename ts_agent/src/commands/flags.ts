@@ -117,7 +117,7 @@ export const EVALS_DIR_FLAG = {
 } as const;
 
 /** --evals-dir's help for a command that writes one run's folder (train, watch, resume, download). */
-export const RUN_DIR_FLAG_HELP: [string, string] = ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory)"];
+export const RUN_DIR_FLAG_HELP: [string, string] = ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"];
 
 /** `agent <name> <run_id> [--evals-dir DIR]`: the flags and the one run id (watch, resume, download). */
 export function oneRunId(name: string, help: CommandHelp, argv: string[]): { values: { "evals-dir"?: string; address?: string; token?: string }; runId: string } {
@@ -149,7 +149,7 @@ export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md;
   --agent-task FILE   an agent task file (docs/agents.md) as the task set, instead of --tasks
   --limit N           only the first N test tasks (the milestone needs >= 200; default all)
   --base-model M      base model as the sidecar knows it (default: the embedded default model)
-  --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)`;
+  --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)`;
 
 /** Settings, task file and evals dir from the eval flags. */
 export function evalTargetFromFlags(values: { tasks?: string; "agent-task"?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {

@@ -36,7 +36,7 @@ export const help: CommandHelp = {
   usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json",
   flags: [
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
-    ["--evals-dir DIR", "where baseline.json lives (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where baseline.json lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
     ["--base-accuracy P", "the base model's accuracy as a fraction, instead of baseline.json's"],
     ["--config FILE", "instead: the memory estimate of this TrainRequest on the sidecar's device (EstimateMemory)"],
   ],

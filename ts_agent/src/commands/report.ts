@@ -23,7 +23,7 @@ export const help: CommandHelp = {
   usage: "agent report <run_id> [--evals-dir DIR] | agent report --eval FILE [--evals-dir DIR]",
   flags: [
     ["--eval FILE", "an eval.json that is not a run's (agent eval --adapter): report.md beside it, no milestone"],
-    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes: "agent report <name> of an `agent eval --adapter --name <name>` record reports that eval as --eval does.",
   examples: ["agent report run-20261201-101500-ab12cd", "agent report --eval agent-evals/runs/aml-v2/eval.json"],

@@ -23,7 +23,7 @@ export const help: CommandHelp = {
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`],
     ["--limit N", "only the first N test tasks (default all)"],
     ["--base-model M", "must be the run's own base (default: it)"],
-    ["--evals-dir DIR", "where runs/<run_id>/ lives (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where runs/<run_id>/ lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes: "The test split is evaluated once, after the choice; each such eval is counted in runs/<run_id>/test-evals.jsonl.",
   examples: ["agent select run-20261201-101500-ab12cd", "agent select run-20261201-101500-ab12cd --rule best --limit 200"],

@@ -42,7 +42,7 @@ export const help: CommandHelp = {
     ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
     ["--agent-task FILE", "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)"],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
-    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes:
     "Every seed is submitted at once and followed together: the sidecar trains as many at once as it\n" +

@@ -19,7 +19,7 @@ export const help: CommandHelp = {
     ["--answer A", "an expected answer: each completion is graded against it by the graders of the run's task file (default: no grading)"],
     ["--max-new-tokens N", `tokens generated per completion, ${MAX_NEW_TOKENS.min}-${MAX_NEW_TOKENS.max} (default ${MAX_NEW_TOKENS.default}, as agent eval)`],
     ["--base-only", "the base model only, without the adapter"],
-    ["--evals-dir DIR", "where runs/<run_id>/run.json is looked for first (default: the nearest agent-evals/ at or above the working directory)"],
+    ["--evals-dir DIR", "where runs/<run_id>/run.json is looked for first (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
   notes: "The run's own base model is loaded (its adapter must be a SUCCEEDED run's, or a CANCELLED run's kept one).",
   examples: ['agent try run-20261201-101500-ab12cd --prompt "What is the capital of France? Reply with just the city name."', "agent try demo-1 --answer layering --prompt - < case.txt"],
