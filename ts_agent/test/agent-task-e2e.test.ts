@@ -137,3 +137,35 @@ test("the agent process killed mid-run fails the run naming it; agent resume ser
   assert.match(resumed.stdout, /SUCCEEDED/);
   assert.ok(existsSync(join(evals, "runs", "calc-kill", "run.json")));
 });
+
+test("Ctrl-C on an agent run cancels it at a step (it needs this process), prints the resume command, and resume finishes it", { timeout: 900_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "agent-task-int-"));
+  const evals = join(dir, "evals");
+  const config = join(dir, "run.json");
+  writeFileSync(config, JSON.stringify({
+    grpo: { max_steps: 8, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 3 },
+    held_out: { num_prompts: 2, samples_per_prompt: 2 },
+  }));
+  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-int", "--evals-dir", evals, "--address", sidecar().address]);
+  let out = "";
+  const code = await new Promise<number | null>((res) => {
+    let sent = false;
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (!sent && /step 2\/8/.test(out)) {
+        sent = true;
+        child.kill("SIGINT");
+      }
+    });
+    child.on("exit", (c) => res(c));
+  });
+  assert.equal(code, 130, out);
+  assert.match(out, /Ctrl-C: an agent run needs this process .* run calc-int is cancelled at its next step instead of detached/);
+  assert.match(out, /CANCELLED/);
+  assert.match(out, /continue it from its last checkpoint: agent resume calc-int/);
+  assert.doesNotMatch(out, /FAILED/);
+  const resumed = agent(["resume", "calc-int", "--evals-dir", evals]);
+  assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
+  assert.match(resumed.stdout, /step 8\/8/);
+  assert.match(resumed.stdout, /SUCCEEDED/);
+});

@@ -226,6 +226,62 @@ export interface SweepSpec {
   flags: Interrupted["flags"];
 }
 
+/** A seed's record once its run ended and was evaluated: report.md written, the run judged as
+ *  report.md judges it (held-out reward, downstream, the milestone), where and how long it ran. */
+function judgedSeed(evalsDir: string, seed: number, out: TrainOutcome, placement: SeedPlacement, s0: number): SeedRun {
+  const { path: reportPath, analysis } = writeReport(evalsDir, out.runId);
+  // the held-out-template split's row, as report.md shows it (the verdict's splits)
+  const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
+  const h = analysis.reward;
+  const d = analysis.downstream;
+  return {
+    seed,
+    runId: out.runId,
+    state: runStateName(out.state),
+    heldOut: h ? { start: h.startMean, end: h.endMean, relativeChange: h.relativeChange, ciLow: h.relativeChangeCiLow, ciHigh: h.relativeChangeCiHigh } : null,
+    downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
+    heldOutTemplate: templ,
+    verdict: analysis.milestone.verdict,
+    rewardVerdict: analysis.milestone.reward.verdict,
+    downstreamVerdict: analysis.milestone.downstream.verdict,
+    trainSeconds: out.result?.trainSeconds ?? NaN,
+    wallSeconds: (Date.now() - s0) / 1000,
+    report: relative(evalsDir, reportPath),
+    placement,
+  };
+}
+
+/** The sweep's last lines: how many seeds passed, the effect over seeds, where they ran, the report. */
+function printSweepEnd(summary: SweepSummary, reportPath: string, t0: number): void {
+  console.log("");
+  console.log(`[sweep] ${passLine(summary)}`);
+  console.log(`[sweep] ${effectLine(summary)}`);
+  console.log(`[sweep] placement: ${placementLine(summary)}`);
+  console.log(`[sweep] shown in detail: ${summary.detailRunId}; report: ${reportPath} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+/** Before the first seed: the sidecar SERVING, baseline.json kept or set, the sweep's first line,
+ *  and (a new sweep) its plan written for --resume; false when the sidecar is not serving. */
+async function startSweep(client: SidecarClient, spec: SweepSpec, dir: string, described: string, t0: number): Promise<boolean> {
+  const { sweepId, n, first, parallel, request, source, target, plan } = spec;
+  const status = await client.checkHealth("");
+  if (status !== "SERVING") {
+    console.error(`agent sweep: sidecar ${client.options.address} is ${status}`);
+    return false;
+  }
+  await ensureBaseline(client, target, "sweep", t0);
+  console.log(
+    `[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${described}; ` +
+      (parallel > 1 ? `up to ${parallel} on the sidecar at once (its slots decide how many train at once)` : "one at a time"),
+  );
+  mkdirSync(dir, { recursive: true });
+  if (!plan) {
+    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit, parallel };
+    writeFileAtomic(join(dir, SWEEP_PLAN), JSON.stringify(written, null, 2) + "\n");
+  }
+  return true;
+}
+
 /** Run the sweep; exit 0 when every seed's run SUCCEEDED (whatever the verdicts), 1 otherwise. */
 export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<number> {
   const { sweepId, n, first, parallel, request, source, target, plan, flags: values } = spec;
@@ -235,22 +291,7 @@ export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<
   const links = { docs: relative(dir, join(REPO_ROOT, "docs")), runs: relative(dir, join(target.evalsDir, "runs")) };
 
   const t0 = Date.now();
-  const status = await client.checkHealth("");
-  if (status !== "SERVING") {
-    console.error(`agent sweep: sidecar ${client.options.address} is ${status}`);
-    return 1;
-  }
-  await ensureBaseline(client, target, "sweep", t0);
-  console.log(
-    `[sweep] ${sweepId}: ${n} seed${n === 1 ? "" : "s"} (${first}..${first + n - 1}) of ${described}; ` +
-      (parallel > 1 ? `up to ${parallel} on the sidecar at once (its slots decide how many train at once)` : "one at a time"),
-  );
-
-  mkdirSync(dir, { recursive: true });
-  if (!plan) {
-    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit, parallel };
-    writeFileAtomic(join(dir, SWEEP_PLAN), JSON.stringify(written, null, 2) + "\n");
-  }
+  if (!(await startSweep(client, spec, dir, described, t0))) return 1;
   const recorded = plan ? recordedPlacements(dir) : new Map<number, SeedPlacement>();
   const seeds: SeedRun[] = [];
   const notStarted = new Set(Array.from({ length: n }, (_, i) => first + i));
@@ -307,28 +348,9 @@ export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<
     console.log(`[sweep] ${outcomeLine(out)}`);
     return evaluating(async () => {
       if (out.state === RunState.SUCCEEDED && !resumed?.evaluated) await evalRun(client, out.runId, target);
-      const { path: reportPath, analysis } = writeReport(target.evalsDir, out.runId);
-      // the held-out-template split's row, as report.md shows it (the verdict's splits)
-      const templ = out.state === RunState.SUCCEEDED ? deltaLine(analysis.splits[1]?.comparison) : null;
-      const r = out.result;
-      const h = analysis.reward;
-      const d = analysis.downstream;
-      console.log(`[sweep] seed ${seed}: ${analysis.milestone.verdict} (${((Date.now() - s0) / 1000).toFixed(0)} s)`);
-      return {
-        seed,
-        runId: out.runId,
-        state: runStateName(out.state),
-        heldOut: h ? { start: h.startMean, end: h.endMean, relativeChange: h.relativeChange, ciLow: h.relativeChangeCiLow, ciHigh: h.relativeChangeCiHigh } : null,
-        downstream: d ? { n: d.n, delta: d.meanDiff, ciLow: d.lower, ciHigh: d.upper, method: d.method } : null,
-        heldOutTemplate: templ,
-        verdict: analysis.milestone.verdict,
-        rewardVerdict: analysis.milestone.reward.verdict,
-        downstreamVerdict: analysis.milestone.downstream.verdict,
-        trainSeconds: r?.trainSeconds ?? NaN,
-        wallSeconds: (Date.now() - s0) / 1000,
-        report: relative(target.evalsDir, reportPath),
-        placement,
-      };
+      const record = judgedSeed(target.evalsDir, seed, out, placement, s0);
+      console.log(`[sweep] seed ${seed}: ${record.verdict} (${record.wallSeconds.toFixed(0)} s)`);
+      return record;
     });
   };
 
@@ -358,11 +380,6 @@ export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<
   if (failure) throw failure.err;
   // every run's report names the sweep and carries its replicate section (the final summary)
   for (const s of seeds) writeReport(target.evalsDir, s.runId);
-  const summary = summarize();
-  console.log("");
-  console.log(`[sweep] ${passLine(summary)}`);
-  console.log(`[sweep] ${effectLine(summary)}`);
-  console.log(`[sweep] placement: ${placementLine(summary)}`);
-  console.log(`[sweep] shown in detail: ${summary.detailRunId}; report: ${join(dir, SWEEP_REPORT)} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  printSweepEnd(summarize(), join(dir, SWEEP_REPORT), t0);
   return seeds.every((s) => s.state === "SUCCEEDED") ? 0 : 1;
 }
