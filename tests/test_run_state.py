@@ -79,7 +79,7 @@ async def until(pred, timeout: float) -> None:
 
 def die(reg) -> None:
     """What kill -9 of the sidecar leaves: no close(), no event; the worker dies with it; the lock drops."""
-    for task in (*reg.workers.values(), reg._scheduler):  # nothing of ours records the worker's death
+    for task in (*reg.scheduler.workers.values(), reg.scheduler.task):  # nothing of ours records the worker's death
         if task is not None:
             task.cancel()
     for rec in reg.runs.values():

@@ -9,7 +9,8 @@ running run is asked to stop; ResumeRun queues a FAILED or CANCELLED run again (
 unchanged and valid, from its newest intact checkpoint), DeleteRun removes a finished one. Runs
 train at once as the sidecar's slots allow (`slots.py`: one per rank; one slot per visible GPU by
 default, 1 on CPU); later ones wait in a bounded FIFO
-queue (RESOURCE_EXHAUSTED past it) and are admitted in order as slots free. Training happens in a
+queue (RESOURCE_EXHAUSTED past it) and are admitted in order as slots free (`scheduler.py`, which
+records through this registry's `transition`, `emit` and `fail_disk_full`). Training happens in a
 worker process (`workers/train_worker.py`) started by the executor (`local_executor.py`, a child process that
 sends its events over a Unix socket); a crash or OOM there fails the run, never the server.
 
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import sys
 import uuid
@@ -43,19 +43,19 @@ from pathlib import Path
 from typing import AsyncIterator, Callable
 
 from py_trainer.core.errors import (AlreadyExists, DiskFull, FailedPrecondition, InvalidArgument, NotFound, RequestError,
-                                    ResourceExhausted, is_disk_full)
+                                    ResourceExhausted)
 from py_trainer.core.paths import validate_run_id
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.runs.artifacts import artifact_chunks, find_checkpoint, latest_checkpoint
-from py_trainer.runs.events import EventLog, event_from_json
-from py_trainer.runs.launch import WORKER, clear_stop, is_multi_process, launch_argv
-from py_trainer.runs.local_executor import LocalExecutor, WorkerLost, recorded_worker_lines, worker_end
+from py_trainer.runs.events import EventLog
+from py_trainer.runs.launch import clear_stop
+from py_trainer.runs.local_executor import LocalExecutor
 from py_trainer.runs.run_folder import (TERMINAL_STATES, RunRecord, UnreadableRun, create_run_folder, disk_full_error,
-                                        is_run_folder, read_run, reconcile_summary, remove_temp_entries,
-                                        unreadable_record)
+                                        is_run_folder, read_run, remove_temp_entries, unreadable_record)
 from py_trainer.runs.run_removal import finish_removal, is_leftover, remove_tree, trash_run_folder
 from py_trainer.runs.run_request import REQUEST_FILE, check_request_unchanged
 from py_trainer.runs.runs_root import RunsRootLock, SpaceReserve
+from py_trainer.runs.scheduler import RunScheduler
 from py_trainer.runs.slots import SlotPool
 from py_trainer.runs.views import follow, page_of
 
@@ -65,8 +65,6 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 120.0
 # On SIGTERM, how long the active worker gets to stop after its step and save its adapter.
 SHUTDOWN_GRACE_S = 20.0
-# While the disk is full, how often the scheduler looks for space before starting a queued run.
-SPACE_POLL_S = 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,18 +86,17 @@ class RunRegistry:
         self.executor = executor or LocalExecutor()
         self._slots_asked = slots
         self.slots: SlotPool  # sized in start()
-        self.workers: dict[str, asyncio.Task] = {}
-        """The supervising task of each run holding slots, in the order they started."""
         self.lock = RunsRootLock(self.runs_root)
         self.reserve = SpaceReserve(self.runs_root)
-        self._wake = asyncio.Event()
-        self._scheduler: asyncio.Task | None = None
-        self._closing = False
+        # When a queued run starts, and its worker followed to the end; it records through these three.
+        self.scheduler = RunScheduler(self.runs, self.queue, self.executor, self.reserve, data_root=self.data_root,
+                                      worker_argv=self.worker_argv, transition=self.transition, emit=self.emit,
+                                      fail_disk_full=self.fail_disk_full)
 
     @property
     def active(self) -> str | None:
         """The run that started first among those now holding slots; None when all are free."""
-        return next(iter(self.workers), None)
+        return next(iter(self.scheduler.workers), None)
 
     # -- startup / shutdown -------------------------------------------------------------------
 
@@ -133,11 +130,7 @@ class RunRegistry:
                 elif rec is not None and rec.state not in TERMINAL_STATES:
                     reattach.append(rec)
         self.queue.extend(run_id for _, run_id in sorted(queued))  # in the order they were queued
-        for rec in reattach:  # a cluster run the previous sidecar left running: follow it again
-            rec.slots = self.slots.take(max(1, rec.request.runtime.num_processes)) or []
-            rec.cancel_requested = rec.state == pb.RUN_STATE_CANCELLING
-            self._start_worker(rec, reattach=True)
-        self._scheduler = asyncio.create_task(self._schedule(), name="run-scheduler")
+        self.scheduler.start(self.slots, reattach)  # a cluster run the previous sidecar left running: followed again
 
     def _load_run(self, folder: Path) -> RunRecord | None:
         try:
@@ -159,8 +152,8 @@ class RunRegistry:
             ckpt = latest_checkpoint(folder)
             note = f"; last checkpoint kept at {ckpt}" if ckpt else ""
             why = "" if self.executor.name == "local" else f"; {why}"
-            self._transition(rec, pb.RUN_STATE_FAILED,
-                             f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{why}{note}")
+            self.transition(rec, pb.RUN_STATE_FAILED,
+                            f"sidecar restarted while the run was {pb.RunState.Name(rec.state)}{why}{note}")
         remove_temp_entries(folder)
         return rec
 
@@ -170,11 +163,9 @@ class RunRegistry:
         Queued runs stay QUEUED (nothing of them ran): the next sidecar on this root trains them.
         An executor whose workers outlive the sidecar (Ray) leaves them running, RUNNING in their
         logs: the next sidecar on this root reattaches to them."""
-        self._closing = True
+        self.scheduler.stop()
         self.queue.clear()
-        if self._scheduler:
-            self._scheduler.cancel()
-        running = {run_id: task for run_id, task in self.workers.items() if not task.done()}
+        running = {run_id: task for run_id, task in self.scheduler.workers.items() if not task.done()}
         if self.executor.keeps_running:
             for task in running.values():
                 task.cancel()
@@ -195,7 +186,7 @@ class RunRegistry:
         for run_id in running:
             rec = self.runs[run_id]
             if rec.state not in TERMINAL_STATES:
-                self._transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
+                self.transition(rec, pb.RUN_STATE_FAILED, "sidecar shut down during the run")
         await self.executor.close()
         self.lock.release()
 
@@ -231,14 +222,16 @@ class RunRegistry:
 
     # -- mutations ----------------------------------------------------------------------------
 
-    def _transition(self, rec: RunRecord, state: int, reason: str = "") -> None:
-        self._emit(rec, state_change=pb.StateChange(state=state, reason=reason))
+    def transition(self, rec: RunRecord, state: int, reason: str = "") -> None:
+        """Record a state change (a full disk fails the run instead: `fail_disk_full`)."""
+        self.emit(rec, state_change=pb.StateChange(state=state, reason=reason))
 
-    def _emit(self, rec: RunRecord, **kind) -> pb.RunEvent | None:
+    def emit(self, rec: RunRecord, **kind) -> pb.RunEvent | None:
+        """Append one event (`kind`: one RunEvent field) and apply it; None when the disk was full."""
         try:
             ev = rec.log.append(**kind)
         except DiskFull as err:
-            self._fail_disk_full(rec, err.path)
+            self.fail_disk_full(rec, err.path)
             return None
         self._applied(rec, ev)
         return ev
@@ -249,7 +242,7 @@ class RunRegistry:
         rec.changed.set()
         rec.changed = asyncio.Event()
 
-    def _fail_disk_full(self, rec: RunRecord, path: str) -> None:
+    def fail_disk_full(self, rec: RunRecord, path: str) -> None:
         """FAILED "disk full at <path>": stop the worker first (it cannot write anything useful and
         must not take the freed space), then spend the reserve on this one event line."""
         if rec.state in TERMINAL_STATES:
@@ -270,7 +263,7 @@ class RunRegistry:
 
     def create(self, request: pb.TrainRequest) -> RunRecord:
         """Persist a validated request as a new QUEUED run (nothing is left behind on failure)."""
-        if self._closing:
+        if self.scheduler.closing:
             raise FailedPrecondition("", "the sidecar is shutting down")
         if len(self.queue) >= self.max_queue:
             raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
@@ -289,7 +282,7 @@ class RunRegistry:
         self.runs[run_id] = rec
         self._applied(rec, ev)
         self.queue.append(run_id)
-        self._wake.set()
+        self.scheduler.wake()
         return rec
 
     async def cancel(self, run_id: str) -> RunRecord:
@@ -299,9 +292,9 @@ class RunRegistry:
         rec.cancel_requested = True
         if run_id in self.queue:
             self.queue.remove(run_id)
-            self._transition(rec, pb.RUN_STATE_CANCELLED, "cancelled while queued")
+            self.transition(rec, pb.RUN_STATE_CANCELLED, "cancelled while queued")
         elif rec.state == pb.RUN_STATE_RUNNING:
-            self._transition(rec, pb.RUN_STATE_CANCELLING, "cancel requested; stopping after the current step")
+            self.transition(rec, pb.RUN_STATE_CANCELLING, "cancel requested; stopping after the current step")
             self.executor.stop(rec)
             asyncio.get_running_loop().call_later(CANCEL_GRACE_S, self._kill_worker, rec)
         return rec
@@ -332,7 +325,7 @@ class RunRegistry:
         if not ckpt:
             why = "".join(f"; {what}" for _, what in damaged)
             raise FailedPrecondition("run_id", f"run {run_id!r} has no complete checkpoint to resume from{why}")
-        if self._closing:
+        if self.scheduler.closing:
             raise FailedPrecondition("", "the sidecar is shutting down")
         if len(self.queue) >= self.max_queue:
             raise ResourceExhausted("", f"the run queue is full ({self.max_queue} waiting); retry later")
@@ -349,7 +342,7 @@ class RunRegistry:
         rec.cancel_requested, rec.resume = False, True
         self._applied(rec, ev)
         self.queue.append(run_id)
-        self._wake.set()
+        self.scheduler.wake()
         return rec
 
     async def delete(self, run_id: str) -> pb.Run:
@@ -385,101 +378,3 @@ class RunRegistry:
     def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[pb.RunEvent]:
         """Events with seq > after_seq from the log, then live ones until the run ends (`views.follow`)."""
         return follow(self.get(run_id), after_seq)
-
-    # -- scheduling and the worker ------------------------------------------------------------
-
-    async def _schedule(self) -> None:
-        """Admit queued runs in order as slots free (the head waits for its slots; none overtakes it)."""
-        while not self._closing:
-            self._wake.clear()
-            if not self.queue:
-                await self._wake.wait()
-                continue
-            if not self.reserve.ensure():  # disk full: queued runs wait for space
-                await asyncio.sleep(SPACE_POLL_S)
-                continue
-            rec = self.runs[self.queue[0]]
-            slots = self.slots.take(max(1, rec.request.runtime.num_processes))
-            if slots is None:  # woken when a run ends and gives its slots back
-                await self._wake.wait()
-                continue
-            self.queue.popleft()
-            rec.slots = slots
-            self._start_worker(rec)
-
-    def _start_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
-        task = asyncio.create_task(self._supervise(rec, reattach), name=f"run-{rec.run_id}")
-        self.workers[rec.run_id] = task
-
-    async def _supervise(self, rec: RunRecord, reattach: bool) -> None:
-        try:
-            await self._run_worker(rec, reattach=reattach)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug of ours must not stall the queue
-            log.exception("run %s: worker supervision failed", rec.run_id)
-            if rec.state not in TERMINAL_STATES:
-                self._transition(rec, pb.RUN_STATE_FAILED, f"internal error: {exc}")
-        finally:
-            self.workers.pop(rec.run_id, None)
-            self.slots.give_back(rec.slots)
-            rec.slots, rec.node = [], ""
-            if not self._closing:  # a worker that outlives the sidecar (Ray) is not released
-                self.executor.release(rec)
-                rec.changed.set()  # GetRun shows the slots given back
-                self._wake.set()
-
-    async def _run_worker(self, rec: RunRecord, *, reattach: bool = False) -> None:
-        cursor = 0
-        if reattach:
-            cursor = recorded_worker_lines(rec.log.events)
-        else:
-            self._transition(rec, pb.RUN_STATE_RUNNING)
-            if rec.state in TERMINAL_STATES:  # the disk filled before it started
-                return
-        ranks = max(1, rec.request.runtime.num_processes)
-        log.info("run %s on %s", rec.run_id, self.slots.describe(rec.slots, ranks))
-        terminal: list[pb.RunEvent] = []
-        argv = self._argv_for(rec) + ["--run-dir", str(rec.folder), "--data-root", str(self.data_root)]
-        try:
-            rc = await self.executor.run(rec, argv, self.slots.env(rec.slots, ranks),
-                                         lambda line: self._on_worker_event(rec, line, terminal),
-                                         cursor=cursor, reattach=reattach)
-        except OSError as err:
-            if not is_disk_full(err):
-                raise
-            self._fail_disk_full(rec, str(rec.folder / "worker.log"))
-            return
-        except WorkerLost as err:
-            ckpt = latest_checkpoint(rec.folder)
-            self._transition(rec, pb.RUN_STATE_FAILED, f"{err}{f'; last checkpoint kept at {ckpt}' if ckpt else ''}")
-            return
-        self._finish(rec, rc, terminal)
-        remove_temp_entries(rec.folder)
-
-    def _argv_for(self, rec: RunRecord) -> list[str]:
-        if self.worker_argv[1:] == WORKER:  # tests may swap in another real process
-            rec.launched = is_multi_process(rec.request.runtime)
-            return launch_argv(rec.request.runtime, self.data_root) + (["--resume"] if rec.resume else [])
-        return list(self.worker_argv)
-
-    def _on_worker_event(self, rec: RunRecord, line: bytes, terminal: list[pb.RunEvent]) -> None:
-        if rec.state in TERMINAL_STATES:  # failed meanwhile (disk full): nothing more is recorded
-            return
-        try:
-            ev = event_from_json(line.decode())
-        except Exception:
-            log.warning("run %s: unparseable worker event %r", rec.run_id, line[:200])
-            return
-        kind = ev.WhichOneof("kind")
-        if kind == "state_change":
-            # The worker proposes the terminal state; the server records it after the exit code.
-            terminal.append(ev)
-            return
-        self._emit(rec, **{kind: getattr(ev, kind)})
-
-    def _finish(self, rec: RunRecord, rc: int, terminal: list[pb.RunEvent]) -> None:
-        if rec.state in TERMINAL_STATES:
-            return
-        self._transition(rec, *worker_end(rec, rc, terminal[-1].state_change if terminal else None, self._closing))
-        reconcile_summary(rec)
