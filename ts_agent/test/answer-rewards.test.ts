@@ -5,8 +5,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
+import { RewardInputError } from "../src/agent/core/answer-text.js";
 import {
-  RewardInputError,
   buildReward,
   finalNumberMatchReward,
   rewardNames,

@@ -9,8 +9,8 @@
  * - gitDirty asks `git status --porcelain --untracked-files=no` once per process; null when git
  *   cannot be asked (no binary, not a checkout, or a test tier that forbids processes).
  * - graderSha256 hashes the files that decide how the agent re-grades a score, as the lines
- *   "<file> <sha256>\n" in a fixed order: ts_agent/src/agent/core/task-rewards.ts and the shared
- *   py_trainer/py_trainer/core/char_classes.json.
+ *   "<file> <sha256>\n" in a fixed order: ts_agent/src/agent/core/task-rewards.ts, answer-text.ts and
+ *   answer-forms.ts beside it, and the shared py_trainer/py_trainer/core/char_classes.json.
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -30,6 +30,8 @@ export interface CodeRevision {
 
 export const GRADER_FILES = [
   join(REPO_ROOT, "ts_agent", "src", "agent", "core", "task-rewards.ts"),
+  join(REPO_ROOT, "ts_agent", "src", "agent", "core", "answer-text.ts"),
+  join(REPO_ROOT, "ts_agent", "src", "agent", "core", "answer-forms.ts"),
   join(REPO_ROOT, "py_trainer", "py_trainer", "core", "char_classes.json"),
 ];
 

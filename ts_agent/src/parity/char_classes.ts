@@ -1,6 +1,6 @@
 /**
- * The character classes of normalizeAnswer, written ONCE to a checked-in table that task-rewards.ts and
- * task_rewards.py both load (py_trainer/py_trainer/core/char_classes.json), instead of asking each runtime's
+ * The character classes of normalizeAnswer, written ONCE to a checked-in table that answer-text.ts and
+ * answer_text.py both load (py_trainer/py_trainer/core/char_classes.json), instead of asking each runtime's
  * own Unicode tables: Node 20 ships Unicode 17, CPython 3.11 Unicode 14, so a character assigned
  * in between (e.g. U+1FAE8, a symbol since Unicode 15) was punctuation to the TS grader and a
  * letter to the Python one, and the reward used in training disagreed with the one in evaluation.
@@ -21,7 +21,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
-import { CHAR_CLASSES_PATH } from "../agent/core/task-rewards.js";
+import { CHAR_CLASSES_PATH } from "../agent/core/answer-text.js";
 
 /** The table as this runtime's Unicode data defines it. */
 export function buildCharClasses(): string {

@@ -20,6 +20,7 @@
  *   +0) is within tolerance.ulp.
  */
 import * as advantage from "../agent/core/advantage.js";
+import * as text from "../agent/core/answer-text.js";
 import * as grpo from "../agent/core/task-rewards.js";
 import * as stats from "../agent/core/stats/index.js";
 
@@ -120,8 +121,8 @@ const FLOAT_TOL: Tolerance = { ulp: 0 };
 /** The functions with parity vectors, by TS name. Adapters turn closures and classes into data. */
 export const FUNCTIONS: Record<string, FunctionEntry> = {
   groupRelativeAdvantage: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => advantage.groupRelativeAdvantage(a[0], a[1], o) },
-  normalizeAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.normalizeAnswer(a[0], o) },
-  extractAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => grpo.extractAnswer(a[0], a[1]) },
+  normalizeAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => text.normalizeAnswer(a[0], o) },
+  extractAnswer: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => text.extractAnswer(a[0], a[1]) },
   exactMatchReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.exactMatchReward(a[0], a[1], o) },
   formatReward: { module: "grpo", tolerance: FLOAT_TOL, call: (a, o) => grpo.formatReward(a[0], o) },
   finalNumber: { module: "grpo", tolerance: FLOAT_TOL, call: (a) => grpo.finalNumber(a[0], a[1]) },
@@ -229,7 +230,7 @@ export function runCase(fn: string, args: unknown[], options?: Record<string, un
   try {
     return { expected: toPlain(entry.call(args, options)) };
   } catch (e) {
-    if (e instanceof grpo.RewardInputError || e instanceof stats.StatsInputError) {
+    if (e instanceof text.RewardInputError || e instanceof stats.StatsInputError) {
       return { error: { type: e.name, kind: e.kind } };
     }
     throw e;

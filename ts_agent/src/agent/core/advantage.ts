@@ -5,9 +5,9 @@
  * groupRelativeAdvantage reproduces TRL 1.16 GRPOTrainer._generate_and_score_completions
  * (multi_objective_aggregation="sum_then_normalize") in float64: group mean, sample std with
  * Bessel's correction (TRL's nanstd), NaN rewards left out of both and given advantage 0. Bad
- * input throws task-rewards.ts's RewardInputError with the same kinds as the Python port.
+ * input throws answer-text.ts's RewardInputError with the same kinds as the Python port.
  */
-import { RewardInputError, type RewardErrorKind } from "./task-rewards.js";
+import { RewardInputError, type RewardErrorKind } from "./answer-text.js";
 
 function fail(kind: RewardErrorKind, message: string): never {
   throw new RewardInputError(kind, message);

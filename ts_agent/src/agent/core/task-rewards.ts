@@ -7,15 +7,10 @@
  * Conventions
  * - Rewards are fractions in [0, 1] (format partial credit in fifths), weights are plain
  *   multipliers, and `null` (or NaN) means "unscorable", as a TRL reward function's None.
- * - Text normalisation is explicit so both languages agree: whitespace is the set
- *   [ \t\n\r\f\v\u00a0]; case folding maps each code point through the checked-in table's
- *   "lowercase" entries (context-free: no final-sigma rule); punctuation is any code point in the
- *   table's "punctuation_or_symbol" ranges (Unicode categories P* and S*), replaced by a space.
- *   The table is py_trainer/py_trainer/core/char_classes.json, written once by
- *   src/parity/char_classes.ts and loaded by both languages, so neither runtime's own Unicode
- *   version (Node 20: 17, CPython 3.11: 14) decides what a grader sees.
- * - Bad input throws RewardInputError with a stable `kind` (RewardErrorKind), the same kinds in
- *   the same order of checks as the Python port.
+ * - The answer text every reward reads (normalizeAnswer with its character classes, extractAnswer,
+ *   the tag-name and whitespace rules) is in answer-text.ts, the answer forms in answer-forms.ts.
+ * - Bad input throws answer-text.ts's RewardInputError with a stable `kind` (RewardErrorKind), the
+ *   same kinds in the same order of checks as the Python port.
  *
  * Registry (names, params and defaults; params use snake_case keys, as on the wire)
  * - "exact_match": 1 if a gold answer matches the completion's final <tag>...</tag>, else 0;
@@ -34,110 +29,12 @@
  *   or one equation ending in its result) with nothing after it, right or wrong; never null.
  *   Params: tag ("answer").
  */
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-
 import { finalNumberOf, isJustAnAnswer, trimmedGolds } from "./answer-forms.js";
+import { extractAnswer, fail, isBlank, normalizeAnswer, TAG_NAME, validTag } from "./answer-text.js";
 
 
 // ---------------------------------------------------------------------------------------------
-// Errors
-
-/** Stable error kinds, identical in the Python port. */
-export type RewardErrorKind =
-  | "empty" // no rewards, or no usable gold answer
-  | "group_size" // group size not a positive integer, or does not divide the batch
-  | "nan" // NaN where a number is required (e.g. eps, a weight)
-  | "out_of_range" // Infinity, a negative eps
-  | "bad_option" // an option outside its allowed values (e.g. scale)
-  | "unknown_reward" // a registry name that does not exist
-  | "unknown_param" // a param the reward does not take
-  | "param_type" // a param (or weight) of the wrong type
-  | "param_value"; // a param of the right type but an invalid value
-
-/** Thrown for invalid input; `kind` is stable and matches the Python port's RewardInputError. */
-export class RewardInputError extends Error {
-  readonly kind: RewardErrorKind;
-  constructor(kind: RewardErrorKind, message: string) {
-    super(message);
-    this.name = "RewardInputError";
-    this.kind = kind;
-  }
-}
-
-function fail(kind: RewardErrorKind, message: string): never {
-  throw new RewardInputError(kind, message);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Text normalisation and answer extraction
-
-const WHITESPACE_RUN = /[ \t\n\r\f\v\u00a0]+/g;
-const EDGE_WHITESPACE = /^[ \t\n\r\f\v\u00a0]+|[ \t\n\r\f\v\u00a0]+$/g;
-
-/** The checked-in character-class table (see the module docs). */
-export const CHAR_CLASSES_PATH = fileURLToPath(new URL("../../../../py_trainer/py_trainer/core/char_classes.json", import.meta.url));
-
-interface CharClasses {
-  punctuation: Set<number>;
-  lowercase: Map<number, string>;
-}
-let charClasses: CharClasses | null = null;
-
-/** Loaded on first use, so the generator can run before the file exists. */
-function loadCharClasses(): CharClasses {
-  if (charClasses === null) {
-    const raw = JSON.parse(readFileSync(CHAR_CLASSES_PATH, "utf8")) as {
-      punctuation_or_symbol: Array<[number, number]>;
-      lowercase: Array<[number, string]>;
-    };
-    const punctuation = new Set<number>();
-    for (const [first, last] of raw.punctuation_or_symbol) for (let cp = first; cp <= last; cp++) punctuation.add(cp);
-    charClasses = { punctuation, lowercase: new Map(raw.lowercase) };
-  }
-  return charClasses;
-}
-
-function lowerCase(s: string): string {
-  const { lowercase } = loadCharClasses();
-  let out = "";
-  for (const ch of s) out += lowercase.get(ch.codePointAt(0)!) ?? ch;
-  return out;
-}
-
-function punctuationToSpaces(s: string): string {
-  const { punctuation } = loadCharClasses();
-  let out = "";
-  for (const ch of s) out += punctuation.has(ch.codePointAt(0)!) ? " " : ch;
-  return out;
-}
-const TAG_NAME = /^[A-Za-z][A-Za-z0-9_-]*$/;
-
-function isBlank(s: string): boolean {
-  return s.replace(WHITESPACE_RUN, "") === "";
-}
-
-/**
- * Normalises an answer for comparison: lower-case (unless caseSensitive), punctuation to spaces
- * (if ignorePunctuation), whitespace runs to one space, trimmed. Character classes in the module docs.
- */
-export function normalizeAnswer(text: string, options: { caseSensitive?: boolean; ignorePunctuation?: boolean } = {}): string {
-  let s = text;
-  if (!(options.caseSensitive ?? false)) s = lowerCase(s);
-  if (options.ignorePunctuation ?? false) s = punctuationToSpaces(s);
-  return s.replace(WHITESPACE_RUN, " ").replace(EDGE_WHITESPACE, "");
-}
-
-/**
- * The content of the last <tag>...</tag> in the completion (leftmost-shortest matches scanned
- * left to right, the last one kept), or null if there is none. `tag` is a plain tag name.
- */
-export function extractAnswer(completion: string, tag = "answer"): string | null {
-  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
-  let last: string | null = null;
-  for (const m of completion.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g"))) last = m[1];
-  return last;
-}
+// Exact match (the answer text it compares: answer-text.ts)
 
 /** How a normalised candidate must relate to a normalised gold answer (compared word by word). */
 export type MatchMode = "exact" | "prefix" | "contains";
@@ -188,7 +85,7 @@ export function exactMatchReward(
 
 function checkExactMatchOptions(options: ExactMatchOptions): void {
   const tag = options.tag ?? "answer";
-  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+  if (!validTag(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
   const mode = options.match ?? "exact";
   if (mode !== "exact" && mode !== "prefix" && mode !== "contains") {
     fail("param_value", `match must be "exact", "prefix" or "contains", got ${String(mode)}`);
@@ -251,7 +148,7 @@ export function formatReward(completion: string, spec: FormatSpec = {}): number 
   const answerTag = spec.answerTag ?? "answer";
   const thinkTag = spec.thinkTag ?? "think";
   for (const [name, tag] of [["answer_tag", answerTag], ["think_tag", thinkTag]] as const) {
-    if (!TAG_NAME.test(tag)) fail("param_value", `${name} must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+    if (!validTag(tag)) fail("param_value", `${name} must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
   }
   if (answerTag === thinkTag) fail("param_value", "answer_tag and think_tag must differ");
   const aOpen = `<${answerTag}>`;
@@ -295,7 +192,7 @@ export function formatReward(completion: string, spec: FormatSpec = {}): number 
 // Answers as a chat model writes them (answer-forms.ts)
 
 function checkTag(tag: string): void {
-  if (!TAG_NAME.test(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
+  if (!validTag(tag)) fail("param_value", `tag must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
 }
 
 /** The completion's answer, never the echoed question (answer-forms.ts finalNumberOf), or null. */
@@ -482,7 +379,7 @@ export function buildReward(spec: RewardSpec): BuiltReward {
     const def = entry.params[key];
     const value = Object.prototype.hasOwnProperty.call(given, key) ? given[key] : def.default;
     if (typeof value !== def.type) fail("param_type", `params.${key} must be a ${def.type}, got ${value === null ? "null" : typeof value}`);
-    if (def.allowed === "tag" && !TAG_NAME.test(value as string)) {
+    if (def.allowed === "tag" && !validTag(value as string)) {
       fail("param_value", `params.${key} must match ${TAG_NAME.source}, got ${JSON.stringify(value)}`);
     }
     if (Array.isArray(def.allowed) && !def.allowed.includes(value as string)) {

@@ -11,10 +11,11 @@
  * which made a mixed predictor constant: two samples per task, one each of two labels, read as one
  * label on 100% of tasks). A variant whose tasks mostly have no <answer> tag is a format failure
  * (formatFailure), not a constant label: `constant` counts the labels only. A completion's label: the last <answer>...</answer>
- * (task-rewards.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
+ * (answer-text.ts extractAnswer), normalised (normalizeAnswer), matched against every label's accepted
  * answers as the task rows list them; no tag is NO_ANSWER, a tag naming no label OTHER_ANSWER.
  */
-import { buildReward, extractAnswer, finalNumber, normalizeAnswer, type RewardSpec } from "../core/task-rewards.js";
+import { extractAnswer, normalizeAnswer } from "../core/answer-text.js";
+import { buildReward, finalNumber, type RewardSpec } from "../core/task-rewards.js";
 
 /** A task with no <answer> tag. */
 export const NO_ANSWER = "(none)";

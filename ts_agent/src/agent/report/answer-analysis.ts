@@ -9,7 +9,7 @@ import { fromJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { answerDistribution, answerReaderFor, confusionMatrices, labelSetOf, type AnswerDistribution, type AnswerReader, type ConfusionMatrices, type LabelSet, type LabelledTask } from "../eval/answers.js";
-import { normalizeAnswer } from "../core/task-rewards.js";
+import { normalizeAnswer } from "../core/answer-text.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalLog } from "../core/eval-log.js";
 
