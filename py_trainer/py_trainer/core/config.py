@@ -424,10 +424,6 @@ def check_launch(rt, data_root: Path | None, *, training: bool, this_machine: bo
                 raise FailedPrecondition("runtime.attn_implementation", f"{impl} needs the flash-attn package")
 
 
-EMBEDDED_PREFIX = "embedded:"
-"""base_model "embedded:<tasks file>": the tiny model tiny_model.py builds from that task file."""
-
-
 def check_lora(lora, defaults: Mapping[str, Any] | None = None) -> None:
     """Fill LoRA defaults (GRPO's, or the given mode's) and check every field."""
     fill_defaults(lora, LORA, defaults)

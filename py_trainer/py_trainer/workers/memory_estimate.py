@@ -40,9 +40,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from py_trainer.core.config import EMBEDDED_PREFIX
 from py_trainer.core.devices import cuda_available
 from py_trainer.core.errors import FailedPrecondition, InvalidArgument
+from py_trainer.core.model_files import parse_base_model
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -236,7 +236,7 @@ def embedded_config(name: str, data_root: Path) -> dict | None:
     the sidecar, 19-20 s)."""
     from py_trainer.models.tiny_model import SPEC
 
-    if name != "" and not name.startswith(EMBEDDED_PREFIX):
+    if not parse_base_model(name, data_root).built_here:
         return None
     from py_trainer.models.base_models import model_dir_for
 
@@ -252,13 +252,14 @@ def embedded_config(name: str, data_root: Path) -> dict | None:
 def local_tokenizer_folder(base_model: str, data_root: Path) -> Path | None:
     """A folder on disk holding the base's tokenizer, found without building, converting or
     downloading anything; None when there is none yet."""
-    from py_trainer.models.base_models import is_gguf_base, model_dir_for
+    from py_trainer.models.base_models import model_dir_for
     from py_trainer.models.loading import model_files_folder, resolve_model_path
 
-    if base_model == "" or base_model.startswith(EMBEDDED_PREFIX) or is_gguf_base(base_model):
-        folder = model_dir_for(base_model, data_root)
+    ref = parse_base_model(base_model, data_root)
+    if ref.built_here or ref.kind == "gguf":
+        folder = model_dir_for(ref, data_root)
     else:
-        folder = model_files_folder(resolve_model_path(base_model, data_root))
+        folder = model_files_folder(resolve_model_path(ref, data_root))
     if folder is None or not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
         return None
     return folder

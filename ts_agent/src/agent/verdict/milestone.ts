@@ -51,6 +51,7 @@
  * criterion works in FRACTIONS internally (0.05) and speaks percentage points in its reasons,
  * printed to 0.1 pp (finer digits would be noise at any n this project sees).
  */
+import { parseBaseModel } from "../core/base-model.js";
 import type { BaselineMatch } from "../eval/baseline-record.js";
 
 /** End held-out reward must be at least this relative change over step 0 (fraction: +20%). */
@@ -301,8 +302,9 @@ export function milestoneLine(m: Pick<MilestoneVerdict, "verdict" | "gated">): s
 export function baselineSetCommand(taskFile: string, baseModel: string): string {
   const aml = /(^|\/)agent-evals\/tasks\/aml_typology\.jsonl$/.test(taskFile);
   const tasks = aml ? "" : ` --tasks ${taskFile}`;
-  const rel = baseModel.startsWith("embedded:") ? baseModel.slice("embedded:".length) : null;
-  const ownEmbedded = baseModel === "" ? aml : rel !== null && !aml && (taskFile.endsWith(rel) || rel.endsWith(taskFile));
+  const base = parseBaseModel(baseModel);
+  const rel = base.kind === "embedded" ? base.path : null;
+  const ownEmbedded = base.kind === "default" ? aml : rel !== null && !aml && (taskFile.endsWith(rel) || rel.endsWith(taskFile));
   return `agent baseline set${tasks}${ownEmbedded ? "" : ` --base-model ${baseModel === "" ? '""' : baseModel}`}`;
 }
 
