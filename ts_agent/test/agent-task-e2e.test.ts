@@ -32,7 +32,17 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
     grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
     held_out: { num_prompts: 2, samples_per_prompt: 2 },
   }));
-  const train = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1", "--evals-dir", evals]);
+  // the preflight: the embedded default model never calls the calculator's tool, every group is flat
+  const plan = agent(["plan", "--agent-task", TASK, "--config", config]);
+  assert.equal(plan.code, 0, plan.stdout + plan.stderr);
+  assert.match(plan.stdout, /preflight: the base \(the embedded default model\) on 8 train tasks x G=4 episodes at temperature 1: tool calls in 0% of episodes, well-formed calls - \(no call attempted\), scorers correct 0\.00, used_tool 0\.00; groups with all rewards equal: 8\/8/);
+  assert.match(plan.stdout, /No signal for GRPO: in all 8 groups of 4 episodes every episode scored 0\. GRPO learns from the differences within a group/);
+  const refused = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1", "--evals-dir", evals]);
+  assert.equal(refused.code, 2, refused.stdout + refused.stderr);
+  assert.match(refused.stdout, /No signal for GRPO/);
+  assert.match(refused.stderr, /agent train: not started: no group of the base's episodes has a spread.*--force trains anyway/);
+  assert.doesNotMatch(agent(["runs"]).stdout, /calc-1\s/);
+  const train = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1", "--evals-dir", evals, "--force"]);
   assert.equal(train.code, 0, train.stdout + train.stderr);
   assert.match(train.stdout, /step 2\/2 reward [\d.]+ kl [-\d.e]+ turns\/episode [\d.]+ tool calls\/episode [\d.]+ tool errors\/call [\d.]+ limits hit/);
   assert.match(train.stdout, /SUCCEEDED/);
@@ -101,7 +111,7 @@ test("the agent process killed mid-run fails the run naming it; agent resume ser
     held_out: { num_prompts: 2, samples_per_prompt: 2 },
   }));
   const evals = join(dir, "evals");
-  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--evals-dir", evals, "--address", sidecar().address]);
+  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--evals-dir", evals, "--force", "--address", sidecar().address]);
   let out = "";
   await new Promise<void>((res, rej) => {
     child.stdout.on("data", (d) => {
@@ -146,7 +156,7 @@ test("Ctrl-C on an agent run cancels it at a step (it needs this process), print
     grpo: { max_steps: 8, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 3 },
     held_out: { num_prompts: 2, samples_per_prompt: 2 },
   }));
-  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-int", "--evals-dir", evals, "--address", sidecar().address]);
+  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-int", "--evals-dir", evals, "--force", "--address", sidecar().address]);
   let out = "";
   const code = await new Promise<number | null>((res) => {
     let sent = false;

@@ -4,8 +4,9 @@
  * agent run or an agent task file through their own code (an agent task file is a task set:
  * eval/agent-task-set.ts).
  *
- * train: a TrainRequest from --config (grpo, lora, base_model, held_out) with the task's train
- * rows and its AgentSpec; this process serves the tools and scorers while the run trains
+ * train: the preflight (pipeline/agent-preflight.ts: no group of the base's episodes with a
+ * spread refuses to start unless --force), then a TrainRequest from --config (grpo, lora,
+ * base_model, held_out) with the task's train rows and its AgentSpec; this process serves the tools and scorers while the run trains
  * (pipeline/agent-run.ts: Ctrl-C cancels instead of detaching); run.json and the artifacts are
  * downloaded into <evals dir>/runs/<run_id>/ as for any run. Exit 0 when the run SUCCEEDED.
  *
@@ -41,17 +42,17 @@ async function configOf(path: string | undefined) {
 }
 
 export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, resume: { type: "string" } }, allowPositionals: false });
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" } }, allowPositionals: false });
   const file = values["agent-task"]!;
   if (values.resume) {
     if (values.config || values["run-id"]) throw new UserError("--resume RUN continues the run as it was requested: leave out --config and --run-id");
     return resumeAgentRun(client, values, values.resume, file);
   }
-  return (await trainAgentRun(client, values, file, await configOf(values.config), { runId: values["run-id"] })).code;
+  return (await trainAgentRun(client, values, file, await configOf(values.config), { runId: values["run-id"], force: values.force })).code;
 }
 
 export async function demoAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, "data-root": { type: "string" }, seed: { type: "string" } }, allowPositionals: false });
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, "data-root": { type: "string" }, seed: { type: "string" }, force: { type: "boolean" } }, allowPositionals: false });
   const file = values["agent-task"]!;
   const seed = values.seed === undefined ? undefined : numberFlag("--seed", values.seed, { min: 0, max: 2 ** 32 - 1, integer: true });
   const config = await configOf(values.config);
@@ -65,7 +66,7 @@ export async function demoAgentTask(argv: string[], client: SidecarClient): Prom
   const paths = evalTargetFromFlags({ tasks: file, "evals-dir": values["evals-dir"] });
   const target = { ...paths, settings: { ...paths.settings, baseModel } };
   await ensureBaseline(client, target, "demo", Date.now());
-  const trained = await trainAgentRun(client, values, file, config, { runId: values["run-id"], baseModel, seed });
+  const trained = await trainAgentRun(client, values, file, config, { runId: values["run-id"], baseModel, seed, force: values.force });
   const out = trained.outcome;
   if (!out) return trained.code;
   if (out.state === RunState.SUCCEEDED) await evalRun(client, out.runId, target);

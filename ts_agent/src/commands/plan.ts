@@ -30,17 +30,23 @@ import { planLines, planMilestone } from "../agent/verdict/milestone-plan.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
 import { planMemory } from "../pipeline/plan-memory.js";
 import { displayPath } from "../agent/workspace.js";
+import { resolve } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { loadTrainRequest } from "../agent/train/run.js";
+import { TrainRequestSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
+import { agentPreflight, preflightLines } from "../pipeline/agent-preflight.js";
 
 export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
-  usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json",
+  usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json | agent plan --agent-task FILE [--config run.json] [--base-model M]",
   flags: [
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--evals-dir DIR", "where baseline.json lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
     ["--base-accuracy P", "the base model's accuracy as a fraction, instead of baseline.json's"],
-    ["--config FILE", "instead: the memory estimate of this TrainRequest on the sidecar's device (EstimateMemory)"],
+    ["--config FILE", "instead: the memory estimate of this TrainRequest on the sidecar's device (EstimateMemory); with --agent-task, the run's knobs"],
+    ["--agent-task FILE", "instead: the preflight of an agent task (docs/agents.md): G episodes of the base on a few train tasks, the tool-call and well-formed rates, the scorers' means, the groups whose rewards are all equal"],
   ],
-  examples: ["agent plan", "agent plan --base-accuracy 0.12"],
+  examples: ["agent plan", "agent plan --base-accuracy 0.12", "agent plan --agent-task agent-evals/agent-tasks/calculator.agent.ts --base-model smollm2-135m-instruct"],
   notes: "The sd of the differences is bracketed by two models of error overlap (conversions: optimistic; independent: pessimistic).",
 };
 
@@ -54,6 +60,14 @@ export const command: CommandHandler = async (argv, _client) => {
   if (positionals.length > 0) {
     console.error(`usage: ${help.usage}`);
     return 2;
+  }
+  if (values["agent-task"] !== undefined) {
+    // an agent task: the preflight, what GRPO's first groups would hold (pipeline/agent-preflight.ts)
+    const config = values.config ? await loadTrainRequest(resolve(values.config)) : create(TrainRequestSchema);
+    if (values["base-model"] !== undefined) config.baseModel = values["base-model"];
+    const p = await agentPreflight(_client, values["agent-task"], config);
+    for (const line of preflightLines(p)) console.log(line);
+    return 0;
   }
   if (values.config !== undefined) return planMemory(_client, values.config);
   const target = evalTargetFromFlags(values);

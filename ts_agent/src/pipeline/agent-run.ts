@@ -7,6 +7,8 @@
  * fail at its next tool call): it cancels the run at its next step, keeps serving until the run
  * stopped, and prints the command that continues it. The run records its agent task file (path,
  * sha256: AgentSpec.source); resume serves that file's tools again and refuses a changed file.
+ * Before a new run starts, the preflight (agent-preflight.ts) samples the base: with no group of
+ * episodes whose rewards differ, GRPO has nothing to learn, and the run is not started unless --force.
  */
 import { resolve } from "node:path";
 
@@ -22,6 +24,7 @@ import { TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grp
 import { RunState, type SidecarClient } from "../sidecar/client.js";
 import { printOutcome, sidecarLostLines } from "./follow.js";
 import { repeatFlags } from "./next-commands.js";
+import { agentPreflight, preflightLines } from "./agent-preflight.js";
 import { checkAgentTaskFile } from "./run-task-file.js";
 
 type Flags = { address?: string; token?: string; "evals-dir"?: string };
@@ -97,6 +100,8 @@ export interface AgentTrainOverrides {
   runId?: string;
   baseModel?: string;
   seed?: number;
+  /** train even when the preflight finds no group with a spread (agent-preflight.ts) */
+  force?: boolean;
 }
 
 /** Train on the agent task's train rows while this process serves its tools and scorers. */
@@ -109,7 +114,13 @@ export async function trainAgentRun(
 ): Promise<{ code: number; outcome: TrainOutcome | null }> {
   const task = await loadAgentTask(file);
   const rows = rowsOf(task, "train");
-  agentTrainRequest(task, file, config, overrides, ""); // a bad config or task is refused before anything starts
+  const planned = agentTrainRequest(task, file, config, overrides, ""); // a bad config or task is refused before anything starts
+  const preflight = await agentPreflight(client, file, planned);
+  for (const line of preflightLines(preflight)) console.log(line);
+  if (preflight.groups > 0 && preflight.flatGroups === preflight.groups && !overrides.force) {
+    console.error("agent train: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force trains anyway");
+    return { code: 2, outcome: null };
+  }
   const ref = agentTaskRef(task, file);
   console.log(`agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`);
   return followServing(client, values, task, 0, (toolHost, opts) => trainViaSidecar(client, agentTrainRequest(task, file, config, overrides, toolHost), opts), overrides.runId ?? config.runId);
