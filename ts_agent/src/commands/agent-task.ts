@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import { create } from "@bufbuild/protobuf";
 
 import { rowsOf } from "../agent/agent-task/agent-spec.js";
+import { embeddedBaseModel } from "../agent/core/base-model.js";
 import { loadAgentTask } from "../agent/agent-task/define.js";
 import { writeDemonstrations } from "../agent/agent-task/demonstrations.js";
 import { writeReport } from "../agent/report/run-report.js";
@@ -62,7 +63,7 @@ export async function demoAgentTask(argv: string[], client: SidecarClient): Prom
   mkdirSync(join(root, dirname(relative)), { recursive: true });
   const n = await writeDemonstrations(task, rowsOf(task, "train"), join(root, relative));
   console.log(`== ${n} demonstration episodes: ${join(root, relative)} (the embedded agent model is built from them once, then cached)`);
-  const baseModel = `embedded:${relative}`;
+  const baseModel = embeddedBaseModel(relative);
   const paths = evalTargetFromFlags({ tasks: file, "evals-dir": values["evals-dir"] });
   const target = { ...paths, settings: { ...paths.settings, baseModel } };
   await ensureBaseline(client, target, "demo", Date.now());

@@ -15,6 +15,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 
 import { EVAL_FILE } from "../agent/core/eval-log.js";
+import { embeddedBaseModel, parseBaseModel } from "../agent/core/base-model.js";
 import { defaultTasksPath, loadTaskFile } from "../agent/eval/tasks.js";
 import { readLocalRun } from "../agent/train/run.js";
 import { REPO_ROOT, UserError, dataRoot, displayPath, runDataRoot, runDir } from "../agent/workspace.js";
@@ -22,7 +23,6 @@ import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
 
-const EMBEDDED_PREFIX = "embedded:";
 
 export { runDataRoot };
 
@@ -53,7 +53,8 @@ export function runTaskFile(run: Run, evalsDir: string): string | null {
   const source = req?.dataset?.source;
   const root = runDataRoot(run.runId, evalsDir);
   if (source?.case === "jsonlPath") return resolve(root, source.value);
-  if (req?.baseModel.startsWith(EMBEDDED_PREFIX)) return resolve(root, req.baseModel.slice(EMBEDDED_PREFIX.length));
+  const base = parseBaseModel(req?.baseModel ?? "");
+  if (base.kind === "embedded") return resolve(root, base.path);
   // eval.json names its file as displayPath wrote it: repo-relative inside the repository
   const fromEval = evalTaskFile(evalsDir, run.runId);
   return fromEval ? resolve(REPO_ROOT, fromEval) : null;
@@ -71,7 +72,7 @@ export function embeddedBaseFor(tasksPath: string): string {
   if (rel.startsWith("..") || isAbsolute(rel)) {
     throw new UserError(`--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`);
   }
-  return `embedded:${rel}`;
+  return embeddedBaseModel(rel);
 }
 
 const baseName = (base: string) => (base === "" ? "the embedded default model" : base);
