@@ -48,6 +48,15 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
   assert.equal(ev.taskSet.n, 8);
   assert.equal(ev.heldOutTemplate.taskSet.split, "test_heldout_template");
   assert.equal(ev.heldOutTemplate.taskSet.n, 8);
+  // JUnit XML and the --threshold gate are exporters of any eval, a task file's too (issue 52)
+  const junit = readFileSync(join(dir, "junit.xml"), "utf8");
+  assert.equal((junit.match(/<testcase /g) ?? []).length, 8);
+  assert.match(junit, /<testsuite name="agent eval: [^"]*aml_typology\.jsonl" tests="8" failures="\d+" skipped="\d+">/);
+  assert.match(junit, /<property name="verdict" value="INCONCLUSIVE"\/>/);
+  const adapterAccuracy = ev.variants.find((v: { name: string }) => v.name === "adapter").accuracy.estimate as number;
+  const gate = await captureConsole(() => main(["eval", "report-e2e", "--threshold", "0.99", "--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"]));
+  assert.equal(gate.value, adapterAccuracy < 0.99 ? 1 : 0, gate.out.join("\n"));
+  if (adapterAccuracy < 0.99) assert.ok(gate.out.some((l) => /^threshold: adapter's exact_match accuracy [\d.]+% is below 99\.0%: exit 1$/.test(l)), gate.out.join("\n"));
   const md = readFileSync(join(dir, "report.md"), "utf8");
   assert.match(md, /held-out set of 8 prompts|too few (scorable )?prompts to carry a CI/);
   assert.match(md, /### In-distribution vs held-out templates[\s\S]*\| test_heldout_template \| 8 \|/);
