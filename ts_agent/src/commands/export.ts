@@ -117,7 +117,9 @@ async function checkTasksFile(tasksFile: string | null): Promise<string | null> 
   if (!tasksFile || !isAgentTaskFile(tasksFile) || !existsSync(tasksFile)) return tasksFile;
   const set = await loadAgentTaskSet(tasksFile, "test");
   const path = join(mkdtempSync(join(tmpdir(), "agent-export-")), "test-prompts.jsonl");
-  writeFileSync(path, set.rows.map((r) => JSON.stringify({ id: r.id, prompt: r.prompt, split: "test" })).join("\n") + "\n");
+  // the task-file format wants answers; the check reads only the prompts
+  const answers = (r: (typeof set.rows)[number]) => (r.answers.length ? r.answers : ["(an agent task: its scorers judge the episode)"]);
+  writeFileSync(path, set.rows.map((r) => JSON.stringify({ id: r.id, prompt: r.prompt, split: "test", answers: answers(r) })).join("\n") + "\n");
   return path;
 }
 

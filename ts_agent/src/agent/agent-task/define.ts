@@ -155,6 +155,16 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
   return value as AgentTask;
 }
 
+/** The one line that says why a module did not load: a compile error's "file:line:column: message"
+ *  (esbuild, through tsx, puts it on the lines after "Transform failed with N error(s):"), else the
+ *  error's first line. */
+export function loadErrorLine(err: unknown): string {
+  const lines = String((err as Error)?.message ?? err).split("\n");
+  const located = lines.map((l) => /^(.*?:\d+:\d+): ERROR: (.*)$/.exec(l.trim())).find((m) => m !== null);
+  if (located) return `${located[1]}: ${located[2]}`;
+  return lines.find((l) => l.trim() !== "") ?? "";
+}
+
 /** Import the user's agent task module (its default export, else its `agentTask` export) and check it. */
 export async function loadAgentTask(path: string): Promise<AgentTask> {
   const file = resolve(path);
@@ -168,8 +178,7 @@ export async function loadAgentTask(path: string): Promise<AgentTask> {
       mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
     }
   } catch (err) {
-    const first = String((err as Error)?.message ?? err).split("\n")[0];
-    throw new UserError(`${path}: cannot be loaded: ${first}`);
+    throw new UserError(`${path}: cannot be loaded: ${loadErrorLine(err)}`);
   }
   let exported = mod.default ?? mod.agentTask;
   // a file outside an ESM package is loaded as CommonJS: its default export arrives one level down

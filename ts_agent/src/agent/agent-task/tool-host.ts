@@ -103,11 +103,20 @@ export async function scoreEpisode(task: AgentTask, episode: Episode): Promise<R
       throw new ConnectError(`scorers.${name}: threw on task ${episode.task.id}: ${String((err as Error)?.message ?? err).split("\n")[0]}`, Code.InvalidArgument);
     }
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > 1) {
-      throw new ConnectError(`scorers.${name}: gave ${String(v)} on task ${episode.task.id}; a score must be a number in [0, 1]`, Code.InvalidArgument);
+      throw new ConnectError(`scorers.${name}: gave ${describeValue(v)} on task ${episode.task.id}; a score must be a number in [0, 1]`, Code.InvalidArgument);
     }
     out[name] = v;
   }
   return out;
+}
+
+/** A scorer's value as a refusal shows it: the value and its type (`"1" (a string)`, `1.5`). */
+function describeValue(v: unknown): string {
+  if (typeof v === "number") return String(v);
+  if (v === null || v === undefined) return String(v);
+  const shown = typeof v === "string" ? JSON.stringify(v) : (() => { try { return JSON.stringify(v) ?? String(v); } catch { return String(v); } })();
+  const kind = typeof v === "object" ? (Array.isArray(v) ? "an array" : "an object") : `a ${typeof v}`;
+  return `${shown.length > 80 ? `${shown.slice(0, 80)}...` : shown} (${kind})`;
 }
 
 /** Serve the task's tools and scorers on 127.0.0.1 (an ephemeral port unless `port` is given). */
