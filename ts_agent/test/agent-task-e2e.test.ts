@@ -88,7 +88,7 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
   writeFileSync(edited, readFileSync(TASK, "utf8") + "\n// edited\n");
   const changed = agent(["eval", "calc-1", "--agent-task", edited, "--evals-dir", evals]);
   assert.equal(changed.code, 2, changed.stdout + changed.stderr);
-  assert.match(changed.stderr, /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run\)/);
+  assert.match(changed.stderr, /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run; no tool, scorer, limit, system prompt or task changed in its own text/);
 
   const del = agent(["delete", "calc-1", "--evals-dir", evals, "--yes"]);
   assert.equal(del.code, 0, del.stdout + del.stderr);
@@ -133,11 +133,11 @@ test("the agent process killed mid-run fails the run naming it; agent resume ser
   assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
   // a file that is not the one the run recorded is refused, the run left as it is
   const other = join(dir, "other.agent.ts");
-  writeFileSync(other, readFileSync(TASK, "utf8") + "\n// another file\n");
+  writeFileSync(other, readFileSync(TASK, "utf8").replace("weight: 0.2", "weight: 0.3"));
   const refused = agent(["train", "--agent-task", other, "--resume", "calc-kill", "--evals-dir", evals]);
   assert.equal(refused.code, 2, refused.stdout + refused.stderr);
   assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
-  assert.match(refused.stderr, /changed since run calc-kill trained on it/);
+  assert.match(refused.stderr, /changed since run calc-kill trained on it \(.*changed: scorers\.used_tool\): restore the file the run used, or pass --accept-changed-task/);
   assert.match(agent(["runs"]).stdout, /calc-kill\s+FAILED/);
   // plain `agent resume` serves the tools of the file the run recorded again
   const resumed = agent(["resume", "calc-kill", "--evals-dir", evals]);

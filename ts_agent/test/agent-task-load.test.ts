@@ -31,3 +31,21 @@ test("a scorer returning the string \"1\" is refused with the value and its type
   const ep = episodeFrom(task.tasks[0], [], { turns: 1, toolCalls: 0, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0, endedBy: "answer" }, "x");
   await assert.rejects(scoreEpisode(task, ep), /scorers\.s: gave "1" \(a string\) on task a; a score must be a number in \[0, 1\]/);
 });
+
+test("a changed agent task is compared part by part: a scorer's weight names that scorer, a comment names nothing", async () => {
+  const { agentTaskParts, changedParts } = await import("../src/agent/agent-task/agent-spec.js");
+  const base = () => defineAgentTask({
+    name: "t", tasks: [{ id: "a", prompt: "p" }],
+    tools: { look: { description: "d", parameters: { type: "object", properties: {} }, run: () => "x" } },
+    scorers: { s: { score: () => 1 }, u: { weight: 0.2, score: () => 0 } },
+  });
+  const a = agentTaskParts(base());
+  assert.deepEqual(changedParts(a, agentTaskParts(base())), []);
+  const weighted = base();
+  weighted.scorers.u.weight = 0.3;
+  assert.deepEqual(changedParts(a, agentTaskParts(weighted)), ["scorers.u"]);
+  const more = base();
+  more.tools.other = { description: "o", parameters: { type: "object" }, run: () => "y" };
+  more.limits = { maxTurns: 2 };
+  assert.deepEqual(changedParts(a, agentTaskParts(more)), ["limits", "tools.other (added)"]);
+});

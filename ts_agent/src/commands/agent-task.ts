@@ -43,11 +43,11 @@ async function configOf(path: string | undefined) {
 }
 
 export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" } }, allowPositionals: false });
+  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" }, "accept-changed-task": { type: "boolean" } }, allowPositionals: false });
   const file = values["agent-task"]!;
   if (values.resume) {
     if (values.config || values["run-id"]) throw new UserError("--resume RUN continues the run as it was requested: leave out --config and --run-id");
-    return resumeAgentRun(client, values, values.resume, file);
+    return resumeAgentRun(client, values, values.resume, file, values["accept-changed-task"]);
   }
   return (await trainAgentRun(client, values, file, await configOf(values.config), { runId: values["run-id"], force: values.force })).code;
 }

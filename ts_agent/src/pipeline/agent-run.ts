@@ -152,7 +152,7 @@ export async function servingRecordedTask<T>(request: TrainRequest, label: strin
   const spec = request.agent;
   if (!spec) return fn();
   const path = spec.source?.path ?? "";
-  checkAgentTaskFile({ runId: label, request }, command, path);
+  await checkAgentTaskFile({ runId: label, request }, command, path);
   const host = await startToolHost(await loadAgentTask(path));
   spec.toolHost = host.address;
   try {
@@ -167,13 +167,13 @@ export async function servingRecordedTask<T>(request: TrainRequest, label: strin
  * (or `file`, which must be the same bytes) serves the tools again on the port the run calls, the
  * sidecar queues it again, and it is followed and downloaded to its end.
  */
-export async function resumeAgentRun(client: SidecarClient, values: Flags, runId: string, file?: string): Promise<number> {
+export async function resumeAgentRun(client: SidecarClient, values: Flags, runId: string, file?: string, accept = false): Promise<number> {
   const run = await client.getRun(runId);
   const spec = run.request?.agent;
   if (!spec) throw new UserError(`run ${runId} is not an agent run: resume it with agent resume ${runId}`);
   const path = file ?? spec.source?.path ?? "";
   if (!path) throw new UserError(`run ${runId} does not record its agent task file (an older run): resume it with agent train --agent-task FILE --resume ${runId}`);
-  checkAgentTaskFile(run, "resume", path);
+  await checkAgentTaskFile(run, "resume", path, { accept, evalsDir: evalsDirOrDefault(values["evals-dir"]) });
   const port = Number(spec.toolHost.split(":").pop());
   if (!Number.isInteger(port) || port <= 0) throw new UserError(`run ${runId}: its request's agent.tool_host ${JSON.stringify(spec.toolHost)} names no port to serve the tools on again`);
   const task = await loadAgentTask(path);

@@ -11,14 +11,16 @@
  * when neither the run nor a flag says otherwise.
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 
 import { EVAL_FILE } from "../agent/core/eval-log.js";
 import { embeddedBaseModel, parseBaseModel } from "../agent/core/base-model.js";
 import { defaultTasksPath, loadTaskFile } from "../agent/eval/tasks.js";
 import { readLocalRun } from "../agent/train/run.js";
-import { REPO_ROOT, UserError, dataRoot, displayPath, runDataRoot, runDir } from "../agent/workspace.js";
+import { REPO_ROOT, UserError, appendLine, dataRoot, displayPath, runDataRoot, runDir } from "../agent/workspace.js";
+import { agentTaskParts, changedParts } from "../agent/agent-task/agent-spec.js";
+import { loadAgentTask } from "../agent/agent-task/define.js";
 import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
@@ -92,16 +94,24 @@ export async function targetForRun(client: SidecarClient, command: string, runId
   let tasksPath = target.tasksPath;
   if (target.tasksGiven) await checkRunTaskFile(client, command, target.evalsDir, runId, tasksPath);
   else tasksPath = runTaskFile(run, target.evalsDir) ?? defaultTasksPath();
-  checkAgentTaskFile(run, command, tasksPath);
+  await checkAgentTaskFile(run, command, tasksPath);
   return { ...target, tasksPath, tasksGiven: true, settings: { ...target.settings, baseModel: base } };
 }
 
 /**
- * An agent run is judged on the agent task file it trained with, unchanged: its tools and scorers
- * are the reward and the grader. A one-line UserError (exit 2) when the file the run recorded
- * (AgentSpec.source) is not here, or when its bytes changed since (both sha256 named).
+ * An agent run is judged and resumed with the agent task file it trained with, unchanged: its
+ * tools and scorers are the reward and the grader. A one-line UserError (exit 2) when the file the
+ * run recorded (AgentSpec.source) is not here, or when its bytes changed since: the refusal names
+ * both sha256 and what changed, part by part (agent-spec.ts agentTaskParts: a tool, a scorer, the
+ * limits, the system prompt, the tasks). `accept` (resume's --accept-changed-task) goes on with
+ * the changed file and records it in runs/<run_id>/agent-task-changes.jsonl.
  */
-export function checkAgentTaskFile(run: Pick<Run, "runId" | "request">, command: string, tasksPath: string): void {
+export async function checkAgentTaskFile(
+  run: Pick<Run, "runId" | "request">,
+  command: string,
+  tasksPath: string,
+  opts: { accept?: boolean; evalsDir?: string } = {},
+): Promise<void> {
   const source = run.request?.agent?.source;
   if (!run.request?.agent) return;
   if (!source?.path) {
@@ -109,13 +119,30 @@ export function checkAgentTaskFile(run: Pick<Run, "runId" | "request">, command:
   }
   if (!existsSync(tasksPath)) throw new UserError(`agent ${command}: run ${run.runId}'s agent task file ${source.path} is not here: pass --agent-task FILE`);
   const now = sha256(tasksPath);
-  if (source.sha256 && now !== source.sha256) {
+  if (!source.sha256 || now === source.sha256) return;
+  const recorded = source.parts ?? {};
+  const changed = Object.keys(recorded).length ? changedParts(recorded, agentTaskParts(await loadAgentTask(tasksPath))) : [];
+  const what = !Object.keys(recorded).length
+    ? "the run records no parts to compare (an older run)"
+    : changed.length
+      ? `changed: ${changed.join(", ")}`
+      : "no tool, scorer, limit, system prompt or task changed in its own text (a comment, or a helper they call, may have)";
+  const shas = `sha256 ${now.slice(0, 12)} now, ${source.sha256.slice(0, 12)} in the run`;
+  if (!opts.accept) {
     throw new UserError(
-      `agent ${command}: ${displayPath(tasksPath)} changed since run ${run.runId} trained on it (sha256 ${now.slice(0, 12)} now, ${source.sha256.slice(0, 12)} in the run): ` +
-        "its tools and scorers may differ; restore the file the run used",
+      `agent ${command}: ${displayPath(tasksPath)} changed since run ${run.runId} trained on it (${shas}; ${what}): ` +
+        (command === "resume" ? "restore the file the run used, or pass --accept-changed-task to go on with this one (recorded)" : "restore the file the run used"),
     );
   }
+  console.log(`agent ${command}: going on with the changed ${displayPath(tasksPath)} (${shas}; ${what}): recorded in ${AGENT_TASK_CHANGES}`);
+  if (opts.evalsDir) {
+    mkdirSync(runDir(opts.evalsDir, run.runId), { recursive: true });
+    appendLine(join(runDir(opts.evalsDir, run.runId), AGENT_TASK_CHANGES), JSON.stringify({ date: new Date().toISOString(), command, path: tasksPath, from: source.sha256, to: now, changed }));
+  }
 }
+
+/** runs/<run_id>/agent-task-changes.jsonl: each time a run went on with a changed agent task file. */
+export const AGENT_TASK_CHANGES = "agent-task-changes.jsonl";
 
 /** targetForRun for several runs (agent compare): they must share the task file and the base. */
 export async function targetForRuns(client: SidecarClient, command: string, runIds: string[], target: EvalTarget): Promise<EvalTarget> {

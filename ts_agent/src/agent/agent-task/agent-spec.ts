@@ -29,6 +29,30 @@ export function fileSha256(path: string): string {
   return createHash("sha256").update(readFileSync(path)).digest("hex");
 }
 
+const sha = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
+
+/**
+ * sha256 of each part of a task: "tools.<name>" (description, JSON schema, run's source),
+ * "scorers.<name>" (weight, score's source), "limits" (with the defaults filled), "system_prompt",
+ * "tasks" (every row). A changed file is compared with a run's by these (changedParts), so a
+ * refusal names what changed. A function's source is its own text: a helper it calls is not in it.
+ */
+export function agentTaskParts(task: AgentTask): Record<string, string> {
+  const parts: Record<string, string> = {};
+  for (const [name, t] of Object.entries(task.tools)) parts[`tools.${name}`] = sha(JSON.stringify([t.description, t.parameters, String(t.run)]));
+  for (const [name, s] of Object.entries(task.scorers)) parts[`scorers.${name}`] = sha(JSON.stringify([s.weight ?? 1, String(s.score)]));
+  parts.limits = sha(JSON.stringify({ ...DEFAULT_LIMITS, ...task.limits }));
+  parts.system_prompt = sha(task.systemPrompt ?? "");
+  parts.tasks = sha(JSON.stringify(task.tasks));
+  return parts;
+}
+
+/** The parts that differ between a run's record and a task as it is now: changed, added, removed. */
+export function changedParts(recorded: Record<string, string>, now: Record<string, string>): string[] {
+  const names = [...new Set([...Object.keys(recorded), ...Object.keys(now)])].sort();
+  return names.flatMap((n) => (recorded[n] === now[n] ? [] : [recorded[n] === undefined ? `${n} (added)` : now[n] === undefined ? `${n} (removed)` : n]));
+}
+
 /** What a run and an eval log record of the agent task: its name, file and sha256, scorers (the
  *  primary first), tools and limits. */
 export function agentTaskRef(task: AgentTask, file: string): AgentTaskRef {
@@ -41,6 +65,7 @@ export function agentTaskRef(task: AgentTask, file: string): AgentTaskRef {
     scorers: names.map((name) => ({ name, weight: task.scorers[name].weight ?? 1 })),
     tools: Object.keys(task.tools),
     limits: { ...DEFAULT_LIMITS, ...task.limits },
+    parts: agentTaskParts(task),
   };
 }
 
@@ -52,6 +77,6 @@ export function agentSpec(task: AgentTask, address: string, ref: AgentTaskRef): 
     scorers: Object.entries(task.scorers).map(([name, s]) => ({ name, weight: s.weight ?? 1 })),
     maxTurns: limits.maxTurns, maxToolCalls: limits.maxToolCalls, toolTimeoutMs: limits.toolTimeoutMs,
     maxToolOutputChars: limits.maxToolOutputChars, toolHost: address, systemPrompt: task.systemPrompt ?? "",
-    source: { name: ref.name, path: ref.path, sha256: ref.sha256 },
+    source: { name: ref.name, path: ref.path, sha256: ref.sha256, parts: ref.parts ?? {} },
   };
 }

@@ -111,6 +111,9 @@ export interface AgentTaskRef {
   scorers: Array<{ name: string; weight: number }>;
   tools: string[];
   limits: { maxTurns: number; maxToolCalls: number; toolTimeoutMs: number; maxToolOutputChars: number };
+  /** sha256 of each part ("tools.<name>", "scorers.<name>", "limits", "system_prompt", "tasks"):
+   *  what a changed file is compared by (absent in logs written before it was kept) */
+  parts?: Record<string, string>;
 }
 
 /** A message of an episode, typed (OpenAI chat format, as the sidecar's episode runner wrote it). */
