@@ -7,7 +7,7 @@
 import { strict as assert } from "node:assert";
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -18,6 +18,13 @@ import { REPO, sidecarForFile } from "./helpers/sidecar.js";
 
 const sidecar = sidecarForFile();
 const TASK = join(REPO, "agent-evals", "agent-tasks", "calculator.agent.ts");
+
+/** A copy of the task beside it (its relative import of defineAgentTask must resolve), removed by the caller. */
+function besideTask(tag: string, text: string): string {
+  const path = join(REPO, "agent-evals", "agent-tasks", `.calculator-${tag}-${process.pid}.agent.ts`);
+  writeFileSync(path, text);
+  return path;
+}
 
 function agent(args: string[]) {
   const r = spawnSync(AGENT, [...args, "--address", sidecar().address], { encoding: "utf8", timeout: 600_000 });
@@ -84,9 +91,9 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
   assert.match(md, /Picked by the base-vs-adapter pair/);
 
   // an edited agent task file is refused, naming both sha256
-  const edited = join(dir, "calculator.agent.ts");
-  writeFileSync(edited, readFileSync(TASK, "utf8") + "\n// edited\n");
+  const edited = besideTask("edited", readFileSync(TASK, "utf8") + "\n// edited\n");
   const changed = agent(["eval", "calc-1", "--agent-task", edited, "--evals-dir", evals]);
+  rmSync(edited);
   assert.equal(changed.code, 2, changed.stdout + changed.stderr);
   assert.match(changed.stderr, /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run; no tool, scorer, limit, system prompt or task changed in its own text/);
 
@@ -132,9 +139,9 @@ test("the agent process killed mid-run fails the run naming it; agent resume ser
   const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
   assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
   // a file that is not the one the run recorded is refused, the run left as it is
-  const other = join(dir, "other.agent.ts");
-  writeFileSync(other, readFileSync(TASK, "utf8").replace("weight: 0.2", "weight: 0.3"));
+  const other = besideTask("other", readFileSync(TASK, "utf8").replace("weight: 0.2", "weight: 0.3"));
   const refused = agent(["train", "--agent-task", other, "--resume", "calc-kill", "--evals-dir", evals]);
+  rmSync(other);
   assert.equal(refused.code, 2, refused.stdout + refused.stderr);
   assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
   assert.match(refused.stderr, /changed since run calc-kill trained on it \(.*changed: scorers\.used_tool\): restore the file the run used, or pass --accept-changed-task/);
