@@ -95,3 +95,30 @@ test("the same per-task scores give the same verdict through a task file's eval 
   const few = one.slice(0, 40);
   assert.match(bothWays(few).downstream.reason, /n=40 < 200 test tasks the milestone needs/);
 });
+
+// ---------------------------------------------------------------------------------------------
+// Warm start, then RL (issue 53 item 2): base -> warm start and warm start -> warm start + GRPO on
+// the same tasks, each a paired comparison, the two governing p-values Holm-adjusted together.
+
+import { warmStartStages } from "../src/agent/verdict/warm-start.js";
+
+test("warm start stages: what SFT gave and what RL added, paired on the same tasks, Holm over the two", () => {
+  const n = 240;
+  const rows = Array.from({ length: n }, (_, i) => row(`t${i}`, "structuring"));
+  const text = (ok: boolean) => [`<answer>${ok ? "structuring" : "smurfing"}</answer>`];
+  const by = (k: number) => Object.fromEntries(rows.map((r, i) => [r.id, text(i < k)]));
+  const taskSet: TaskSet = { path: "tasks/x.jsonl", sha256: "ab".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map() };
+  const log = buildEvalLog("r1", DEFAULT_EVAL_SETTINGS, taskSet, gradedResult(rows, { base: by(60), "warm-start": by(150), adapter: by(165) }));
+  const stages = warmStartStages(log)!;
+  assert.equal(stages.length, 2);
+  assert.ok(Math.abs(stages[0].comparison.paired!.meanDiff - 90 / n) < 1e-12);
+  assert.ok(Math.abs(stages[1].comparison.paired!.meanDiff - 15 / n) < 1e-12);
+  // Holm's step-down over two: the smaller p doubled, the larger at least that (scipy/statsmodels' multipletests 'holm')
+  const [p0, p1] = stages.map((s) => s.comparison.decision!.p!);
+  const [lo, hi] = p0 <= p1 ? [0, 1] : [1, 0];
+  const adjLo = Math.min(1, 2 * Math.min(p0, p1));
+  assert.ok(Math.abs(stages[lo].pHolm! - adjLo) < 1e-12);
+  assert.ok(Math.abs(stages[hi].pHolm! - Math.max(adjLo, Math.max(p0, p1))) < 1e-12);
+  // no warm-start variant: nothing to say
+  assert.equal(warmStartStages(taskFileLog([{ base: [0], adapter: [1] }, { base: [1], adapter: [1] }])), null);
+});

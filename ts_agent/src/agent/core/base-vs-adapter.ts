@@ -30,6 +30,9 @@ import type { TaskRow } from "./task-format.js";
 
 /** Variant name of the adapter under test in an Evaluate request and in the eval log. */
 export const ADAPTER_VARIANT = "adapter";
+/** Variant name of the warm-started adapter a GRPO run started from (TrainRequest.init_adapter),
+ *  evaluated beside the run's adapter (verdict/warm-start.ts). */
+export const WARM_START_VARIANT = "warm-start";
 
 /** Percentile-bootstrap resamples and seed for the paired CI (fixed, so reports are reproducible). */
 export const BOOTSTRAP_RESAMPLES = 10_000;

@@ -20,6 +20,7 @@ import { CONFUSION_PNG, CONFUSION_SPEC, answers } from "./sections/answers-secti
 import { attribution } from "./sections/attribution-section.js";
 import { downstream } from "./sections/downstream-section.js";
 import { episodes } from "./sections/episodes-section.js";
+import { warmStart } from "./sections/warm-start-section.js";
 import { heldOutReward } from "./sections/held-out-section.js";
 import { milestone } from "./sections/milestone-section.js";
 import { overview } from "./sections/overview-section.js";
@@ -38,6 +39,7 @@ export const SECTIONS: readonly ReportSection[] = [
   preferenceSection,
   heldOutReward,
   downstream,
+  warmStart,
   answers,
   episodes,
   sampleCompletions,
