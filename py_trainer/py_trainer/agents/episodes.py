@@ -9,7 +9,8 @@ generate together (one `generate` call per turn for every episode still going, l
 Token ids are built by concatenation, never by re-tokenizing the transcript (TRL's tool loop does
 the same): `completion_ids` is every model-generated token (mask 1, trained on) and every tool
 turn's tokens (mask 0, masked out of the loss: TRL's ``env_mask``). The decoded ids are exactly
-the agent template's rendering of the transcript.
+the agent template's rendering of the transcript, and the template's markers are the only control
+tokens in them: prompts and tool outputs are encoded as plain text (`agent_format.encode`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models.agent_format import end_token, parse_turn, stop_token_ids, system_and_user, tool_turns
+from py_trainer.models.agent_format import (encode, end_token, parse_turn, prompt_parts, stop_token_ids,
+                                            tool_turn_parts)
 from py_trainer.models.loading import pad_batch
 
 TOOL_THREADS = 16
@@ -67,8 +69,7 @@ def start_episodes(tokenizer, setup: AgentSetup, tasks: list[tuple[str, str]], e
     end = end_token(tokenizer)
     out = []
     for (task_id, prompt), eid in zip(tasks, episode_ids):
-        text = system_and_user(setup.system_prompt, setup.tools, prompt, end)
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = encode(tokenizer, prompt_parts(setup.system_prompt, setup.tools, prompt, end))
         messages = ([{"role": "system", "content": setup.system_prompt}] if setup.system_prompt or setup.tools else [])
         out.append(Episode(task_id=task_id, episode_id=eid, prompt_ids=ids,
                            messages=messages + [{"role": "user", "content": prompt}]))
@@ -203,7 +204,7 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
             e.stats.ended_by = "max_turns"
             continue
         done = by_episode.get(e.episode_id, [])
-        suffix = tokenizer(tool_turns([r[1] for _, r in done], end), add_special_tokens=False)["input_ids"]
+        suffix = encode(tokenizer, tool_turn_parts([r[1] for _, r in done], end))
         if max_total_tokens is not None and len(e.completion_ids) + len(suffix) >= max_total_tokens:
             e.stats.ended_by = "max_tokens"  # no room for the results and a reply: TRL drops them too
             continue
