@@ -28,8 +28,7 @@ def test_the_template_and_the_runners_pieces_write_the_same_text():
     # and the pieces the runner and the agent model's build concatenate render the same episode
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from py_trainer.models.agent_format import TOOL_CHAT_TEMPLATE, system_and_user, tool_turns
-    from py_trainer.models.tiny_agent_model import assistant_text
+    from py_trainer.models.agent_format import TOOL_CHAT_TEMPLATE, assistant_text, system_and_user, tool_turns
 
     tools = [{"name": "add", "description": "Add.", "parameters": {"type": "object", "properties": {}}}]
     call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from py_trainer.models.agent_format import system_and_user, tool_turns
-from py_trainer.models.tiny_agent_model import is_agent_corpus, load_episodes, segments
+from py_trainer.models.agent_format import segments, system_and_user, tool_turns
+from py_trainer.models.tiny_agent_model import is_agent_corpus, load_episodes
 
 TOOLS = [{"name": "cancel_order", "description": "Cancel it.", "parameters": {"type": "object", "properties": {}}}]
 EPISODE = {"tools": TOOLS, "messages": [

@@ -272,6 +272,15 @@ AGENT: dict[str, Knob] = {
     "max_tool_output_chars": Knob(2000, Range(1, 100_000), "a tool's output is cut to this many characters"),
 }
 
+# TRAIN_MODE_SFT (train_sft.py), TRL SFTConfig's names; sized for LoRA on a 135M-0.5B model (issue 53's probe)
+SFT: dict[str, Knob] = {
+    "max_steps": Knob(100, Range(1, 1_000_000), "optimizer steps to train", trl="max_steps"),
+    "learning_rate": Knob(2e-4, Range(0, 1, lo_open=True), "AdamW peak lr, linear decay to 0", trl="learning_rate"),
+    "per_device_train_batch_size": Knob(8, Range(1, 4096), "demonstrations per step", trl="per_device_train_batch_size"),
+    "max_length": Knob(1024, Range(1, 131_072), "tokens kept per demonstration (cut at the end)", trl="max_length"),
+    "seed": Knob(0, SEED_RANGE, "seeds torch, data order and the held-out sampling", trl=("seed", "data_seed")),
+}
+
 DEFAULT_REWARDS = ({"name": "exact_match", "weight": 1.0}, {"name": "format", "weight": 0.2})
 DEFAULT_GRADERS = ({"name": "exact_match"},)
 
@@ -285,6 +294,7 @@ TABLES: dict[str, tuple[dict[str, Knob], Mapping[str, Any]]] = {
     "EvaluateRequest": (EVALUATE, {}),
     "SampleGroupsRequest": (SAMPLE, {}),
     "AgentSpec": (AGENT, {}),
+    "SftConfig": (SFT, {}),
 }
 
 

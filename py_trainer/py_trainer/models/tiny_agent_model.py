@@ -30,8 +30,7 @@ import logging
 import time
 from pathlib import Path
 
-from py_trainer.models.agent_format import (CALL_OPEN, IM_END, IM_START, end_token, system_and_user, tool_call_block,
-                                            tool_turns)
+from py_trainer.models.agent_format import IM_END, IM_START, end_token, segments
 from py_trainer.models.tiny_model import (BUILDER_VERSION, DEFAULT_SEED, EMBEDDED_NAME_PREFIX, EOS_TOKEN, PAD_TOKEN, SPEC,
                                           build_once, lr_at, models_home, train_tokenizer)
 
@@ -81,34 +80,6 @@ def load_episodes(path: Path) -> list[dict]:
         out.append(row)
     if not out:
         raise ValueError(f"{Path(path).name}: no episodes")
-    return out
-
-
-def assistant_text(message: dict) -> str:
-    """An assistant message as the template renders it: its content, else its tool calls as blocks."""
-    content = message.get("content") or ""
-    if CALL_OPEN not in content:
-        content += "".join(tool_call_block(c["function"]["name"], c["function"]["arguments"])
-                           for c in message.get("tool_calls") or [])
-    return content
-
-
-def segments(episode: dict, end: str) -> list[tuple[str, bool]]:
-    """The episode's text as (piece, trained) pairs: the prompt (not trained), each assistant turn
-    with its stop token (trained), each run of tool turns with the next assistant opening (not)."""
-    msgs = episode["messages"]
-    system = msgs[0]["content"] if msgs[0].get("role") == "system" else ""
-    first_user = next(i for i, m in enumerate(msgs) if m.get("role") == "user")
-    out = [(system_and_user(system, episode.get("tools", []), msgs[first_user]["content"], end), False)]
-    pending: list[str] = []
-    for m in msgs[first_user + 1:]:
-        if m["role"] == "tool":
-            pending.append(str(m.get("content", "")))
-        elif m["role"] == "assistant":
-            if pending:
-                out.append((tool_turns(pending, end), False))
-                pending = []
-            out.append((assistant_text(m) + end, True))
     return out
 
 

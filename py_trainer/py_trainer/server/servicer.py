@@ -126,7 +126,8 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
         """The effective request, checked against where its workers run: this machine's devices
         (local executor) or the cluster's nodes (`executor.check_request`)."""
         executor = self.registry.executor
-        effective = validate_train_request(request, self.registry.data_root, this_machine=executor.uses_local_devices())
+        effective = validate_train_request(request, self.registry.data_root, this_machine=executor.uses_local_devices(),
+                                           find_run=self.registry.get)
         executor.check_request(effective)
         return effective
 

@@ -14,29 +14,33 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from py_trainer.agents.spec import check_agent_spec
+from py_trainer.agents.demonstrations import load_demonstrations
+from py_trainer.agents.spec import AgentSetup, check_agent_spec
 from py_trainer.core.config import (DEFAULT_REWARDS, GRPO, GRPO_ONLY_FIELDS, HELD_OUT, MAX_HELD_OUT_GROUPS_DEFAULT,
-                                    PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, VLLM_ONLY_FIELDS,
+                                    PREFERENCE, PREFERENCE_LORA_DEFAULTS, PREFERENCE_SCHEDULE_DEFAULTS, SCHEDULE, SFT,
+                                    VLLM_ONLY_FIELDS,
                                     check_knobs, check_lora, check_runtime, check_schedule, fill_defaults,
                                     set_default)
 from py_trainer.core.devices import cuda_available
-from py_trainer.core.errors import FailedPrecondition, InvalidArgument
-from py_trainer.core.model_files import check_target_modules
+from py_trainer.core.errors import FailedPrecondition, InvalidArgument, RequestError
+from py_trainer.core.model_files import check_adapter_fits_base, check_target_modules
 from py_trainer.core.paths import validate_run_id
 from py_trainer.core.rewards import check_reward_specs
 from py_trainer.data.request_data import load_ranked_groups, task_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.base_models import check_base_model, model_dir_for
-from py_trainer.models.loading import check_chat_template
+from py_trainer.models.loading import check_chat_template, resolve_adapter
 
 
-def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machine: bool = True) -> pb.TrainRequest:
+def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machine: bool = True,
+                           find_run=None) -> pb.TrainRequest:
     """Return the effective request (a copy, every default filled) or raise naming the field.
 
     The effective request is what runs: stored as the run's ``request.json``, echoed in
     `Run.request`, read back by the worker. No second config struct exists. `this_machine` False:
     the workers run on a cluster, whose executor checks devices and ranks per node
-    (`ray_executor.check_fits`), not this machine.
+    (`ray_executor.check_fits`), not this machine. `find_run`: the registry's lookup of a run by
+    id, for an init_adapter given by run_id (`check_init_adapter`).
     """
     out = pb.TrainRequest()
     out.CopyFrom(req)
@@ -51,10 +55,12 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machin
         raise InvalidArgument("mode", f"unknown mode {out.mode}")
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
-    if out.HasField("agent") and out.mode != pb.TRAIN_MODE_GRPO:
-        raise InvalidArgument("agent", "agent tasks train with GRPO only (mode TRAIN_MODE_GRPO)")
+    if out.HasField("agent") and out.mode not in (pb.TRAIN_MODE_GRPO, pb.TRAIN_MODE_SFT):
+        raise InvalidArgument("agent", "agent tasks train with GRPO or SFT only (TRAIN_MODE_GRPO, TRAIN_MODE_SFT)")
     check_runtime(out.runtime, data_root, training=True, this_machine=this_machine)
     check_chat_template(out.runtime, out.base_model, data_root)
+    if out.HasField("init_adapter"):
+        check_init_adapter(out, data_root, find_run)
     MODE_CHECKS[out.mode](out, data_root)
     check_target_modules(out.lora, out.base_model, data_root, model_dir_for(out.base_model, data_root))
     return out
@@ -90,7 +96,8 @@ def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
             raise FailedPrecondition("grpo.use_vllm", "vLLM generation needs a CUDA device")
         if importlib.util.find_spec("vllm") is None:
             raise FailedPrecondition("grpo.use_vllm", "the vllm package is not installed (pip install vllm)")
-    check_lora(out.lora)
+    if not out.HasField("init_adapter"):  # else the adapter's own LoRA config is trained (lora stays unset)
+        check_lora(out.lora)
     rows = task_rows(out.dataset, data_root, "dataset", need_answers=not agent)
     ho = out.held_out
     fill_defaults(ho, HELD_OUT)
@@ -172,6 +179,66 @@ def validate_preference_request(req: pb.TrainRequest, data_root: Path) -> None:
                                   f"(dataset has {len(groups)})")
 
 
+# ---------------------------------------------------------------------------------------------
+# TRAIN_MODE_SFT (the warm start) and init_adapter (GRPO from it)
+
+SFT_SAMPLING_FIELDS = ("temperature", "top_p", "max_completion_length")
+"""The GrpoConfig knobs an SFT run reads: how its held-out episodes sample, as the GRPO run that
+starts from it will; every other GrpoConfig knob is refused in TRAIN_MODE_SFT."""
+
+
+def validate_sft_request(out: pb.TrainRequest, data_root: Path) -> None:
+    """Fill the warm start's defaults into `out` in place, or raise naming the field. Used: agent
+    (required), dataset (demonstration episodes, `agents.demonstrations`), held_out (its dataset of
+    tasks required: the held-out episodes), sft, lora, and grpo's SFT_SAMPLING_FIELDS."""
+    if not out.HasField("agent"):
+        raise InvalidArgument("agent", "is required for TRAIN_MODE_SFT: its tools and system prompt write the "
+                                       "demonstrations' prompts, its tool host and scorers run the held-out episodes")
+    if out.rewards:
+        raise InvalidArgument("rewards", "must be empty for TRAIN_MODE_SFT (the held-out episodes use agent.scorers)")
+    if out.HasField("preference"):
+        raise InvalidArgument("preference", "does not apply to TRAIN_MODE_SFT")
+    g = out.grpo
+    for name in (*SCHEDULE, *GRPO):
+        if name not in SFT_SAMPLING_FIELDS and g.HasField(name):
+            raise InvalidArgument(f"grpo.{name}", "does not apply to TRAIN_MODE_SFT (use sft.*; grpo.temperature, "
+                                                  "top_p and max_completion_length set the held-out sampling)")
+    fill_defaults(g, {**SCHEDULE, **GRPO}, only=SFT_SAMPLING_FIELDS)
+    check_knobs(g, {**SCHEDULE, **GRPO}, "grpo.", only=SFT_SAMPLING_FIELDS)
+    fill_defaults(out.sft, SFT)
+    check_knobs(out.sft, SFT, "sft.")
+    check_lora(out.lora)
+    load_demonstrations(out.dataset, data_root, AgentSetup.from_spec(out.agent))
+    ho = out.held_out
+    if not ho.HasField("dataset"):
+        raise InvalidArgument("held_out.dataset", "is required for TRAIN_MODE_SFT: the tasks whose episodes are "
+                                                  "measured at step 0 and at the end")
+    fill_defaults(ho, HELD_OUT)
+    check_knobs(ho, HELD_OUT, "held_out.")
+    held = task_rows(ho.dataset, data_root, "held_out.dataset", need_answers=False)
+    if len(held) < ho.num_prompts:
+        raise InvalidArgument("held_out.num_prompts", f"{ho.num_prompts} requested but held_out.dataset has {len(held)} rows")
+
+
+def check_init_adapter(out: pb.TrainRequest, data_root: Path, find_run) -> None:
+    """init_adapter names a usable adapter for a GRPO run, or INVALID_ARGUMENT naming the field:
+    the mode, a `lora` set beside it (the adapter's own config is trained), an unknown run, a run
+    without an adapter, a missing folder, an adapter made for another base."""
+    if out.mode != pb.TRAIN_MODE_GRPO:
+        raise InvalidArgument("init_adapter", f"only a GRPO run starts from an adapter, not {pb.TrainMode.Name(out.mode)}")
+    if out.HasField("lora"):
+        raise InvalidArgument("lora", "must be unset with init_adapter: the adapter's own LoRA config is trained")
+    ref = out.init_adapter
+    try:
+        folder = resolve_adapter(ref, "init_adapter", data_root, find_run)
+        where = f"init_adapter.{ref.WhichOneof('source')}"
+        check_adapter_fits_base(folder, where, f"init_adapter {folder.name}", out.base_model, data_root,
+                                model_dir_for(out.base_model, data_root))
+    except RequestError as err:  # NOT_FOUND / FAILED_PRECONDITION in Evaluate: here the request is wrong
+        raise InvalidArgument(err.field, err.message) from None
+
+
 MODE_CHECKS = {pb.TRAIN_MODE_GRPO: validate_grpo_request,
-               pb.TRAIN_MODE_RANKED_PREFERENCE: validate_preference_request}
+               pb.TRAIN_MODE_RANKED_PREFERENCE: validate_preference_request,
+               pb.TRAIN_MODE_SFT: validate_sft_request}
 """The modes a TrainRequest may name; `worker.MODES` trains the same ones."""

@@ -1,5 +1,6 @@
-"""The run skeleton both training modes share (GRPO in `train_grpo.py`, ranked preference in
-`train_preference.py`), as TRL shares one Trainer base between GRPOTrainer and DPOTrainer.
+"""The run skeleton every training mode shares (GRPO in `train_grpo.py`, agent GRPO in
+`train_agent.py`, ranked preference in `train_preference.py`, the warm start in `train_sft.py`), as TRL
+shares one Trainer base between GRPOTrainer, DPOTrainer and SFTTrainer.
 
 One run, in order (every file atomically, in the run folder):
 1. read the effective request (``request.json``), seed everything, load the base model with
@@ -30,7 +31,7 @@ from py_trainer.core import stats
 from py_trainer.core.atomic import write_json_atomic
 from py_trainer.core.code_revision import code_revision
 from py_trainer.core.config import LORA, SCHEDULE, trl_kwargs
-from py_trainer.core.paths import run_data_paths
+from py_trainer.core.paths import resolve_under, run_data_paths
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.base_models import conversion_pending
 from py_trainer.models.fused_head import compact_fused_head_on_cpu
@@ -142,6 +143,29 @@ def lora_config(lora: pb.LoraSettings):
     kwargs = trl_kwargs(lora, LORA)
     kwargs["target_modules"] = kwargs["target_modules"] or "all-linear"  # empty = every linear layer
     return LoraConfig(**kwargs, task_type="CAUSAL_LM")
+
+
+def peft_config_for(run: RunContext):
+    """The `peft_config` a mode hands its TRL trainer: None when the run started from an adapter
+    (`run.model` is already that trainable PeftModel, its own LoRA config), else a fresh LoRA."""
+    return None if run.req.HasField("init_adapter") else lora_config(run.req.lora)
+
+
+def init_adapter_folder(req: pb.TrainRequest, run_dir: Path, data_root: Path) -> Path:
+    """The PEFT folder the (validated) request's init_adapter names: a run's adapter/ or its
+    checkpoint at checkpoint_step (runs sit beside this run), or a folder under the data root."""
+    ref = req.init_adapter
+    if ref.WhichOneof("source") == "path":
+        return resolve_under(data_root, ref.path, "init_adapter.path")
+    run = resolve_under(run_dir.parent, ref.run_id, "init_adapter.run_id")
+    if ref.HasField("checkpoint_step"):
+        return run / "checkpoints" / f"checkpoint-{ref.checkpoint_step}"
+    return run / "adapter"
+
+
+def run_seed(req: pb.TrainRequest) -> int:
+    """The run's seed: sft.seed for the warm start, grpo.seed for every other mode."""
+    return req.sft.seed if req.mode == pb.TRAIN_MODE_SFT else req.grpo.seed
 
 
 def stop_on_every_rank(should_stop: Callable[[], bool]) -> bool:
@@ -317,11 +341,15 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
 
     run_dir, data_root = Path(run_dir), Path(data_root)
     req = load_request(run_dir)
-    set_seed(req.grpo.seed)
+    set_seed(run_seed(req))
     if note := conversion_pending(req.base_model, data_root):
         log.warning("%s", note)
         emit(pb.RunEvent(warning=pb.RunWarning(code="base_model_conversion", step=0, message=note)))
     model, tokenizer, model_path, device, dtype = load_model(req.base_model, data_root, req.runtime)
+    if req.HasField("init_adapter"):  # trained from that adapter's weights: no fresh LoRA
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(init_adapter_folder(req, run_dir, data_root)), is_trainable=True)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     run = RunContext(run_dir=run_dir, data_root=data_root, req=req, emit=emit, should_stop=should_stop,
                      model=model, tokenizer=tokenizer, model_path=model_path, device=device, dtype=dtype,
@@ -360,6 +388,9 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
         log.info("rank %d/%d done at step %d", rank, world, done_steps)
         return pb.RUN_STATE_CANCELLED if stopped else pb.RUN_STATE_SUCCEEDED
 
+    if "ref" in getattr(run.trainer.model, "peft_config", {}):
+        # TRL's frozen copy of an init_adapter, GRPO's KL reference: not part of the run's adapter
+        run.trainer.model.delete_adapter("ref")
     save_adapter_atomic(run.trainer.model, run_dir / "adapter", base_name=portable_base_name(req.base_model))
     done("save_adapter")
     result = pb.RunResult(start_reward=mode.held_out(run, start), steps_completed=done_steps,
@@ -370,7 +401,7 @@ def run_training(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callab
         done("held_out_end")
         result.end_reward.CopyFrom(mode.held_out(run, end))
         rc = stats.relative_change_ci(list(result.start_reward.per_prompt), list(result.end_reward.per_prompt),
-                                      seed=req.grpo.seed, resamples=BOOTSTRAP_RESAMPLES)
+                                      seed=run_seed(req), resamples=BOOTSTRAP_RESAMPLES)
         result.relative_change, result.relative_change_ci_low, result.relative_change_ci_high = \
             rc.estimate, rc.lower, rc.upper
     extras = mode.finish(run, result, start, end)

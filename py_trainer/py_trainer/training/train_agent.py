@@ -28,7 +28,7 @@ from py_trainer.agents.tool_host import ToolHost
 from py_trainer.core import stats
 from py_trainer.core.atomic import write_jsonl_atomic
 from py_trainer.data.request_data import split_rows
-from py_trainer.training.skeleton import EVAL_SEED_OFFSET, RunContext, lora_config
+from py_trainer.training.skeleton import EVAL_SEED_OFFSET, RunContext, peft_config_for
 from py_trainer.training.train_grpo import CurveWatch, GroupZeroStd, GrpoMode, grpo_config
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class AgentMode(GrpoMode):
             args=grpo_config(run.req, args, self.setup.scorer_weights),
             train_dataset=Dataset.from_list([{"prompt": r.prompt} for r in self.train_rows]),
             processing_class=run.tokenizer,
-            peft_config=lora_config(run.req.lora),
+            peft_config=peft_config_for(run),
             callbacks=[callback],
             rollout_func=self.rollout,
         )

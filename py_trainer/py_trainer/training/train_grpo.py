@@ -27,7 +27,7 @@ from py_trainer.data.request_data import split_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.loading import chat_messages, format_prompts, generate_completions
 from py_trainer.plots.curves import GRPO_CSV_COLUMNS, write_plot, write_steps_csv
-from py_trainer.training.skeleton import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, lora_config, numeric_metrics
+from py_trainer.training.skeleton import EVAL_SEED_OFFSET, Emit, RunContext, held_out_reward_proto, numeric_metrics, peft_config_for
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ class GrpoMode:
                 {"prompt": chat_messages(r.prompt) if run.prompt_format == "chat" else r.prompt,
                  "answers": list(r.answers)} for r in self.train_rows]),
             processing_class=run.tokenizer,
-            peft_config=lora_config(run.req.lora),
+            peft_config=peft_config_for(run),
             callbacks=[callback],
         )
         trainer.remove_callback(PrinterCallback)  # events carry the metrics; keep worker.log readable

@@ -3,6 +3,8 @@
 - TRAIN_MODE_GRPO -> `train_grpo.GrpoMode` (TRL GRPOTrainer + PEFT LoRA, rewards from `task_rewards.py`);
 - TRAIN_MODE_RANKED_PREFERENCE -> `train_preference.PreferenceMode` (TRL DPOTrainer on pairs
   from K-way rankings);
+- TRAIN_MODE_SFT -> `train_sft.SftMode` (the warm start: TRL SFTTrainer + PEFT LoRA on
+  demonstration episodes);
 both through the one run skeleton in `training/skeleton.py`. The request it reads is the effective one
 `validate.validate_train_request` stored (every default filled); `validate.MODE_CHECKS` names the
 same modes, so the server, standalone runs and this process agree on what a request means.
@@ -43,11 +45,12 @@ from py_trainer.training.skeleton import Emit, RunStopped, close_process_group, 
 from py_trainer.training.train_agent import AgentMode
 from py_trainer.training.train_grpo import GrpoMode
 from py_trainer.training.train_preference import PreferenceMode
+from py_trainer.training.train_sft import SftMode
 from py_trainer.workers.memory_estimate import preflight
 
 log = logging.getLogger(__name__)
 
-MODES = {pb.TRAIN_MODE_GRPO: GrpoMode, pb.TRAIN_MODE_RANKED_PREFERENCE: PreferenceMode}
+MODES = {pb.TRAIN_MODE_GRPO: GrpoMode, pb.TRAIN_MODE_RANKED_PREFERENCE: PreferenceMode, pb.TRAIN_MODE_SFT: SftMode}
 
 
 def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[[], bool], *,
@@ -56,7 +59,7 @@ def train_run(run_dir: Path, data_root: Path, emit: Emit, should_stop: Callable[
     `resume`: continue from the run's last complete checkpoint."""
     req = load_request(run_dir)
     check_memory(req, data_root)
-    mode = AgentMode() if req.HasField("agent") else MODES[req.mode]()
+    mode = AgentMode() if req.mode == pb.TRAIN_MODE_GRPO and req.HasField("agent") else MODES[req.mode]()
     return run_training(run_dir, data_root, emit, should_stop, mode, resume=resume)
 
 
