@@ -30,6 +30,7 @@ const COMMANDS: Record<string, Entry> = {
   health: { summary: "is the sidecar up? (grpc.health.v1)", load: () => import("./commands/health.js") },
   runs: { summary: "list the sidecar's runs [--state S]", load: () => import("./commands/runs.js") },
   train: { summary: "train through the sidecar (live progress, verified download)", load: () => import("./commands/train.js") },
+  warmstart: { summary: "a warm start before RL: LoRA SFT on an agent task's demonstrations (then train --init-from)", load: () => import("./commands/warmstart.js") },
   watch: { summary: "re-attach to a run, follow it, download it at the end", load: () => import("./commands/watch.js") },
   cancel: { summary: "cancel a run (stops after the current step, adapter kept)", load: () => import("./commands/cancel.js") },
   delete: { summary: "delete a finished run and its folder on the sidecar (asks first; --yes)", load: () => import("./commands/delete.js") },

@@ -43,13 +43,27 @@ async function configOf(path: string | undefined) {
 }
 
 export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" }, "accept-changed-task": { type: "boolean" } }, allowPositionals: false });
+  const { values } = parseArgs({
+    args: argv,
+    options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" }, "accept-changed-task": { type: "boolean" }, "init-from": { type: "string" } },
+    allowPositionals: false,
+  });
   const file = values["agent-task"]!;
   if (values.resume) {
     if (values.config || values["run-id"]) throw new UserError("--resume RUN continues the run as it was requested: leave out --config and --run-id");
     return resumeAgentRun(client, values, values.resume, file, values["accept-changed-task"]);
   }
-  return (await trainAgentRun(client, values, file, await configOf(values.config), { runId: values["run-id"], force: values.force })).code;
+  const config = await configOf(values.config);
+  const initFrom = values["init-from"];
+  if (initFrom) {
+    // GRPO from a warm start's adapter, on the base it was trained on
+    const warm = await client.getRun(initFrom);
+    if (config.baseModel && config.baseModel !== (warm.request?.baseModel ?? "")) {
+      throw new UserError(`--init-from ${initFrom}: it was trained on ${warm.request?.baseModel || "the embedded default model"}, not --config's base_model ${config.baseModel}`);
+    }
+    config.baseModel = warm.request?.baseModel ?? "";
+  }
+  return (await trainAgentRun(client, values, file, config, { runId: values["run-id"], force: values.force, initFrom })).code;
 }
 
 export async function demoAgentTask(argv: string[], client: SidecarClient): Promise<number> {

@@ -15,6 +15,7 @@ import { DEFAULT_EVAL_SETTINGS, evaluateRequest, progressPrinter, runEvaluate, s
 import { buildEvalLog } from "../agent/eval/build-eval-log.js";
 import { noSpread } from "../agent/core/stats/index.js";
 import type { LoggedEpisode } from "../agent/core/eval-log.js";
+import { WARM_START_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { episodeMeans, episodesByTask } from "../agent/report/sections/episodes-section.js";
 import type { TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
@@ -26,6 +27,8 @@ export const DEFAULT_GROUP_SIZE = 8;
 
 export interface Preflight {
   baseModel: string;
+  /** what was sampled: "the base", or "the warm start RUN" (GRPO from a warm start) */
+  policy: string;
   tasks: number;
   groupSize: number;
   temperature: number;
@@ -51,9 +54,12 @@ export async function agentPreflight(client: SidecarClient, file: string, reques
     taskSet,
   );
   settings.maxNewTokens = request.grpo?.maxCompletionLength || AGENT_MAX_NEW_TOKENS;
-  const result = await runEvaluate(client, evaluateRequest(settings, taskSet), progressPrinter("preflight"), taskSet.agent);
+  // GRPO from a warm start samples the warm-started adapter, not the base
+  const init = request.initAdapter?.source.case === "runId" ? request.initAdapter.source.value : "";
+  const req = evaluateRequest(settings, taskSet, init ? [{ name: WARM_START_VARIANT, runId: init }] : []);
+  const result = await runEvaluate(client, req, progressPrinter("preflight"), taskSet.agent);
   const log = buildEvalLog("preflight", settings, taskSet, result);
-  const episodes = episodesByTask(log).get("base") ?? new Map<string, LoggedEpisode[]>();
+  const episodes = episodesByTask(log).get(init ? WARM_START_VARIANT : "base") ?? new Map<string, LoggedEpisode[]>();
   const scorers = taskSet.agent!.ref.scorers;
   const m = episodeMeans(episodes.values());
   let flat = 0;
@@ -70,6 +76,7 @@ export async function agentPreflight(client: SidecarClient, file: string, reques
   const attempts = m.toolCalls + m.unknownToolCalls + m.malformedCalls;
   return {
     baseModel: request.baseModel,
+    policy: init ? `the warm start ${init}` : "the base",
     tasks: episodes.size,
     groupSize,
     temperature,
@@ -87,7 +94,7 @@ const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` : "-
 /** The preflight's lines: the numbers, then (no group with a spread) the paragraph. */
 export function preflightLines(p: Preflight): string[] {
   const lines = [
-    `preflight: the base (${p.baseModel || "the embedded default model"}) on ${p.tasks} train tasks x G=${p.groupSize} episodes at temperature ${p.temperature}: ` +
+    `preflight: ${p.policy} (${p.baseModel || "the embedded default model"}) on ${p.tasks} train tasks x G=${p.groupSize} episodes at temperature ${p.temperature}: ` +
       `tool calls in ${pct(p.toolCallRate)} of episodes, well-formed calls ${Number.isFinite(p.wellFormedRate) ? pct(p.wellFormedRate) : "- (no call attempted)"}, ` +
       `scorers ${p.scorerMeans.map((s) => `${s.name} ${s.mean.toFixed(2)}`).join(", ")}; groups with all rewards equal: ${p.flatGroups}/${p.groups}`,
   ];
@@ -97,6 +104,13 @@ export function preflightLines(p: Preflight): string[] {
 
 /** What a base with no spread in any group means for GRPO, and what would help. */
 export function noSignalParagraph(p: Preflight): string {
+  if (p.scorerMeans[0]?.mean === 1) {
+    return (
+      `Nothing left for GRPO: in all ${p.groups} groups of ${p.groupSize} episodes every episode already succeeded (${p.scorerMeans[0].name} 1.00), ` +
+      "so every advantage is 0 and RL cannot add to it. A harder task (more tools, an argument or a tool result to copy), a warm start on fewer " +
+      "demonstrations, or a higher temperature would leave GRPO something to sharpen."
+    );
+  }
   const same = p.scorerMeans.every((s) => s.mean === 0) ? "every episode scored 0" : "every episode of a group scored the same";
   return (
     `No signal for GRPO: in all ${p.groups} groups of ${p.groupSize} episodes ${same}. GRPO learns from the differences within a group ` +

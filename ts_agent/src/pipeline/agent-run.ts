@@ -24,6 +24,7 @@ import { TrainRequestSchema, type RunEvent, type TrainRequest } from "../gen/grp
 import { RunState, type SidecarClient } from "../sidecar/client.js";
 import { printOutcome, sidecarLostLines } from "./follow.js";
 import { repeatFlags } from "./next-commands.js";
+import { WARM_START_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { agentPreflight, preflightLines } from "./agent-preflight.js";
 import { checkAgentTaskFile } from "./run-task-file.js";
 
@@ -39,7 +40,7 @@ export function agentResumeCommand(runId: string, values: Flags): string {
  * the shared progress line; Ctrl-C cancels the run (see the module docs). Exit 0 when the run
  * SUCCEEDED, 130 after a Ctrl-C, else 1.
  */
-async function followServing(
+export async function followServing(
   client: SidecarClient,
   values: Flags,
   task: AgentTask,
@@ -102,6 +103,8 @@ export interface AgentTrainOverrides {
   seed?: number;
   /** train even when the preflight finds no group with a spread (agent-preflight.ts) */
   force?: boolean;
+  /** GRPO from this run's adapter (a warm start: `agent warmstart`), TrainRequest.init_adapter */
+  initFrom?: string;
 }
 
 /** Train on the agent task's train rows while this process serves its tools and scorers. */
@@ -138,6 +141,7 @@ export function agentTrainRequest(task: AgentTask, file: string, config: TrainRe
     runId: overrides.runId ?? config.runId,
     dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
     agent: agentSpec(task, toolHost, agentTaskRef(task, file)),
+    ...(overrides.initFrom ? { initAdapter: { name: WARM_START_VARIANT, source: { case: "runId" as const, value: overrides.initFrom } } } : {}),
   };
   return create(TrainRequestSchema, request);
 }

@@ -23,7 +23,8 @@ import type { CriterionResult } from "../agent/verdict/milestone.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { SidecarError, type SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
-import { embeddedBaseFor, targetForRun } from "./run-task-file.js";
+import { embeddedBaseFor, runWithRequest, targetForRun } from "./run-task-file.js";
+import { warmStartStages } from "../agent/verdict/warm-start.js";
 
 /** One line per variant and the paired difference the milestone judges (`judged`), for the terminal. */
 export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string[] {
@@ -56,6 +57,15 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
       : `re-graded ${log.regradedScores} scores in TS: all equal to the sidecar's`,
   );
   return lines;
+}
+
+/** The two steps of a warm-started run's eval: what the warm start gave, what RL added. */
+export function warmStartLines(log: EvalLog): string[] {
+  return (warmStartStages(log) ?? []).map((s) => {
+    const d = s.comparison.decision;
+    return `${s.question} (${s.from} -> ${s.to}): ${s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-"}` +
+      (d ? ` (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}${s.pHolm === null ? "" : `, Holm p=${s.pHolm.toPrecision(2)}`})` : "");
+  });
 }
 
 /** What an eval wrote and how it was judged (the downstream criterion, the one judgement). */
@@ -95,7 +105,12 @@ export async function evalRun(client: SidecarClient, runId: string, given: EvalT
   const settings = settingsForTaskSet(target.settings, taskSet);
   console.log(`evaluating base (${baseName(settings.baseModel)}) and ${runId}'s adapter on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
   try {
-    const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval")));
+    // a run that started from a warm start: that adapter is scored beside it (verdict/warm-start.ts)
+    const init = (await runWithRequest(client, target.evalsDir, runId)).request?.initAdapter;
+    const warmStart = init?.source.case === "runId" ? { runId: init.source.value } : null;
+    if (warmStart) console.log(`and the warm start it started from, ${warmStart.runId}'s adapter`);
+    const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval"), undefined, warmStart));
+    if (warmStart) for (const line of warmStartLines(out.record)) console.log(line);
     if (taskSet.split === "test") recordTestEval(target.evalsDir, { command: "eval", runId, step: out.record.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
     return out;
   } catch (err) {

@@ -67,8 +67,8 @@ export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], sett
 }
 
 /** Write them to `path` atomically (the embedded model's cache key is the file's bytes). */
-export async function writeDemonstrations(task: AgentTask, rows: AgentTaskRow[], path: string): Promise<number> {
-  const text = await demonstrations(task, rows);
+export async function writeDemonstrations(task: AgentTask, rows: AgentTaskRow[], path: string, settings = DEMONSTRATIONS): Promise<number> {
+  const text = await demonstrations(task, rows, settings);
   writeFileAtomic(path, text);
   return text.split("\n").length - 1;
 }

@@ -79,7 +79,8 @@ export async function evaluateRun(
   taskSet: TaskSet,
   onProgress?: (p: EvaluateProgress) => void,
   heldOut: TaskSet | null = heldOutTemplateSetFor(taskSet),
+  warmStart: { runId: string } | null = null,
 ): Promise<EvalLog> {
-  const got = await evaluateRunSplits(client, runId, settings, taskSet, heldOut, onProgress);
+  const got = await evaluateRunSplits(client, runId, settings, taskSet, heldOut, onProgress, warmStart);
   return buildEvalLog(runId, settings, taskSet, got.main, new Date(), heldOut && got.heldOut ? { taskSet: heldOut, result: got.heldOut } : null);
 }

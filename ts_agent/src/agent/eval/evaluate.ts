@@ -6,7 +6,7 @@
  */
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 
-import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
+import { ADAPTER_VARIANT, WARM_START_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalSettings } from "../core/eval-log.js";
 import type { EvaluateRequestSchema, EvaluateProgress, EvaluateResult } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../../sidecar/client.js";
@@ -170,10 +170,13 @@ export async function evaluateRunSplits(
   taskSet: TaskSet,
   heldOut: TaskSet | null,
   onProgress?: (p: EvaluateProgress) => void,
+  /** the adapter the run started from (TrainRequest.init_adapter), scored beside it as WARM_START_VARIANT */
+  warmStart: { runId: string } | null = null,
 ): Promise<{ main: EvaluateResult; heldOut: EvaluateResult | null }> {
   checkSettings(settings, taskSet);
   const combined = heldOut ? { ...taskSet, rows: [...taskSet.rows, ...heldOut.rows] } : taskSet;
-  const full = await runEvaluate(client, evaluateRequest(settings, combined, [{ name: ADAPTER_VARIANT, runId }]), onProgress, taskSet.agent);
+  const adapters = [...(warmStart ? [{ name: WARM_START_VARIANT, runId: warmStart.runId }] : []), { name: ADAPTER_VARIANT, runId }];
+  const full = await runEvaluate(client, evaluateRequest(settings, combined, adapters), onProgress, taskSet.agent);
   return {
     main: restrictResult(full, new Set(taskSet.rows.map((r) => r.id))),
     heldOut: heldOut ? restrictResult(full, new Set(heldOut.rows.map((r) => r.id))) : null,
