@@ -221,36 +221,41 @@ def assistant_text(message: dict) -> str:
     return content
 
 
-def segments(episode: dict, end: str) -> list[tuple[str, bool]]:
-    """An episode (``{"tools", "messages"}``, OpenAI's tool-calling SFT format) as (piece, trained)
-    pairs, the pieces the episode runner writes: the prompt (`system_and_user`, not trained), each
+def episode_parts(episode: dict, end: str) -> list[tuple[list[Part], bool]]:
+    """An episode (``{"tools", "messages"}``, OpenAI's tool-calling SFT format) as (parts, trained)
+    pieces, the parts the episode runner encodes: the prompt (`prompt_parts`, not trained), each
     assistant turn with its stop token (trained), each run of tool turns with the next assistant
-    opening (`tool_turns`, not)."""
+    opening (`tool_turn_parts`, not)."""
     msgs = episode["messages"]
     system = msgs[0]["content"] if msgs[0].get("role") == "system" else ""
     first_user = next(i for i, m in enumerate(msgs) if m.get("role") == "user")
-    out = [(system_and_user(system, episode.get("tools", []), msgs[first_user]["content"], end), False)]
+    out = [(prompt_parts(system, episode.get("tools", []), msgs[first_user]["content"], end), False)]
     pending: list[str] = []
     for m in msgs[first_user + 1:]:
         if m["role"] == "tool":
             pending.append(str(m.get("content", "")))
         elif m["role"] == "assistant":
             if pending:
-                out.append((tool_turns(pending, end), False))
+                out.append((tool_turn_parts(pending, end), False))
                 pending = []
-            out.append((assistant_text(m) + end, True))
+            out.append(([(assistant_text(m), False), (end, True)], True))
     return out
+
+
+def segments(episode: dict, end: str) -> list[tuple[str, bool]]:
+    """`episode_parts` as (text, trained) pieces."""
+    return [(render(parts), trained) for parts, trained in episode_parts(episode, end)]
 
 
 def transcript_ids(tokenizer, episode: dict) -> tuple[list[int], list[int]]:
     """(token ids, mask) of an episode, built by concatenation as the episode runner builds them:
-    each piece of `segments` tokenized on its own; mask 1 on the assistant turns' tokens (their text,
-    tool-call blocks and stop token), 0 on the system, user and tool turns. The warm start (SFT)
-    trains on exactly what the episodes later render."""
+    each piece of `episode_parts` through `encode` (untrusted text never becomes a control token);
+    mask 1 on the assistant turns' tokens (their text, tool-call blocks and stop token), 0 on the
+    system, user and tool turns. The warm start (SFT) trains on exactly what the episodes render."""
     ids: list[int] = []
     mask: list[int] = []
-    for text, trained in segments(episode, end_token(tokenizer)):
-        piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for parts, trained in episode_parts(episode, end_token(tokenizer)):
+        piece = encode(tokenizer, parts)
         ids += piece
         mask += [int(trained)] * len(piece)
     return ids, mask
