@@ -96,6 +96,9 @@ class _Context:
     async def abort(self, code, details):
         raise _Aborted(code, details)
 
+    def peer(self):
+        return "ipv4:127.0.0.1:50000"
+
 
 class _Executor:
     def uses_local_devices(self):

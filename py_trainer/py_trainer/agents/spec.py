@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from py_trainer.core.config import AGENT, check_knobs, fill_defaults
@@ -13,15 +15,65 @@ from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 """A tool's name (the proto's ToolSpec.name): the rule's owner. The TS agent checks a task file with
 a copy (define.ts TOOL_NAME) that ts_agent/test/agent-limits-defaults.test.ts holds equal to this."""
-HOST = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:]+\]:[0-9]{1,5}")
+HOST = re.compile(r"(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+ALLOW_TOOL_HOST_FLAG = "--allow-tool-host"
+"""`py-trainer serve`'s flag that names a host besides loopback and the caller that tool_host may name."""
 
 
-def check_agent_spec(spec: pb.AgentSpec, field: str) -> None:
-    """Fill the spec's defaults in place, or raise InvalidArgument naming the field."""
+def host_key(host: str) -> str:
+    """A host as the tool-host allow-list compares it: lower case, no brackets, an IP address in its
+    canonical form (an IPv4-mapped IPv6 address as its IPv4)."""
+    host = host.strip().strip("[]").lower()
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return str(getattr(ip, "ipv4_mapped", None) or ip)
+
+
+def is_host(text: str) -> bool:
+    """A host name or IPv4 address, or an IPv6 address (bracketed or not): what `--allow-tool-host` takes."""
+    if re.fullmatch(r"[A-Za-z0-9.\-]+", text):
+        return True
+    try:
+        return ipaddress.ip_address(text[1:-1] if text.startswith("[") and text.endswith("]") else text).version == 6
+    except ValueError:
+        return False
+
+
+def is_loopback_host(host: str) -> bool:
+    """"localhost", 127.0.0.0/8 or ::1 (an IPv4-mapped loopback address included)."""
+    key = host_key(host)
+    if key == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(key).is_loopback
+    except ValueError:
+        return False
+
+
+def check_tool_host(address: str, field: str, tool_hosts: Collection[str] = ()) -> None:
+    """`address` is host:port with a port in 1-65535 and a host the sidecar may call: loopback, or
+    one of `tool_hosts` (the serve flag's hosts and the calling peer's own address). The request
+    says where the sidecar connects, so anything else would let a caller reach any internal address."""
+    m = HOST.fullmatch(address)
+    if not m or not is_host(m["host"]):
+        raise InvalidArgument(field, f"{address!r} must be host:port (the TS agent serves it)")
+    if not 1 <= int(m["port"]) <= 65535:
+        raise InvalidArgument(field, f"{address!r}: the port must be in 1-65535")
+    host = m["host"]
+    if not is_loopback_host(host) and host_key(host) not in {host_key(h) for h in tool_hosts}:
+        raise InvalidArgument(field, f"{address!r}: the sidecar calls tools on loopback or on the caller's own "
+                                     f"address only; start it with `py-trainer serve {ALLOW_TOOL_HOST_FLAG} "
+                                     f"{host.strip('[]')}` to allow this host")
+
+
+def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str] = ()) -> None:
+    """Fill the spec's defaults in place, or raise InvalidArgument naming the field. `tool_hosts`:
+    the hosts besides loopback that tool_host may name (`check_tool_host`); none = loopback only."""
     fill_defaults(spec, AGENT)
     check_knobs(spec, AGENT, f"{field}.")
-    if not HOST.fullmatch(spec.tool_host):
-        raise InvalidArgument(f"{field}.tool_host", f"{spec.tool_host!r} must be host:port (the TS agent serves it)")
+    check_tool_host(spec.tool_host, f"{field}.tool_host", tool_hosts)
     names = set()
     for i, t in enumerate(spec.tools):
         where = f"{field}.tools[{i}]"

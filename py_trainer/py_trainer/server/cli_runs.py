@@ -24,6 +24,15 @@ def _executor(args: argparse.Namespace):
     return RayExecutor(args.ray_address, cpus_per_rank=args.ray_cpus_per_rank)
 
 
+def _tool_host_name(text: str) -> str:
+    """--allow-tool-host: a host name or IP address, no port."""
+    from py_trainer.agents.spec import is_host
+
+    if not is_host(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a host name or IP address (give the host alone, no port)")
+    return text
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from py_trainer.server.servicer import InsecureBindError, serve
 
@@ -35,7 +44,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(args.host, args.port, args.runs_root, args.data_root,
                           token=args.token or os.environ.get("PY_TRAINER_TOKEN", ""),
                           tls_cert=args.tls_cert, tls_key=args.tls_key, max_queue=args.max_queue,
-                          grace_s=args.grace, ready=ready, slots=args.slots, executor=_executor(args)))
+                          grace_s=args.grace, ready=ready, slots=args.slots, executor=_executor(args),
+                          tool_hosts=args.allow_tool_host))
     except InsecureBindError as err:
         print(f"py-trainer serve: {err}", file=sys.stderr)
         return 2
@@ -77,6 +87,9 @@ def add_serve_command(sub) -> None:
                    help="the Ray cluster's head, HOST:PORT (default: $RAY_ADDRESS); --executor ray only")
     p.add_argument("--ray-cpus-per-rank", type=int_in(1), default=1,
                    help="CPUs each rank of a run takes on the cluster (its OMP_NUM_THREADS); --executor ray only")
+    p.add_argument("--allow-tool-host", metavar="HOST", type=_tool_host_name, action="append", default=[],
+                   help="a host an agent task's tool_host may name besides loopback and the caller's own address "
+                        "(the sidecar connects there to call the tools); repeatable")
     p.set_defaults(func=_cmd_serve)
 
 

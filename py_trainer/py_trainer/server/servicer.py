@@ -31,6 +31,8 @@ import logging
 import os
 import signal
 import sys
+import urllib.parse
+from collections.abc import Collection
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -104,6 +106,15 @@ def _guard_stream(method: Callable) -> Callable:
     return wrapper
 
 
+def peer_host(peer: str) -> str:
+    """The calling peer's address from grpc's `context.peer()` ("ipv4:1.2.3.4:5678",
+    "ipv6:[::1]:5678", brackets maybe percent-encoded); "" for any other transport (unix sockets)."""
+    kind, _, address = urllib.parse.unquote(peer).partition(":")
+    if kind not in ("ipv4", "ipv6") or ":" not in address:
+        return ""
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
 FORK_SERVER_ENV = "PY_TRAINER_FORK_SERVER"
 
 
@@ -118,22 +129,29 @@ def make_fork_server() -> ForkServer | None:
 class TrainerService(pb_grpc.TrainerServiceServicer):
     """Translates TrainerService RPCs onto the run registry and the evaluator."""
 
-    def __init__(self, registry: RunRegistry, forks: ForkServer | None = None):
+    def __init__(self, registry: RunRegistry, forks: ForkServer | None = None, tool_hosts: Collection[str] = ()):
         self.registry = registry
         self.inference = InferenceWorker(forks=forks)  # Evaluate and SampleGroups run there, one job at a time
+        self.tool_hosts = tuple(tool_hosts)
+        """hosts besides loopback an agent task's tool_host may name (serve --allow-tool-host)"""
 
-    def _validate(self, request: pb.TrainRequest) -> pb.TrainRequest:
+    def _tool_hosts(self, context) -> tuple[str, ...]:
+        """The hosts a request of this caller may name as tool_host: the serve flag's and its own address."""
+        peer = peer_host(context.peer() or "")
+        return self.tool_hosts + ((peer,) if peer else ())
+
+    def _validate(self, request: pb.TrainRequest, tool_hosts: tuple[str, ...]) -> pb.TrainRequest:
         """The effective request, checked against where its workers run: this machine's devices
-        (local executor) or the cluster's nodes (`executor.check_request`)."""
+        (local executor) or the cluster's nodes (`executor.check_request`); `tool_hosts`: `_tool_hosts`."""
         executor = self.registry.executor
         effective = validate_train_request(request, self.registry.data_root, this_machine=executor.uses_local_devices(),
-                                           find_run=self.registry.get)
+                                           tool_hosts=tool_hosts, find_run=self.registry.get)
         executor.check_request(effective)
         return effective
 
     @_guard_stream
     async def Train(self, request: pb.TrainRequest, context) -> AsyncIterator[pb.TrainResponse]:
-        effective = await asyncio.to_thread(self._validate, request)  # every validation off the loop (health)
+        effective = await asyncio.to_thread(self._validate, request, self._tool_hosts(context))  # off the loop (health)
         rec = self.registry.create(effective)
         # If the client goes away, grpc cancels this generator; the run itself keeps going.
         async for ev in self.registry.watch(rec.run_id, 0):
@@ -156,8 +174,8 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard
     async def ResumeRun(self, request: pb.ResumeRunRequest, context) -> pb.ResumeRunResponse:
         # request.json is re-validated as Train validated it: the data root or the models may have changed.
-        rec = await self.registry.resume(request.run_id,
-                                         validate=self._validate)
+        tool_hosts = self._tool_hosts(context)
+        rec = await self.registry.resume(request.run_id, validate=lambda req: self._validate(req, tool_hosts))
         return pb.ResumeRunResponse(run=rec.to_proto(self.registry.queue_position(rec.run_id)))
 
     @_guard
@@ -179,14 +197,14 @@ class TrainerService(pb_grpc.TrainerServiceServicer):
     @_guard_stream
     async def Evaluate(self, request: pb.EvaluateRequest, context):
         # refusals up front, before the job queues; off the loop (a tokenizer read, an import: issue 44)
-        plan = await asyncio.to_thread(plan_evaluation, request, self.registry)
+        plan = await asyncio.to_thread(plan_evaluation, request, self.registry, self._tool_hosts(context))
         async for resp in self.inference.run("evaluate", (plan, self.registry.data_root), pb.EvaluateResponse):
             yield resp
 
     @_guard
     async def EstimateMemory(self, request: pb.EstimateMemoryRequest, context) -> pb.EstimateMemoryResponse:
         # validated as Train validates it (errors name the TrainRequest's fields); config.json only, off the loop
-        effective = await asyncio.to_thread(self._validate, request.request)
+        effective = await asyncio.to_thread(self._validate, request.request, self._tool_hosts(context))
         return await asyncio.to_thread(estimate_request, effective, self.registry.data_root)
 
     @_guard_stream
@@ -301,10 +319,11 @@ def unbindable(host: str, port: int) -> str:
 async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token: str = "",
                 tls_cert: Path | None = None, tls_key: Path | None = None, max_queue: int = 8,
                 grace_s: float = 5.0, ready: Callable[[int], Awaitable[None] | None] | None = None,
-                slots: int | None = None, executor=None) -> None:
+                slots: int | None = None, executor=None, tool_hosts: Collection[str] = ()) -> None:
     """Run the sidecar until SIGTERM/SIGINT. `ready(port)` is called once it is listening.
     `slots`: runs that train at once (None: one per visible GPU, 1 on CPU, or the Ray cluster's
-    size). `executor`: where workers run (None: `LocalExecutor`; `ray_executor.RayExecutor`)."""
+    size). `executor`: where workers run (None: `LocalExecutor`; `ray_executor.RayExecutor`).
+    `tool_hosts`: hosts besides loopback and the caller an agent task's tool_host may name."""
     if not is_loopback(host) and not token and not (tls_cert and tls_key):
         raise InsecureBindError(
             f"refusing to bind {host}: a non-loopback address needs --token (or PY_TRAINER_TOKEN) or --tls-cert/--tls-key")
@@ -325,7 +344,7 @@ async def serve(host: str, port: int, runs_root: Path, data_root: Path, *, token
         ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ])
-    pb_grpc.add_TrainerServiceServicer_to_server(TrainerService(registry, forks), server)
+    pb_grpc.add_TrainerServiceServicer_to_server(TrainerService(registry, forks, tool_hosts), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(

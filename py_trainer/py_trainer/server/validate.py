@@ -12,6 +12,7 @@ the effective request into TRL.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Collection
 from pathlib import Path
 
 from py_trainer.agents.demonstrations import load_demonstrations
@@ -33,14 +34,15 @@ from py_trainer.models.loading import check_chat_template, resolve_adapter
 
 
 def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machine: bool = True,
-                           find_run=None) -> pb.TrainRequest:
+                           tool_hosts: Collection[str] = (), find_run=None) -> pb.TrainRequest:
     """Return the effective request (a copy, every default filled) or raise naming the field.
 
     The effective request is what runs: stored as the run's ``request.json``, echoed in
     `Run.request`, read back by the worker. No second config struct exists. `this_machine` False:
     the workers run on a cluster, whose executor checks devices and ranks per node
-    (`ray_executor.check_fits`), not this machine. `find_run`: the registry's lookup of a run by
-    id, for an init_adapter given by run_id (`check_init_adapter`).
+    (`ray_executor.check_fits`), not this machine. `tool_hosts`: the hosts besides loopback an
+    agent task's tool_host may name (the serve flag's and the caller's own address). `find_run`:
+    the registry's lookup of a run by id, for an init_adapter given by run_id (`check_init_adapter`).
     """
     out = pb.TrainRequest()
     out.CopyFrom(req)
@@ -55,8 +57,10 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machin
         raise InvalidArgument("mode", f"unknown mode {out.mode}")
     if not out.HasField("dataset"):
         raise InvalidArgument("dataset", "is required")
-    if out.HasField("agent") and out.mode not in (pb.TRAIN_MODE_GRPO, pb.TRAIN_MODE_SFT):
-        raise InvalidArgument("agent", "agent tasks train with GRPO or SFT only (TRAIN_MODE_GRPO, TRAIN_MODE_SFT)")
+    if out.HasField("agent"):
+        if out.mode not in (pb.TRAIN_MODE_GRPO, pb.TRAIN_MODE_SFT):
+            raise InvalidArgument("agent", "agent tasks train with GRPO or SFT only (TRAIN_MODE_GRPO, TRAIN_MODE_SFT)")
+        check_agent_spec(out.agent, "agent", tool_hosts)
     check_runtime(out.runtime, data_root, training=True, this_machine=this_machine)
     check_chat_template(out.runtime, out.base_model, data_root)
     if out.HasField("init_adapter"):
@@ -71,12 +75,12 @@ def validate_train_request(req: pb.TrainRequest, data_root: Path, *, this_machin
 
 
 def validate_grpo_request(out: pb.TrainRequest, data_root: Path) -> None:
-    """Fill every GRPO default into `out` in place, or raise naming the field."""
+    """Fill every GRPO default into `out` in place, or raise naming the field (an agent spec was
+    checked by `validate_train_request`, which knows the tool hosts allowed)."""
     agent = out.HasField("agent")
     if agent:
         if out.rewards:
             raise InvalidArgument("rewards", "must be empty for an agent task: its scorers (agent.scorers) are the reward")
-        check_agent_spec(out.agent, "agent")
     elif not out.rewards:
         for spec in DEFAULT_REWARDS:
             out.rewards.add(name=spec["name"], weight=spec["weight"])

@@ -30,6 +30,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Callable
@@ -68,10 +69,11 @@ class EvalPlan:
     the run's steps_completed (the step its final adapter was saved at)"""
 
 
-def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
+def plan_evaluation(req: pb.EvaluateRequest, registry, tool_hosts: Collection[str] = ()) -> EvalPlan:
     """Validate a request (errors name the field) and resolve model, adapters, tasks and graders.
 
-    `registry` needs ``data_root`` and ``get(run_id)`` (a record with ``state`` and ``folder``)."""
+    `registry` needs ``data_root`` and ``get(run_id)`` (a record with ``state`` and ``folder``).
+    `tool_hosts`: the hosts besides loopback an agent task's tool_host may name (`check_tool_host`)."""
     out = pb.EvaluateRequest()
     out.CopyFrom(req)
     data_root = Path(registry.data_root)
@@ -95,7 +97,7 @@ def plan_evaluation(req: pb.EvaluateRequest, registry) -> EvalPlan:
     elif agent:
         if out.graders:
             raise InvalidArgument("graders", "must be empty for an agent task: its scorers (agent.scorers) grade it")
-        check_agent_spec(out.agent, "agent")
+        check_agent_spec(out.agent, "agent", tool_hosts)
         graders = [{"name": s.name} for s in out.agent.scorers]
     else:
         if not out.graders:
