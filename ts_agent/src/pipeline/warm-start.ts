@@ -14,12 +14,12 @@
  * start and warm start + GRPO side by side (verdict/warm-start.ts).
  */
 import { mkdirSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 
 import { create } from "@bufbuild/protobuf";
 
-import { agentSpec, agentTaskRef, rowsOf } from "../agent/agent-task/agent-spec.js";
-import { loadAgentTask, primaryScorer, type AgentTask } from "../agent/agent-task/define.js";
+import { agentSpec, agentTaskRef, rowsOf, taskRows } from "../agent/agent-task/agent-spec.js";
+import { loadAgentTask, primaryScorer, type AgentTask, type AgentTaskRow } from "../agent/agent-task/define.js";
 import { writeDemonstrations, type DemonstrationSettings } from "../agent/agent-task/demonstrations.js";
 import { loadAgentTaskSet } from "../agent/eval/agent-task-set.js";
 import { buildEvalLog } from "../agent/eval/build-eval-log.js";
@@ -33,6 +33,8 @@ import { followServing } from "./agent-run.js";
 
 /** Reference demonstrations: every one right (the warm start teaches the skill; RL sharpens it). */
 export const WARM_START_DEMONSTRATIONS: DemonstrationSettings = { total: 256, correctShare: 1, guessShare: 0, seed: 0 };
+/** held_out.num_prompts when the config does not set it (the sidecar's default). */
+export const DEFAULT_HELD_OUT_PROMPTS = 32;
 /** Rejection sampling: episodes sampled per train task, and how many train tasks. */
 export const SAMPLING = { perTask: 8, tasks: 64 };
 
@@ -45,8 +47,18 @@ export interface WarmStartOptions {
   from?: "reference" | "sampling";
   /** reference demonstrations in all */
   total?: number;
+  /** the last this many train rows are the held-out tasks (GRPO's own held-out rows from the same
+   *  dataset, so a GRPO run from the warm start measures its step 0 on the same tasks): never
+   *  demonstrated */
+  heldOut?: number;
   runId?: string;
   baseModel?: string;
+}
+
+/** The train rows demonstrations are made from: all but the last `heldOut` (the held-out tasks). */
+function demonstrated(task: AgentTask, heldOut: number): AgentTaskRow[] {
+  const rows = rowsOf(task, "train");
+  return rows.slice(0, Math.max(0, rows.length - heldOut));
 }
 
 /** Write the warm start's demonstrations; returns their path relative to the data root and how they were made. */
@@ -57,11 +69,12 @@ export async function warmStartDemonstrations(client: SidecarClient, task: Agent
   mkdirSync(dirname(abs), { recursive: true });
   if (from === "reference") {
     if (!task.reference) throw new UserError(`${file}: reference: --from reference needs the task's reference(task) tool calls (or use --from sampling)`);
-    const count = await writeDemonstrations(task, rowsOf(task, "train"), abs, { ...WARM_START_DEMONSTRATIONS, total: opts.total ?? WARM_START_DEMONSTRATIONS.total });
+    const count = await writeDemonstrations(task, demonstrated(task, opts.heldOut ?? 0), abs, { ...WARM_START_DEMONSTRATIONS, total: opts.total ?? WARM_START_DEMONSTRATIONS.total });
     return { path: rel, count, how: `${count} demonstrations from reference(task), run through the task's tools` };
   }
   // rejection sampling: the base's own episodes that the task's primary scorer passes
-  const taskSet = await loadAgentTaskSet(file, "train", SAMPLING.tasks);
+  const taskSet = await loadAgentTaskSet(file, "train");
+  taskSet.rows = taskSet.rows.slice(0, Math.max(0, taskSet.rows.length - (opts.heldOut ?? 0))).slice(0, SAMPLING.tasks);
   const settings = settingsForTaskSet({ ...DEFAULT_EVAL_SETTINGS, baseModel, split: "train", samplesPerTask: SAMPLING.perTask, temperature: 1, seed: 0 }, taskSet);
   const result = await runEvaluate(client, evaluateRequest(settings, taskSet), progressPrinter("warm start: sampling"), taskSet.agent);
   const primary = primaryScorer(task);
@@ -86,12 +99,17 @@ export async function warmStartDemonstrations(client: SidecarClient, task: Agent
 export async function warmStartRun(client: SidecarClient, values: Flags, file: string, config: TrainRequest, opts: WarmStartOptions): Promise<{ code: number; outcome: TrainOutcome | null }> {
   const task = await loadAgentTask(file);
   const baseModel = opts.baseModel ?? config.baseModel;
-  const demos = await warmStartDemonstrations(client, task, file, baseModel, opts);
-  console.log(`warm start of ${task.name} on ${baseModel || "the embedded default model"}: ${demos.how} -> ${demos.path} (under the data root ${relative(process.cwd(), opts.dataRoot) || "."})`);
+  const heldOut = config.heldOut?.numPrompts || DEFAULT_HELD_OUT_PROMPTS;
+  const train = rowsOf(task, "train");
+  if (train.length <= heldOut) throw new UserError(`${file}: tasks: ${train.length} train rows, not more than held_out.num_prompts (${heldOut}): nothing left to demonstrate`);
+  const demos = await warmStartDemonstrations(client, task, file, baseModel, { ...opts, heldOut });
+  console.log(`warm start of ${task.name} on ${baseModel || "the embedded default model"}: ${demos.how} -> ${demos.path} (under the data root ${opts.dataRoot}); ` +
+    `the last ${heldOut} train tasks are its held-out tasks, never demonstrated`);
   const ref = agentTaskRef(task, file);
   return followServing(client, values, task, 0, (toolHost, follow) => {
     const request = create(TrainRequestSchema, {
-      baseModel, mode: TrainMode.SFT, sft: config.sft, lora: config.lora, runtime: config.runtime, heldOut: config.heldOut,
+      baseModel, mode: TrainMode.SFT, sft: config.sft, lora: config.lora, runtime: config.runtime,
+      heldOut: { samplesPerPrompt: config.heldOut?.samplesPerPrompt, numPrompts: heldOut, dataset: { source: { case: "inline", value: { rows: taskRows(train.slice(-heldOut)) } } } },
       runId: opts.runId ?? config.runId,
       dataset: { source: { case: "jsonlPath", value: demos.path } },
       agent: agentSpec(task, toolHost, ref),
