@@ -244,19 +244,29 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
 
 def agent_samples(model, tokenizer, plan: EvalPlan, agent: AgentSetup, variant: str,
                   on_batch: Callable[[int], None]) -> list[list[tuple[str, dict, Episode]]]:
-    """K episodes per task with one variant: (final answer, scores, episode) per sample."""
+    """K episodes per task with one variant: (final answer, scores, episode) per sample.
+
+    As the single-turn Evaluate generates batch_size prompts at a time, the episodes run
+    batch_size tasks at a time (each with its K samples: batch_size x K rows a generate call), so
+    the model's memory does not grow with the task count; `on_batch` after each batch, where a
+    cancel (the caller gone, a deadline) stops it. Batch b samples from seed + b (the episode
+    runner re-seeds per turn from it); episode ids count across batches."""
     req = plan.request
     k = req.samples_per_task
-    tasks = [(r.id, r.prompt) for r in plan.rows for _ in range(k)]
+    out: list[list[tuple[str, dict, Episode]]] = []
     host = ToolHost(agent.tool_host, agent.tool_timeout_ms)
     try:
-        eps = start_episodes(tokenizer, agent, tasks, [f"{variant}-{i}" for i in range(len(tasks))])
-        run_episodes(model, tokenizer, agent, host, eps, temperature=req.temperature, top_p=req.top_p,
-                     max_new_tokens=req.max_new_tokens, max_total_tokens=None, seed=req.seed)
+        for b, start in enumerate(range(0, len(plan.rows), req.batch_size)):
+            rows = plan.rows[start:start + req.batch_size]
+            tasks = [(r.id, r.prompt) for r in rows for _ in range(k)]
+            eps = start_episodes(tokenizer, agent, tasks, [f"{variant}-{start * k + i}" for i in range(len(tasks))])
+            run_episodes(model, tokenizer, agent, host, eps, temperature=req.temperature, top_p=req.top_p,
+                         max_new_tokens=req.max_new_tokens, max_total_tokens=None, seed=req.seed + b)
+            out += [[(e.final_answer, e.scores, e) for e in eps[i * k:(i + 1) * k]] for i in range(len(rows))]
+            on_batch(start + len(rows))
     finally:
         host.close()
-    on_batch(len(plan.rows))
-    return [[(e.final_answer, e.scores, e) for e in eps[i * k:(i + 1) * k]] for i in range(len(plan.rows))]
+    return out
 
 
 async def stream_evaluation(plan: EvalPlan, data_root: Path) -> AsyncIterator[pb.EvaluateResponse]:
