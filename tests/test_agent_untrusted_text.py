@@ -184,7 +184,9 @@ def check_episode(tok, host, system_prompt: str, description: str, prompt: str, 
     got = [controls[i] for i in tool_turn if i in controls]
     want = [tok.convert_ids_to_tokens(i) for i in markers(tok, [IM_START, end, IM_START])]
     assert got == want, (got, want)
-    assert tok.decode(tool_turn, skip_special_tokens=False) == f"\n{IM_START}tool\n{output}{end}\n{IM_START}assistant\n"
+    if tok.decode(tok(output, add_special_tokens=False, split_special_tokens=True)["input_ids"]) == output:
+        # (SmolLM2's GGUF vocabulary does not give back every character: a property of the tokenizer)
+        assert tok.decode(tool_turn, skip_special_tokens=False) == f"\n{IM_START}tool\n{output}{end}\n{IM_START}assistant\n"
 
 
 def test_the_hostile_clients_tool_output_is_text_in_the_tool_turn(tokenizer, host):
