@@ -35,3 +35,10 @@ def test_the_range_pin_can_fail():
 
 def test_the_tool_name_pattern_is_the_protos():
     assert f"// {TOOL_NAME.pattern}, unique within the spec." in message(PROTO.read_text(), "ToolSpec")
+
+
+def test_the_tool_schema_bounds_are_the_protos():
+    from py_trainer.agents.spec import SCHEMA_MAX_CHARS, SCHEMA_MAX_DEPTH
+
+    tool = message(PROTO.read_text(), "ToolSpec").replace("\n  //", "")
+    assert f"at most {SCHEMA_MAX_CHARS} characters and {SCHEMA_MAX_DEPTH} levels of nesting" in tool

@@ -146,8 +146,13 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
     e.stats.turns += 1
     text = tokenizer.decode(ids[:-1] if stop_at is not None else ids, skip_special_tokens=False)
     parsed = parse_turn(text)
+    for b in parsed.blocks:
+        if "name" in b and b["name"] in setup.tool_names:
+            reason = setup.arguments_error(b["name"], b["arguments"])
+            if reason is not None:
+                b["invalid"] = reason  # the model's error, counted as malformed; the tool never runs
     message = {"role": "assistant", "content": text}
-    calls_ok = [b for b in parsed.blocks if "name" in b]
+    calls_ok = [b for b in parsed.blocks if "name" in b and "invalid" not in b]
     if calls_ok:
         message["tool_calls"] = [{"id": f"call_{e.stats.turns}_{i}", "type": "function",
                                   "function": {"name": b["name"], "arguments": b["arguments"]}}
@@ -155,7 +160,7 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
     e.messages.append(message)
     if stop_at is None:  # no final answer: a limit ended the episode
         e.stats.ended_by = "max_tokens"
-        e.stats.malformed_calls += sum("malformed" in b for b in parsed.blocks)  # counted, never run
+        e.stats.malformed_calls += sum(is_malformed(b) for b in parsed.blocks)  # counted, never run
         return []
     if not parsed.blocks:
         e.stats.ended_by = "answer"
@@ -163,7 +168,7 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
         return []
     out = []
     for i, block in enumerate(parsed.blocks):
-        if "name" in block and block["name"] in setup.tool_names:
+        if "name" in block and block["name"] in setup.tool_names and "invalid" not in block:
             if e.stats.tool_calls >= setup.max_tool_calls:
                 e.stats.ended_by = "max_tool_calls"  # the calls before the limit still run
                 return out
@@ -172,11 +177,19 @@ def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[in
     return out
 
 
+def is_malformed(block: dict) -> bool:
+    """A block the model got wrong: not a call (`parse_turn`'s "malformed"), or a call to a known tool
+    whose arguments its schema refuses ("invalid", set by `take_turn`)."""
+    return "malformed" in block or "invalid" in block
+
+
 def run_call(host: ToolHost, setup: AgentSetup, e: Episode, index: int, block: dict) -> tuple[str, str, bool]:
     """(tool name, what the model sees, is_error) for one block of a turn."""
     if "malformed" in block:
         return "", f"error: malformed tool call: {block['malformed']}", True
     name = block["name"]
+    if "invalid" in block:
+        return name, f"error: arguments: {block['invalid']}", True
     if name not in setup.tool_names:
         known = ", ".join(t["name"] for t in setup.tools) or "none"
         return name, f"error: unknown tool {name!r}; the tools are: {known}", True
@@ -191,7 +204,7 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
     by_episode: dict[str, list[tuple[dict, tuple[str, str, bool]]]] = {}
     for (e, _, block), result in zip(calls, results):
         by_episode.setdefault(e.episode_id, []).append((block, result))
-        if "malformed" in block:
+        if is_malformed(block):
             e.stats.malformed_calls += 1
         elif block["name"] not in setup.tool_names:
             e.stats.unknown_tool_calls += 1
@@ -214,7 +227,7 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
         k = 0
         for block, (name, output, _) in done:
             msg = {"role": "tool", "name": name, "content": output}
-            if "name" in block and k < len(calls_made) and calls_made[k]["function"]["name"] == name:
+            if not is_malformed(block) and k < len(calls_made) and calls_made[k]["function"]["name"] == name:
                 msg["tool_call_id"] = calls_made[k]["id"]
                 k += 1
             e.messages.append(msg)

@@ -6,7 +6,11 @@ import ipaddress
 import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.exceptions import best_match
 
 from py_trainer.core.config import AGENT, check_knobs, fill_defaults
 from py_trainer.core.errors import InvalidArgument
@@ -18,6 +22,79 @@ a copy (define.ts TOOL_NAME) that ts_agent/test/agent-limits-defaults.test.ts ho
 HOST = re.compile(r"(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 ALLOW_TOOL_HOST_FLAG = "--allow-tool-host"
 """`py-trainer serve`'s flag that names a host besides loopback and the caller that tool_host may name."""
+
+SCHEMA_MAX_CHARS = 10_000
+"""A tool's parameters schema, as JSON text, in characters: the whole schema goes into every prompt
+(the proto's ToolSpec.parameters_json; define.ts SCHEMA_MAX_CHARS, pinned equal by the tests)."""
+SCHEMA_MAX_DEPTH = 32
+"""Levels of JSON nesting (objects and arrays) of a tool's parameters schema: checked before it is
+parsed, so a schema nested 100k deep is a refusal, not a RecursionError."""
+SCHEMA_DRAFTS = {"https://json-schema.org/draft/2020-12/schema": Draft202012Validator,
+                 "http://json-schema.org/draft-07/schema": Draft7Validator}
+"""The JSON Schema drafts a tool's `$schema` may name (2020-12 when it names none); the TS agent's
+ajv checks the same two (define.ts)."""
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of objects and arrays in JSON text, read without parsing it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def schema_problem(text: str) -> str | None:
+    """Why `text` is not a tool's parameters schema (bounded in size and depth, a JSON object, valid
+    under its draft's meta-schema), or None."""
+    if len(text) > SCHEMA_MAX_CHARS:
+        return f"is {len(text)} characters of JSON, over {SCHEMA_MAX_CHARS} (the schema goes into every prompt)"
+    if json_depth(text) > SCHEMA_MAX_DEPTH:
+        return f"is nested over {SCHEMA_MAX_DEPTH} levels deep"
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as err:
+        return f"is not JSON ({err.msg} at column {err.colno})"
+    if not isinstance(schema, dict):
+        return "must be a JSON-schema object"
+    draft = schema_validator(schema)
+    if isinstance(draft, str):
+        return draft
+    error = best_match(draft(draft.META_SCHEMA).iter_errors(schema))
+    if error is not None:
+        return f"is not a JSON Schema ({schema_error(error)})"
+    return None
+
+
+def schema_validator(schema: dict) -> type[Validator] | str:
+    """The validator class of the schema's draft, or why it has none."""
+    name = schema.get("$schema")
+    if name is None:
+        return Draft202012Validator
+    cls = SCHEMA_DRAFTS.get(str(name).rstrip("#"))
+    if cls is None:
+        return f"$schema {name!r} is not one of {', '.join(SCHEMA_DRAFTS)}"
+    return cls
+
+
+def schema_error(error) -> str:
+    """A jsonschema error in one short line: where (a JSON pointer) and what."""
+    where = "/" + "/".join(str(p) for p in error.absolute_path)
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    return f"{where}: {message}"
 
 
 def host_key(host: str) -> str:
@@ -82,12 +159,9 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         if t.name in names:
             raise InvalidArgument(f"{where}.name", f"{t.name!r} is used twice")
         names.add(t.name)
-        try:
-            params = json.loads(t.parameters_json or "{}")
-        except json.JSONDecodeError as err:
-            raise InvalidArgument(f"{where}.parameters_json", f"is not JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(params, dict):
-            raise InvalidArgument(f"{where}.parameters_json", "must be a JSON-schema object")
+        problem = schema_problem(t.parameters_json or "{}")
+        if problem:
+            raise InvalidArgument(f"{where}.parameters_json", problem)
     if not spec.scorers:
         raise InvalidArgument(f"{field}.scorers", "at least one scorer is required (it is the reward)")
     scorer_names = set()
@@ -116,6 +190,8 @@ class AgentSetup:
     tool_timeout_ms: int
     tool_host: str
     system_prompt: str
+    validators: dict = field(default_factory=dict, repr=False)
+    """tool name -> its schema's jsonschema validator, made on its first call"""
 
     @classmethod
     def from_spec(cls, spec: pb.AgentSpec) -> "AgentSetup":
@@ -133,6 +209,19 @@ class AgentSetup:
     @property
     def tool_names(self) -> set[str]:
         return {t["name"] for t in self.tools}
+
+    def arguments_error(self, name: str, arguments: dict) -> str | None:
+        """Why a call's arguments do not match its tool's schema (the model's error: the tool does
+        not run), or None. Checked here, where calls are parsed and counted, not in the TS host."""
+        validator = self.validators.get(name)
+        if validator is None:  # the spec was checked (check_agent_spec): its draft is one of SCHEMA_DRAFTS
+            schema = next(t["parameters"] for t in self.tools if t["name"] == name)
+            validator = self.validators[name] = schema_validator(schema)(schema)
+        try:
+            error = best_match(validator.iter_errors(arguments))
+        except RecursionError:
+            return "nested too deeply"
+        return schema_error(error) if error is not None else None
 
     def reward(self, scores: dict[str, float]) -> float:
         """The episode's reward: the scorers' weighted sum."""

@@ -11,6 +11,9 @@ import { pathToFileURL } from "node:url";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 
+import { Ajv } from "ajv";
+import { Ajv2020 } from "ajv/dist/2020.js";
+
 import { UserError } from "../workspace.js";
 
 /** One task: its id, the prompt the model sees, and anything the scorers need. */
@@ -106,6 +109,55 @@ export const LIMIT_RANGES: Record<keyof AgentLimits, [number, number]> = {
   maxTurns: [1, 32], maxToolCalls: [0, 64], toolTimeoutMs: [1, 600_000], maxToolOutputChars: [1, 100_000],
 };
 
+/** A tool's parameters schema, bounded before it is checked: its JSON text in characters (the whole
+ * schema goes into every prompt) and its levels of nesting (objects and arrays). The sidecar's rule
+ * (agents/spec.py SCHEMA_MAX_CHARS, SCHEMA_MAX_DEPTH; the proto's ToolSpec.parameters_json), pinned by
+ * test/agent-tool-schemas.test.ts. */
+export const SCHEMA_MAX_CHARS = 10_000;
+export const SCHEMA_MAX_DEPTH = 32;
+/** The meta-schemas a tool's schema is checked against, by its `$schema` (none: 2020-12); the
+ * sidecar's jsonschema checks the same two (agents/spec.py SCHEMA_DRAFTS). Arguments are checked
+ * against the schema by the sidecar's episode runner alone, where calls are parsed and counted. */
+const DRAFTS: Record<string, () => { validateSchema(s: object): boolean | Promise<unknown>; errors?: Array<{ instancePath: string; message?: string }> | null }> = {
+  "https://json-schema.org/draft/2020-12/schema": () => new Ajv2020({ strict: false }),
+  "http://json-schema.org/draft-07/schema": () => new Ajv({ strict: false }),
+};
+
+/** The deepest nesting of objects and arrays under `value`, walked without recursion; stops past
+ * `limit` (a cycle is nesting without end). */
+function jsonDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > limit) return deepest;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** Why `schema` is not a tool's parameters schema (bounded in depth and size, valid under its
+ * draft's meta-schema), or null. */
+export function schemaProblem(schema: Record<string, unknown>): string | null {
+  if (jsonDepth(schema, SCHEMA_MAX_DEPTH) > SCHEMA_MAX_DEPTH) return `is nested over ${SCHEMA_MAX_DEPTH} levels deep`;
+  let text: string;
+  try {
+    text = JSON.stringify(schema);
+  } catch (err) {
+    return `is not JSON (${(err as Error).message})`;
+  }
+  if (text.length > SCHEMA_MAX_CHARS) return `is ${text.length} characters of JSON, over ${SCHEMA_MAX_CHARS} (the schema goes into every prompt)`;
+  const name = schema.$schema;
+  const draft = name === undefined ? DRAFTS["https://json-schema.org/draft/2020-12/schema"] : DRAFTS[String(name).replace(/#$/, "")];
+  if (!draft) return `$schema ${JSON.stringify(name)} is not one of ${Object.keys(DRAFTS).join(", ")}`;
+  const ajv = draft();
+  if (ajv.validateSchema(JSON.parse(text)) === true) return null;
+  const e = ajv.errors?.[0];
+  return `is not a JSON Schema (${e?.instancePath || "/"}: ${e?.message ?? "invalid"})`;
+}
+
 /** Throw a one-line UserError naming the field when `value` is not a well-formed agent task. */
 export function checkAgentTask(value: unknown, file: string): AgentTask {
   const bad = (field: string, what: string): never => {
@@ -132,6 +184,8 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
     if (typeof x?.run !== "function") bad(`tools.${name}.run`, "must be a function");
     if (typeof x.description !== "string") bad(`tools.${name}.description`, "must be a string");
     if (typeof x.parameters !== "object" || x.parameters === null || Array.isArray(x.parameters)) bad(`tools.${name}.parameters`, "must be a JSON-schema object");
+    const problem = schemaProblem(x.parameters as Record<string, unknown>);
+    if (problem) bad(`tools.${name}.parameters`, problem);
   }
   if (typeof t.scorers !== "object" || t.scorers === null || Object.keys(t.scorers).length === 0) bad("scorers", "must name at least one scorer");
   for (const [name, scorer] of Object.entries(t.scorers as Record<string, unknown>)) {

@@ -138,6 +138,8 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
         } catch {
           return { output: "error: the arguments are not JSON", isError: true };
         }
+        // the arguments were checked against the tool's schema by the sidecar's episode runner, the one
+        // place: it parses and counts the model's calls, so a mismatch is a malformed call there, never a tool error here
         counters.toolCalls += 1;
         const [output, isError] = await runTool(task, row, req.episodeId, req.name, args);
         if (isError) counters.toolErrors += 1;
