@@ -33,6 +33,7 @@ import difflib
 import hashlib
 import json
 import mmap
+import os
 import struct
 import time
 from pathlib import Path
@@ -380,8 +381,9 @@ def model_dir_for(name: str | BaseModelRef, data_root: Path) -> Path | None:
 def resolve_base_model(name: str | BaseModelRef, data_root: Path = Path(".")) -> str:
     """"" -> the embedded default model's folder, "embedded:<tasks file under data_root>" -> that
     file's embedded model (each built on first use); anything else unchanged. A task file the
-    build cannot use is INVALID_ARGUMENT on base_model, naming file:line. A GGUF base (a packaged
-    short name or "<path>.gguf" under data_root) -> its converted folder (converted on first use)."""
+    build cannot use is INVALID_ARGUMENT on base_model, naming file:line (the file as the client
+    named it, under the data root, never the sidecar's absolute path). A GGUF base (a packaged short
+    name or "<path>.gguf" under data_root) -> its converted folder (converted on first use)."""
     ref = parse_base_model(name, data_root)
     if ref.kind == "default":
         return str(ensure_default_model())
@@ -392,8 +394,10 @@ def resolve_base_model(name: str | BaseModelRef, data_root: Path = Path(".")) ->
         return ref.text
     try:
         return str(ensure_agent_model(tasks) if is_agent_corpus(tasks) else ensure_embedded_model(tasks))
-    except ValueError as err:
-        raise InvalidArgument("base_model", f"{ref.text!r}: {err}") from None
+    except ValueError as err:  # the build names the file by the sidecar's own path: name it as the client did
+        root = Path(os.path.realpath(data_root))
+        message = str(err).replace(str(tasks), ref.path).replace(f"{root}{os.sep}", "")
+        raise InvalidArgument("base_model", f"{ref.text!r}: {message}") from None
 
 
 def gguf_config(name: str | BaseModelRef, data_root: Path) -> dict | None:
