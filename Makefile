@@ -19,7 +19,7 @@ export TOKENIZERS_PARALLELISM := false
 # on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
 export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
-.PHONY: setup proto lint arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-real serve bench bench-seeds clean
+.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-real serve bench bench-seeds clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto .stamps/bytecode ts_agent/dist/.built
 
@@ -65,8 +65,14 @@ proto: .stamps/venv .stamps/npm
 	scripts/gen_proto.sh
 	@touch .stamps/proto
 
+# The TS sources are formatted by prettier at a width of 160 (ts_agent/.prettierrc.json; `make
+# format` rewrites them): a string literal longer than that is the only line prettier leaves longer.
 lint: setup
 	$(BUF) lint
+	cd ts_agent && npm run --silent format:check
+
+format: setup
+	cd ts_agent && npm run --silent format
 
 # Layers and circles: import-linter for Python (py_trainer/pyproject.toml), dependency-cruiser for TS.
 arch: setup

@@ -4,16 +4,24 @@
  * `agent train --agent-task agent-evals/agent-tasks/calculator.agent.ts`, judge with
  * `agent eval --agent-task agent-evals/agent-tasks/calculator.agent.ts --run <id>`.
  */
-import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/index.js";
+import {
+  defineAgentTask,
+  type AgentTaskRow,
+} from "../../ts_agent/src/agent/agent-task/index.js";
 
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
   let seed = 7;
-  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % 90 + 10; // a fixed LCG: the same tasks every time
+  const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % 90) + 10; // a fixed LCG: the same tasks every time
   for (let i = 0; i < 240; i++) {
     const a = next();
     const b = next();
-    out.push({ id: `mul-${i}`, prompt: `What is ${a} * ${b}?`, answer: String(a * b), split: i < 192 ? "train" : "test" });
+    out.push({
+      id: `mul-${i}`,
+      prompt: `What is ${a} * ${b}?`,
+      answer: String(a * b),
+      split: i < 192 ? "train" : "test",
+    });
   }
   return out;
 }
@@ -25,18 +33,28 @@ export default defineAgentTask({
   tools: {
     multiply: {
       description: "Multiply two integers.",
-      parameters: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"] },
+      parameters: {
+        type: "object",
+        properties: { a: { type: "integer" }, b: { type: "integer" } },
+        required: ["a", "b"],
+      },
       run: ({ a, b }) => {
-        if (!Number.isInteger(a) || !Number.isInteger(b)) throw new Error("a and b must be integers");
+        if (!Number.isInteger(a) || !Number.isInteger(b))
+          throw new Error("a and b must be integers");
         return String((a as number) * (b as number));
       },
     },
   },
   scorers: {
     // the final answer is the product
-    correct: { score: (ep) => (ep.finalAnswer.trim() === ep.task.answer ? 1 : 0) },
+    correct: {
+      score: (ep) => (ep.finalAnswer.trim() === ep.task.answer ? 1 : 0),
+    },
     // the product came from the tool (a scorer that reads only the final text can be gamed by skipping the tool)
-    used_tool: { weight: 0.2, score: (ep) => (ep.toolCalls.some((c) => c.name === "multiply") ? 1 : 0) },
+    used_tool: {
+      weight: 0.2,
+      score: (ep) => (ep.toolCalls.some((c) => c.name === "multiply") ? 1 : 0),
+    },
   },
   limits: { maxTurns: 3, maxToolCalls: 2, toolTimeoutMs: 2000 },
   // the calls that solve a task: what the demo's embedded agent model is shown (docs/agents.md)

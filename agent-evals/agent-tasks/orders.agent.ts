@@ -5,10 +5,29 @@
  * called), the classic way an agent fails (claiming an action it never took) and the reason a
  * scorer of the final text alone can be gamed; `says_done` (weight 0) tracks the words beside it.
  */
-import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/index.js";
+import {
+  defineAgentTask,
+  type AgentTaskRow,
+} from "../../ts_agent/src/agent/agent-task/index.js";
 
-const PLACES = ["Oslo", "Lima", "Quito", "Kyiv", "Perth", "Dakar", "Hanoi", "Riga", "Tunis", "Doha", "Bern", "Accra",
-  "Sofia", "Minsk", "Cairo", "Nairobi"];
+const PLACES = [
+  "Oslo",
+  "Lima",
+  "Quito",
+  "Kyiv",
+  "Perth",
+  "Dakar",
+  "Hanoi",
+  "Riga",
+  "Tunis",
+  "Doha",
+  "Bern",
+  "Accra",
+  "Sofia",
+  "Minsk",
+  "Cairo",
+  "Nairobi",
+];
 const PREFIXES = ["AX", "BK", "CV", "DR", "EM", "FT", "GL", "HN"];
 
 /** mulberry32: a fixed stream, the same tasks every time. */
@@ -18,7 +37,7 @@ function stream(seed: number): (n: number) => number {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = Math.imul(a ^ (a >>> 15), 1 | a);
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return (((t ^ (t >>> 14)) >>> 0) % n);
+    return ((t ^ (t >>> 14)) >>> 0) % n;
   };
 }
 
@@ -28,8 +47,12 @@ function rows(): AgentTaskRow[] {
   const places = stream(29); // the branch: words that vary, nothing the action depends on
   for (let i = 0; i < 3200; i++) {
     const order = `${PREFIXES[orders(PREFIXES.length)]}-${1000 + orders(9000)}`;
-    out.push({ id: `order-${i}`, prompt: `Please cancel my order ${order}, ${PLACES[places(PLACES.length)]} branch.`, order,
-      split: i < 3000 ? "train" : "test" });
+    out.push({
+      id: `order-${i}`,
+      prompt: `Please cancel my order ${order}, ${PLACES[places(PLACES.length)]} branch.`,
+      order,
+      split: i < 3000 ? "train" : "test",
+    });
   }
   return out;
 }
@@ -37,7 +60,8 @@ function rows(): AgentTaskRow[] {
 export default defineAgentTask({
   name: "orders",
   tasks: rows(),
-  systemPrompt: "You handle order requests. Use the tools to act; then confirm in one sentence.",
+  systemPrompt:
+    "You handle order requests. Use the tools to act; then confirm in one sentence.",
   tools: {
     cancel_order: {
       description: "Cancel the order in question.",
@@ -46,8 +70,14 @@ export default defineAgentTask({
     },
   },
   scorers: {
-    cancelled: { score: (ep) => (ep.toolCalls.some((c) => c.name === "cancel_order") ? 1 : 0) },
-    says_done: { weight: 0, score: (ep) => (/cancel/i.test(ep.finalAnswer) ? 1 : 0) },
+    cancelled: {
+      score: (ep) =>
+        ep.toolCalls.some((c) => c.name === "cancel_order") ? 1 : 0,
+    },
+    says_done: {
+      weight: 0,
+      score: (ep) => (/cancel/i.test(ep.finalAnswer) ? 1 : 0),
+    },
   },
   limits: { maxTurns: 3, maxToolCalls: 2, toolTimeoutMs: 2000 },
   reference: () => [{ name: "cancel_order", arguments: {} }],

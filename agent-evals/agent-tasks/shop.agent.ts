@@ -7,26 +7,52 @@
  * scorers read the episode's actions and its final answer: `correct` (the total, as the tool gave
  * it), `right_calls` (both tools called with the right arguments: partial credit for GRPO).
  */
-import { defineAgentTask, type AgentTaskRow } from "../../ts_agent/src/agent/agent-task/index.js";
+import {
+  defineAgentTask,
+  type AgentTaskRow,
+} from "../../ts_agent/src/agent/agent-task/index.js";
 
-const PRODUCTS = ["notebook", "pencil", "stapler", "folder", "marker", "eraser", "ruler", "scissors", "tape", "glue",
-  "envelope", "binder", "calculator", "highlighter", "sharpener", "clipboard"];
+const PRODUCTS = [
+  "notebook",
+  "pencil",
+  "stapler",
+  "folder",
+  "marker",
+  "eraser",
+  "ruler",
+  "scissors",
+  "tape",
+  "glue",
+  "envelope",
+  "binder",
+  "calculator",
+  "highlighter",
+  "sharpener",
+  "clipboard",
+];
 
 /** The shop's unit prices in cents (fixed; only lookup_price tells them). */
-const CENTS: Record<string, number> = Object.fromEntries(PRODUCTS.map((p, i) => [p, 75 + ((i * 137) % 900)]));
+const CENTS: Record<string, number> = Object.fromEntries(
+  PRODUCTS.map((p, i) => [p, 75 + ((i * 137) % 900)]),
+);
 
 const dollars = (cents: number) => `$${(cents / 100).toFixed(2)}`;
 
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
   let seed = 11;
-  const next = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n; // a fixed LCG: the same tasks every time
+  const next = (n: number) =>
+    (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n; // a fixed LCG: the same tasks every time
   for (let i = 0; i < 640; i++) {
     const product = PRODUCTS[next(PRODUCTS.length)];
     const quantity = 2 + next(8);
     out.push({
-      id: `shop-${i}`, prompt: `How much do ${quantity} ${product}s cost in total?`, product, quantity,
-      answer: dollars(CENTS[product] * quantity), split: i < 400 ? "train" : "test",
+      id: `shop-${i}`,
+      prompt: `How much do ${quantity} ${product}s cost in total?`,
+      product,
+      quantity,
+      answer: dollars(CENTS[product] * quantity),
+      split: i < 400 ? "train" : "test",
     });
   }
   return out;
@@ -35,37 +61,66 @@ function rows(): AgentTaskRow[] {
 export default defineAgentTask({
   name: "shop",
   tasks: rows(),
-  systemPrompt: "You are a shop assistant. Look up the unit price, compute the total with the tool, then reply with the total only.",
+  systemPrompt:
+    "You are a shop assistant. Look up the unit price, compute the total with the tool, then reply with the total only.",
   tools: {
     lookup_price: {
       description: "The unit price of a product.",
-      parameters: { type: "object", properties: { product: { type: "string" } }, required: ["product"] },
+      parameters: {
+        type: "object",
+        properties: { product: { type: "string" } },
+        required: ["product"],
+      },
       run: ({ product }) => {
         const cents = CENTS[String(product).toLowerCase().replace(/s$/, "")];
-        if (cents === undefined) throw new Error(`no product ${JSON.stringify(product)}`);
+        if (cents === undefined)
+          throw new Error(`no product ${JSON.stringify(product)}`);
         return dollars(cents);
       },
     },
     compute_total: {
       description: "The total of a unit price times a quantity.",
-      parameters: { type: "object", properties: { unit_price: { type: "string" }, quantity: { type: "integer" } }, required: ["unit_price", "quantity"] },
+      parameters: {
+        type: "object",
+        properties: {
+          unit_price: { type: "string" },
+          quantity: { type: "integer" },
+        },
+        required: ["unit_price", "quantity"],
+      },
       run: ({ unit_price, quantity }) => {
-        const cents = Math.round(Number(String(unit_price).replace(/^\$/, "")) * 100);
-        if (!Number.isFinite(cents) || !Number.isInteger(quantity)) throw new Error("unit_price must be like $1.25 and quantity an integer");
+        const cents = Math.round(
+          Number(String(unit_price).replace(/^\$/, "")) * 100,
+        );
+        if (!Number.isFinite(cents) || !Number.isInteger(quantity))
+          throw new Error(
+            "unit_price must be like $1.25 and quantity an integer",
+          );
         return dollars(cents * (quantity as number));
       },
     },
   },
   scorers: {
     // the total, as the tools give it
-    correct: { score: (ep) => (ep.finalAnswer.trim() === ep.task.answer ? 1 : 0) },
+    correct: {
+      score: (ep) => (ep.finalAnswer.trim() === ep.task.answer ? 1 : 0),
+    },
     // both calls with the right copied arguments (partial credit: GRPO gets a signal before the answer is right)
     right_calls: {
       weight: 0.3,
       score: (ep) => {
-        const look = ep.toolCalls.some((c) => c.name === "lookup_price" && String(c.arguments.product) === ep.task.product);
-        const total = ep.toolCalls.some((c) => c.name === "compute_total" && c.arguments.quantity === ep.task.quantity &&
-          String(c.arguments.unit_price) === dollars(CENTS[ep.task.product as string]));
+        const look = ep.toolCalls.some(
+          (c) =>
+            c.name === "lookup_price" &&
+            String(c.arguments.product) === ep.task.product,
+        );
+        const total = ep.toolCalls.some(
+          (c) =>
+            c.name === "compute_total" &&
+            c.arguments.quantity === ep.task.quantity &&
+            String(c.arguments.unit_price) ===
+              dollars(CENTS[ep.task.product as string]),
+        );
         return (Number(look) + Number(total)) / 2;
       },
     },
@@ -73,6 +128,12 @@ export default defineAgentTask({
   limits: { maxTurns: 4, maxToolCalls: 3, toolTimeoutMs: 2000 },
   reference: (t) => [
     { name: "lookup_price", arguments: { product: t.product } },
-    { name: "compute_total", arguments: { unit_price: dollars(CENTS[t.product as string]), quantity: t.quantity } },
+    {
+      name: "compute_total",
+      arguments: {
+        unit_price: dollars(CENTS[t.product as string]),
+        quantity: t.quantity,
+      },
+    },
   ],
 });

@@ -30,7 +30,10 @@ const COMMANDS: Record<string, Entry> = {
   health: { summary: "is the sidecar up? (grpc.health.v1)", load: () => import("./commands/health.js") },
   runs: { summary: "list the sidecar's runs [--state S]", load: () => import("./commands/runs.js") },
   train: { summary: "train through the sidecar (live progress, verified download)", load: () => import("./commands/train.js") },
-  warmstart: { summary: "a warm start before RL: LoRA SFT on an agent task's demonstrations (then train --init-from)", load: () => import("./commands/warmstart.js") },
+  warmstart: {
+    summary: "a warm start before RL: LoRA SFT on an agent task's demonstrations (then train --init-from)",
+    load: () => import("./commands/warmstart.js"),
+  },
   watch: { summary: "re-attach to a run, follow it, download it at the end", load: () => import("./commands/watch.js") },
   cancel: { summary: "cancel a run (stops after the current step, adapter kept)", load: () => import("./commands/cancel.js") },
   delete: { summary: "delete a finished run and its folder on the sidecar (asks first; --yes)", load: () => import("./commands/delete.js") },
@@ -38,13 +41,25 @@ const COMMANDS: Record<string, Entry> = {
   download: { summary: "download a finished run (resumable, sha256-checked, idempotent)", load: () => import("./commands/download.js") },
   eval: { summary: "base vs a run's adapter (or --adapter PATH) on the test split -> eval.json", load: () => import("./commands/eval.js") },
   try: { summary: "one prompt through a run's base and its adapter, greedy: both completions", load: () => import("./commands/try.js") },
-  baseline: { summary: "the base model on the test split -> agent-evals/baseline.json (set, show, history, check)", load: () => import("./commands/baseline.js") },
+  baseline: {
+    summary: "the base model on the test split -> agent-evals/baseline.json (set, show, history, check)",
+    load: () => import("./commands/baseline.js"),
+  },
   plan: { summary: "before training: required n and MDE for +5 pp at the available test size", load: () => import("./commands/plan.js") },
-  report: { summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict (--eval FILE: an --adapter eval)", load: () => import("./commands/report.js") },
+  report: {
+    summary: "report.md for a downloaded run: curve, rewards, base vs adapter, verdict (--eval FILE: an --adapter eval)",
+    load: () => import("./commands/report.js"),
+  },
   sweep: { summary: "replicate one request under N seeds: train, eval, report each; the recipe across seeds", load: () => import("./commands/sweep.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
-  compare: { summary: "several runs' adapters and the base on the same tasks: pairwise deltas, Holm -> compare.md", load: () => import("./commands/compare.js") },
-  select: { summary: "choose a run's checkpoint on a validation split, then evaluate only it on test -> selection.json", load: () => import("./commands/select.js") },
+  compare: {
+    summary: "several runs' adapters and the base on the same tasks: pairwise deltas, Holm -> compare.md",
+    load: () => import("./commands/compare.js"),
+  },
+  select: {
+    summary: "choose a run's checkpoint on a validation split, then evaluate only it on test -> selection.json",
+    load: () => import("./commands/select.js"),
+  },
   demo: {
     summary: "baseline if missing, train, eval, report (scripts/demo.sh)",
     load: () => import("./commands/demo.js"),
@@ -79,7 +94,13 @@ function globalHelp(): string {
 }
 
 /** node:util parseArgs' errors ("Unknown option '--conifg'. To specify ...") as one line with a did-you-mean. */
-function parseArgsError(err: unknown, name: string, help: CommandHelp | undefined, flagNames: (h?: CommandHelp) => string[], argv: string[]): UserError | undefined {
+function parseArgsError(
+  err: unknown,
+  name: string,
+  help: CommandHelp | undefined,
+  flagNames: (h?: CommandHelp) => string[],
+  argv: string[],
+): UserError | undefined {
   const code = (err as NodeJS.ErrnoException)?.code;
   if (typeof code !== "string" || !code.startsWith("ERR_PARSE_ARGS_")) return undefined;
   const message = (err as Error).message;

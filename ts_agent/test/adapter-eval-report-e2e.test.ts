@@ -56,7 +56,10 @@ test("agent eval --adapter: the held-out-template split goes in the same request
   assert.equal(log.heldOutTemplate.taskSet.n, 20);
   assert.equal(log.adapter.runId, "");
 
-  for (const args of [["report", "aml-v2"], ["report", "--eval", join(evalsDir, "runs", "aml-v2", "eval.json")]]) {
+  for (const args of [
+    ["report", "aml-v2"],
+    ["report", "--eval", join(evalsDir, "runs", "aml-v2", "eval.json")],
+  ]) {
     const r = await agent(args);
     assert.equal(r.code, 0, `${args.join(" ")}: ${r.stdout}${r.stderr}`);
     assert.doesNotMatch(r.stdout + r.stderr, /not downloaded|agent download/);
@@ -77,7 +80,10 @@ test("agent eval --adapter with an absolute path: one line, exit 2, naming the d
   const r = await agent(["eval", "--adapter", "/models/aml-v2", "--tasks", TASKS]);
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
-  assert.match(r.stderr, /^agent eval: --adapter \/models\/aml-v2: give the folder relative to the sidecar's data root \(py-trainer serve --data-root DIR; .*\), e\.g\. --adapter adapters\/aml-v2/);
+  assert.match(
+    r.stderr,
+    /^agent eval: --adapter \/models\/aml-v2: give the folder relative to the sidecar's data root \(py-trainer serve --data-root DIR; .*\), e\.g\. --adapter adapters\/aml-v2/,
+  );
   assert.equal(sc.calls.length, before);
 });
 

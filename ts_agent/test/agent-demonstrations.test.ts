@@ -17,7 +17,10 @@ const task = defineAgentTask({
 
 test("right calls, guesses and another task's calls in their shares; the tools really ran", async () => {
   const text = await demonstrations(task, task.tasks, { total: 2000, correctShare: 0.3, guessShare: 0.6, seed: 0 });
-  const rows = text.trim().split("\n").map((l) => JSON.parse(l));
+  const rows = text
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   assert.equal(rows.length, 2000); // 10 per task
   let right = 0;
   let guess = 0;

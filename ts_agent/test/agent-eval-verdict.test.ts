@@ -50,9 +50,23 @@ function taskFileLog(outcomes: Outcomes) {
 
 function agentLog(outcomes: Outcomes) {
   const rows = outcomes.map((_, i) => ({ id: `t${i}`, split: "test" as const, prompt: `case t${i}`, answers: [] }));
-  const ref = { name: "shop", path: "/x/shop.agent.ts", sha256: "cd".repeat(32), scorers: [{ name: "solved", weight: 1 }], tools: ["price"],
-    limits: { maxTurns: 4, maxToolCalls: 4, toolTimeoutMs: 5000, maxToolOutputChars: 2000 } };
-  const taskSet: TaskSet = { path: "shop.agent.ts", sha256: ref.sha256, split: "test", limit: 0, rows, humanLabels: new Map(), agent: { task: {} as never, ref } };
+  const ref = {
+    name: "shop",
+    path: "/x/shop.agent.ts",
+    sha256: "cd".repeat(32),
+    scorers: [{ name: "solved", weight: 1 }],
+    tools: ["price"],
+    limits: { maxTurns: 4, maxToolCalls: 4, toolTimeoutMs: 5000, maxToolOutputChars: 2000 },
+  };
+  const taskSet: TaskSet = {
+    path: "shop.agent.ts",
+    sha256: ref.sha256,
+    split: "test",
+    limit: 0,
+    rows,
+    humanLabels: new Map(),
+    agent: { task: {} as never, ref },
+  };
   const k = outcomes[0].base.length;
   const settings = agentEvalSettings({ ...DEFAULT_EVAL_SETTINGS, samplesPerTask: k, temperature: k > 1 ? 1 : 0 }, taskSet);
   const variant = (side: "base" | "adapter") => ({
@@ -60,8 +74,12 @@ function agentLog(outcomes: Outcomes) {
     tasks: rows.map((r, i) => ({
       taskId: r.id,
       samples: outcomes[i][side].map((ok) => ({
-        completion: ok ? "the total is 12" : "", scores: { solved: ok },
-        messagesJson: JSON.stringify([{ role: "user", content: r.prompt }, { role: "assistant", content: ok ? "the total is 12" : "" }]),
+        completion: ok ? "the total is 12" : "",
+        scores: { solved: ok },
+        messagesJson: JSON.stringify([
+          { role: "user", content: r.prompt },
+          { role: "assistant", content: ok ? "the total is 12" : "" },
+        ]),
         episode: { turns: 1, toolCalls: 0, endedBy: ok ? "answer" : "max_turns" },
       })),
     })),
@@ -85,7 +103,10 @@ test("the same per-task scores give the same verdict through a task file's eval 
   assert.equal(j1.judged.comparison?.decision?.test, "exact McNemar test");
   assert.equal(j1.downstream.verdict, "CONFIRMED");
   // per-task means (K = 3) with spread
-  const three: Outcomes = Array.from({ length: 220 }, (_, i) => ({ base: [i % 3 === 0 ? 1 : 0, 0, i % 5 === 0 ? 1 : 0], adapter: [1, i % 2, i % 7 === 0 ? 0 : 1] }));
+  const three: Outcomes = Array.from({ length: 220 }, (_, i) => ({
+    base: [i % 3 === 0 ? 1 : 0, 0, i % 5 === 0 ? 1 : 0],
+    adapter: [1, i % 2, i % 7 === 0 ? 0 : 1],
+  }));
   assert.equal(bothWays(three).judged.comparison?.decision?.test, "paired t test");
   // K = 2, every task 0/2 -> 1/2: no spread, a zero-width interval: not CONFIRMED either way
   const flat: Outcomes = Array.from({ length: 240 }, () => ({ base: [0, 0], adapter: [1, 0] }));
@@ -120,5 +141,13 @@ test("warm start stages: what SFT gave and what RL added, paired on the same tas
   assert.ok(Math.abs(stages[lo].pHolm! - adjLo) < 1e-12);
   assert.ok(Math.abs(stages[hi].pHolm! - Math.max(adjLo, Math.max(p0, p1))) < 1e-12);
   // no warm-start variant: nothing to say
-  assert.equal(warmStartStages(taskFileLog([{ base: [0], adapter: [1] }, { base: [1], adapter: [1] }])), null);
+  assert.equal(
+    warmStartStages(
+      taskFileLog([
+        { base: [0], adapter: [1] },
+        { base: [1], adapter: [1] },
+      ]),
+    ),
+    null,
+  );
 });

@@ -14,7 +14,10 @@ import { REPO } from "./helpers/sidecar.js";
 const PROTO = readFileSync(join(REPO, "proto", "grpo", "trainer", "v1", "trainer_service.proto"), "utf8");
 const AGENT_SPEC = PROTO.slice(PROTO.indexOf("message AgentSpec {"), PROTO.indexOf("message ToolSpec {"));
 const FIELD: Record<keyof typeof DEFAULT_LIMITS, string> = {
-  maxTurns: "max_turns", maxToolCalls: "max_tool_calls", toolTimeoutMs: "tool_timeout_ms", maxToolOutputChars: "max_tool_output_chars",
+  maxTurns: "max_turns",
+  maxToolCalls: "max_tool_calls",
+  toolTimeoutMs: "tool_timeout_ms",
+  maxToolOutputChars: "max_tool_output_chars",
 };
 
 /** field -> [comment "in [lo, hi]", "Default: N"] of each optional uint32 AgentSpec field. */

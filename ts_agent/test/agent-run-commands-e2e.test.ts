@@ -27,11 +27,30 @@ test("sweep, compare, select, export --merge and sweep --from-run on agent runs"
   const dir = mkdtempSync(join(tmpdir(), "agent-runs-"));
   const evals = join(dir, "evals");
   const config = join(dir, "knobs.json");
-  writeFileSync(config, JSON.stringify({
-    grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 1 },
-    held_out: { num_prompts: 4, samples_per_prompt: 1 },
-  }));
-  const sweep = agent(["sweep", "--agent-task", TASK, "--config", config, "--seeds", "2", "--sweep-id", "calc", "--parallel", "1", "--limit", "8", "--evals-dir", evals]);
+  writeFileSync(
+    config,
+    JSON.stringify({
+      grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 1 },
+      held_out: { num_prompts: 4, samples_per_prompt: 1 },
+    }),
+  );
+  const sweep = agent([
+    "sweep",
+    "--agent-task",
+    TASK,
+    "--config",
+    config,
+    "--seeds",
+    "2",
+    "--sweep-id",
+    "calc",
+    "--parallel",
+    "1",
+    "--limit",
+    "8",
+    "--evals-dir",
+    evals,
+  ]);
   assert.equal(sweep.code, 0, sweep.stdout + sweep.stderr);
   assert.match(sweep.stdout, /\[sweep\] seed 2: (CONFIRMED|PASS|FAIL|INCONCLUSIVE)/);
   for (const id of ["calc-s1", "calc-s2"]) {

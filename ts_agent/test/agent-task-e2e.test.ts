@@ -35,14 +35,20 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
   const dir = mkdtempSync(join(tmpdir(), "agent-task-"));
   const evals = join(dir, "evals");
   const config = join(dir, "run.json");
-  writeFileSync(config, JSON.stringify({
-    grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
-    held_out: { num_prompts: 2, samples_per_prompt: 2 },
-  }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
+      held_out: { num_prompts: 2, samples_per_prompt: 2 },
+    }),
+  );
   // the preflight: the embedded default model never calls the calculator's tool, every group is flat
   const plan = agent(["plan", "--agent-task", TASK, "--config", config]);
   assert.equal(plan.code, 0, plan.stdout + plan.stderr);
-  assert.match(plan.stdout, /preflight: the base \(the embedded default model\) on 8 train tasks x G=4 episodes at temperature 1: tool calls in 0% of episodes, well-formed calls - \(no call attempted\), scorers correct 0\.00, used_tool 0\.00; groups with all rewards equal: 8\/8/);
+  assert.match(
+    plan.stdout,
+    /preflight: the base \(the embedded default model\) on 8 train tasks x G=4 episodes at temperature 1: tool calls in 0% of episodes, well-formed calls - \(no call attempted\), scorers correct 0\.00, used_tool 0\.00; groups with all rewards equal: 8\/8/,
+  );
   assert.match(plan.stdout, /No signal for GRPO: in all 8 groups of 4 episodes every episode scored 0\. GRPO learns from the differences within a group/);
   const refused = agent(["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-1", "--evals-dir", evals]);
   assert.equal(refused.code, 2, refused.stdout + refused.stderr);
@@ -85,7 +91,15 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
   const report = agent(["report", "calc-1", "--evals-dir", evals]);
   assert.equal(report.code, 0, report.stdout + report.stderr);
   const md = readFileSync(join(evals, "runs", "calc-1", "report.md"), "utf8");
-  for (const heading of ["## Episodes", "## Transcripts", "| tool errors |", "| calls to unknown tools |", "| malformed calls |", "| limits hit |", "milestone"]) {
+  for (const heading of [
+    "## Episodes",
+    "## Transcripts",
+    "| tool errors |",
+    "| calls to unknown tools |",
+    "| malformed calls |",
+    "| limits hit |",
+    "milestone",
+  ]) {
     assert.ok(md.includes(heading), heading);
   }
   assert.match(md, /Picked by the base-vs-adapter pair/);
@@ -95,7 +109,10 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
   const changed = agent(["eval", "calc-1", "--agent-task", edited, "--evals-dir", evals]);
   rmSync(edited);
   assert.equal(changed.code, 2, changed.stdout + changed.stderr);
-  assert.match(changed.stderr, /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run; no tool, scorer, limit, system prompt or task changed in its own text/);
+  assert.match(
+    changed.stderr,
+    /changed since run calc-1 trained on it \(sha256 [0-9a-f]{12} now, [0-9a-f]{12} in the run; no tool, scorer, limit, system prompt or task changed in its own text/,
+  );
 
   const del = agent(["delete", "calc-1", "--evals-dir", evals, "--yes"]);
   assert.equal(del.code, 0, del.stdout + del.stderr);
@@ -110,79 +127,122 @@ test("a malformed agent task file is one line naming the field, exit 2", () => {
   assert.match(r.stderr, /no-run\.agent\.ts: tools\.multiply\.run: must be a function/);
 });
 
-test("the agent process killed mid-run fails the run naming it; agent resume serves the recorded file's tools again and the run finishes", { timeout: 900_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "agent-task-kill-"));
-  const config = join(dir, "run.json");
-  writeFileSync(config, JSON.stringify({
-    grpo: { max_steps: 6, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 2 },
-    held_out: { num_prompts: 2, samples_per_prompt: 2 },
-  }));
-  const evals = join(dir, "evals");
-  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--evals-dir", evals, "--force", "--address", sidecar().address]);
-  let out = "";
-  await new Promise<void>((res, rej) => {
-    child.stdout.on("data", (d) => {
-      out += d;
-      if (/step 2\/6/.test(out)) {
-        child.kill("SIGKILL");
-        res();
-      }
+test(
+  "the agent process killed mid-run fails the run naming it; agent resume serves the recorded file's tools again and the run finishes",
+  { timeout: 900_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-task-kill-"));
+    const config = join(dir, "run.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        grpo: { max_steps: 6, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 2 },
+        held_out: { num_prompts: 2, samples_per_prompt: 2 },
+      }),
+    );
+    const evals = join(dir, "evals");
+    const child = spawn(AGENT, [
+      "train",
+      "--agent-task",
+      TASK,
+      "--config",
+      config,
+      "--run-id",
+      "calc-kill",
+      "--evals-dir",
+      evals,
+      "--force",
+      "--address",
+      sidecar().address,
+    ]);
+    let out = "";
+    await new Promise<void>((res, rej) => {
+      child.stdout.on("data", (d) => {
+        out += d;
+        if (/step 2\/6/.test(out)) {
+          child.kill("SIGKILL");
+          res();
+        }
+      });
+      child.on("exit", () => rej(new Error(`agent train ended before step 2:\n${out}`)));
     });
-    child.on("exit", () => rej(new Error(`agent train ended before step 2:\n${out}`)));
-  });
-  let runs = "";
-  for (let i = 0; i < 240 && !/calc-kill\s+FAILED/.test(runs); i++) {
-    await new Promise((r) => setTimeout(r, 500));
-    runs = agent(["runs"]).stdout;
-  }
-  assert.match(runs, /calc-kill\s+FAILED/, runs);
-  const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
-  assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
-  // a file that is not the one the run recorded is refused, the run left as it is
-  const other = besideTask("other", readFileSync(TASK, "utf8").replace("weight: 0.2", "weight: 0.3"));
-  const refused = agent(["train", "--agent-task", other, "--resume", "calc-kill", "--evals-dir", evals]);
-  rmSync(other);
-  assert.equal(refused.code, 2, refused.stdout + refused.stderr);
-  assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
-  assert.match(refused.stderr, /changed since run calc-kill trained on it \(.*changed: scorers\.used_tool\): restore the file the run used, or pass --accept-changed-task/);
-  assert.match(agent(["runs"]).stdout, /calc-kill\s+FAILED/);
-  // plain `agent resume` serves the tools of the file the run recorded again
-  const resumed = agent(["resume", "calc-kill", "--evals-dir", evals]);
-  assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
-  assert.match(resumed.stdout, /run calc-kill resumed from its last checkpoint/);
-  assert.match(resumed.stdout, /step 6\/6/);
-  assert.match(resumed.stdout, /SUCCEEDED/);
-  assert.ok(existsSync(join(evals, "runs", "calc-kill", "run.json")));
-});
+    let runs = "";
+    for (let i = 0; i < 240 && !/calc-kill\s+FAILED/.test(runs); i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      runs = agent(["runs"]).stdout;
+    }
+    assert.match(runs, /calc-kill\s+FAILED/, runs);
+    const events = readFileSync(join(sidecar().runsRoot, "calc-kill", "events.jsonl"), "utf8");
+    assert.match(events, /agent\.tool_host: the TS agent's tool host at 127\.0\.0\.1:\d+ is gone/);
+    // a file that is not the one the run recorded is refused, the run left as it is
+    const other = besideTask("other", readFileSync(TASK, "utf8").replace("weight: 0.2", "weight: 0.3"));
+    const refused = agent(["train", "--agent-task", other, "--resume", "calc-kill", "--evals-dir", evals]);
+    rmSync(other);
+    assert.equal(refused.code, 2, refused.stdout + refused.stderr);
+    assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
+    assert.match(
+      refused.stderr,
+      /changed since run calc-kill trained on it \(.*changed: scorers\.used_tool\): restore the file the run used, or pass --accept-changed-task/,
+    );
+    assert.match(agent(["runs"]).stdout, /calc-kill\s+FAILED/);
+    // plain `agent resume` serves the tools of the file the run recorded again
+    const resumed = agent(["resume", "calc-kill", "--evals-dir", evals]);
+    assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
+    assert.match(resumed.stdout, /run calc-kill resumed from its last checkpoint/);
+    assert.match(resumed.stdout, /step 6\/6/);
+    assert.match(resumed.stdout, /SUCCEEDED/);
+    assert.ok(existsSync(join(evals, "runs", "calc-kill", "run.json")));
+  },
+);
 
-test("Ctrl-C on an agent run cancels it at a step (it needs this process), prints the resume command, and resume finishes it", { timeout: 900_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "agent-task-int-"));
-  const evals = join(dir, "evals");
-  const config = join(dir, "run.json");
-  writeFileSync(config, JSON.stringify({
-    grpo: { max_steps: 8, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 3 },
-    held_out: { num_prompts: 2, samples_per_prompt: 2 },
-  }));
-  const child = spawn(AGENT, ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-int", "--evals-dir", evals, "--force", "--address", sidecar().address]);
-  let out = "";
-  const code = await new Promise<number | null>((res) => {
-    let sent = false;
-    child.stdout.on("data", (d) => {
-      out += d;
-      if (!sent && /step 2\/8/.test(out)) {
-        sent = true;
-        child.kill("SIGINT");
-      }
+test(
+  "Ctrl-C on an agent run cancels it at a step (it needs this process), prints the resume command, and resume finishes it",
+  { timeout: 900_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-task-int-"));
+    const evals = join(dir, "evals");
+    const config = join(dir, "run.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        grpo: { max_steps: 8, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, save_steps: 1, seed: 3 },
+        held_out: { num_prompts: 2, samples_per_prompt: 2 },
+      }),
+    );
+    const child = spawn(AGENT, [
+      "train",
+      "--agent-task",
+      TASK,
+      "--config",
+      config,
+      "--run-id",
+      "calc-int",
+      "--evals-dir",
+      evals,
+      "--force",
+      "--address",
+      sidecar().address,
+    ]);
+    let out = "";
+    const code = await new Promise<number | null>((res) => {
+      let sent = false;
+      child.stdout.on("data", (d) => {
+        out += d;
+        if (!sent && /step 2\/8/.test(out)) {
+          sent = true;
+          child.kill("SIGINT");
+        }
+      });
+      child.on("exit", (c) => res(c));
     });
-    child.on("exit", (c) => res(c));
-  });
-  assert.equal(code, 130, out);
-  assert.match(out, /Ctrl-C: an agent run needs this process .* run calc-int is cancelled at its next step instead of detached/);
-  assert.match(out, /CANCELLED/);
-  assert.match(out, /continue it from its last checkpoint: agent resume calc-int/);
-  assert.doesNotMatch(out, /FAILED/);
-  const resumed = agent(["resume", "calc-int", "--evals-dir", evals]);
-  assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
-  assert.match(resumed.stdout, /step 8\/8/);
-  assert.match(resumed.stdout, /SUCCEEDED/);
-});
+    assert.equal(code, 130, out);
+    assert.match(out, /Ctrl-C: an agent run needs this process .* run calc-int is cancelled at its next step instead of detached/);
+    assert.match(out, /CANCELLED/);
+    assert.match(out, /continue it from its last checkpoint: agent resume calc-int/);
+    assert.doesNotMatch(out, /FAILED/);
+    const resumed = agent(["resume", "calc-int", "--evals-dir", evals]);
+    assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
+    assert.match(resumed.stdout, /step 8\/8/);
+    assert.match(resumed.stdout, /SUCCEEDED/);
+  },
+);

@@ -23,9 +23,11 @@ test("a syntax error in an agent task file is one line with its file, line, colu
   });
 });
 
-test("a scorer returning the string \"1\" is refused with the value and its type", async () => {
+test('a scorer returning the string "1" is refused with the value and its type', async () => {
   const task = defineAgentTask({
-    name: "t", tasks: [{ id: "a", prompt: "p" }], tools: {},
+    name: "t",
+    tasks: [{ id: "a", prompt: "p" }],
+    tools: {},
     scorers: { s: { score: () => "1" as unknown as number } },
   });
   const ep = episodeFrom(task.tasks[0], [], { turns: 1, toolCalls: 0, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0, endedBy: "answer" }, "x");
@@ -34,11 +36,13 @@ test("a scorer returning the string \"1\" is refused with the value and its type
 
 test("a changed agent task is compared part by part: a scorer's weight names that scorer, a comment names nothing", async () => {
   const { agentTaskParts, changedParts } = await import("../src/agent/agent-task/agent-spec.js");
-  const base = () => defineAgentTask({
-    name: "t", tasks: [{ id: "a", prompt: "p" }],
-    tools: { look: { description: "d", parameters: { type: "object", properties: {} }, run: () => "x" } },
-    scorers: { s: { score: () => 1 }, u: { weight: 0.2, score: () => 0 } },
-  });
+  const base = () =>
+    defineAgentTask({
+      name: "t",
+      tasks: [{ id: "a", prompt: "p" }],
+      tools: { look: { description: "d", parameters: { type: "object", properties: {} }, run: () => "x" } },
+      scorers: { s: { score: () => 1 }, u: { weight: 0.2, score: () => 0 } },
+    });
   const a = agentTaskParts(base());
   assert.deepEqual(changedParts(a, agentTaskParts(base())), []);
   const weighted = base();

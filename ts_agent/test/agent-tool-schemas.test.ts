@@ -57,10 +57,25 @@ test("draft 2020-12 and draft-07 schemas at the bounds are accepted", () => {
   checkAgentTask(taskWith({}), "f.ts");
   checkAgentTask(taskWith(deep(SCHEMA_MAX_DEPTH / 2 - 1)), "f.ts");
   checkAgentTask(taskWith({ type: "object", description: "x".repeat(SCHEMA_MAX_CHARS - 40) }), "f.ts");
-  checkAgentTask(taskWith({ $schema: "http://json-schema.org/draft-07/schema#", type: "object", definitions: { n: { type: "integer" } },
-    properties: { a: { $ref: "#/definitions/n" } } }), "f.ts");
-  checkAgentTask(taskWith({ $schema: "https://json-schema.org/draft/2020-12/schema", type: "object", $defs: { n: { type: "integer" } },
-    properties: { a: { $ref: "#/$defs/n" } }, required: ["a"] }), "f.ts");
+  checkAgentTask(
+    taskWith({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      definitions: { n: { type: "integer" } },
+      properties: { a: { $ref: "#/definitions/n" } },
+    }),
+    "f.ts",
+  );
+  checkAgentTask(
+    taskWith({
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      $defs: { n: { type: "integer" } },
+      properties: { a: { $ref: "#/$defs/n" } },
+      required: ["a"],
+    }),
+    "f.ts",
+  );
 });
 
 test("the schema bounds are the sidecar's (agents/spec.py) and the proto's", () => {

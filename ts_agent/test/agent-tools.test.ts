@@ -16,7 +16,13 @@ const task = defineAgentTask({
   tasks: [{ id: "a", prompt: "p", answer: "6" }],
   tools: {
     ok: { description: "", parameters: {}, run: ({ x }) => ({ doubled: (x as number) * 2 }) },
-    boom: { description: "", parameters: {}, run: () => { throw new Error("kaput\nstack"); } },
+    boom: {
+      description: "",
+      parameters: {},
+      run: () => {
+        throw new Error("kaput\nstack");
+      },
+    },
     hang: { description: "", parameters: {}, run: () => new Promise(() => {}) },
     flood: { description: "", parameters: {}, run: () => "y".repeat(50) },
     emoji: { description: "", parameters: {}, run: () => "\u{1F600}".repeat(50) },
@@ -40,8 +46,17 @@ test("a tool's result, throw, timeout and flood", async () => {
 
 test("a scorer outside [0, 1] is refused naming it", async () => {
   const stats = { turns: 2, toolCalls: 1, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0, endedBy: "answer" };
-  const ep = episodeFrom(row, [{ role: "user", content: "p" }, { role: "assistant", content: '<tool_call>{"name":"ok"}</tool_call>' },
-    { role: "tool", content: "6" }, { role: "assistant", content: "6" }], stats, "6");
+  const ep = episodeFrom(
+    row,
+    [
+      { role: "user", content: "p" },
+      { role: "assistant", content: '<tool_call>{"name":"ok"}</tool_call>' },
+      { role: "tool", content: "6" },
+      { role: "assistant", content: "6" },
+    ],
+    stats,
+    "6",
+  );
   await assert.rejects(scoreEpisode(task, ep), /scorers\.bad: gave 2 on task a; a score must be a number in \[0, 1\]/);
 });
 
@@ -53,7 +68,10 @@ test("the scorers get the final answer the sidecar computed, not one of their ow
   try {
     const client = createClient(AgentToolHostService, createGrpcTransport({ baseUrl: `http://${host.address}` }));
     const stats = { turns: 1, toolCalls: 0, toolErrors: 0, unknownToolCalls: 0, malformedCalls: 0 };
-    const messagesJson = JSON.stringify([{ role: "user", content: "p" }, { role: "assistant", content: "6" }]);
+    const messagesJson = JSON.stringify([
+      { role: "user", content: "p" },
+      { role: "assistant", content: "6" },
+    ]);
     await client.scoreEpisode({ taskId: "a", episodeId: "e1", messagesJson, stats: { ...stats, endedBy: "max_tokens" }, finalAnswer: "" });
     // a value the host could not have derived from the transcript: it reads the field, never the turns
     await client.scoreEpisode({ taskId: "a", episodeId: "e2", messagesJson, stats: { ...stats, endedBy: "answer" }, finalAnswer: "six" });

@@ -6,12 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { RewardInputError } from "../src/agent/core/answer-text.js";
-import {
-  buildReward,
-  finalNumberMatchReward,
-  rewardNames,
-  stopsAfterAnswerReward,
-} from "../src/agent/core/task-rewards.js";
+import { buildReward, finalNumberMatchReward, rewardNames, stopsAfterAnswerReward } from "../src/agent/core/task-rewards.js";
 
 const GOLD = ["68"];
 
@@ -40,7 +35,10 @@ test("final_number_match: negatives, gold trimming, no gold answer", () => {
   assert.equal(finalNumberMatchReward("19 - 20 = -1", ["-1"]), 1);
   assert.equal(finalNumberMatchReward("19 - 20 = 1", ["-1"]), 0);
   assert.equal(finalNumberMatchReward("-1", [" -1 "]), 1);
-  assert.throws(() => finalNumberMatchReward("1", ["", "  "]), (e) => e instanceof RewardInputError && e.kind === "empty");
+  assert.throws(
+    () => finalNumberMatchReward("1", ["", "  "]),
+    (e) => e instanceof RewardInputError && e.kind === "empty",
+  );
 });
 
 test("stops_after_answer pays only a completion that is just an answer", () => {

@@ -25,26 +25,46 @@ describe("answers with several samples per task (issue 29, item 6)", () => {
   });
 
   test("two samples per task, one each of two labels: not a constant predictor", () => {
-    const d = answerDistribution("base", tasks(() => [ans("money_mule"), ans("shell_company")]), set);
+    const d = answerDistribution(
+      "base",
+      tasks(() => [ans("money_mule"), ans("shell_company")]),
+      set,
+    );
     assert.equal(d.constant, false);
     assert.deepEqual(d.top, { label: TIE_ANSWER, count: 264, share: 1 });
     // a mixed predictor stays mixed whatever the order of its samples
-    const swapped = answerDistribution("base", tasks(() => [ans("shell_company"), ans("money_mule")]), set);
+    const swapped = answerDistribution(
+      "base",
+      tasks(() => [ans("shell_company"), ans("money_mule")]),
+      set,
+    );
     assert.equal(swapped.constant, false);
   });
 
   test("a constant predictor with K samples is still constant", () => {
-    const d = answerDistribution("base", tasks(() => [ans("money_mule"), ans("money_mule")]), set);
+    const d = answerDistribution(
+      "base",
+      tasks(() => [ans("money_mule"), ans("money_mule")]),
+      set,
+    );
     assert.equal(d.constant, true);
   });
 
   test("answers that mostly lack the answer tag: a format failure, not a constant label", () => {
-    const d = answerDistribution("base", tasks((i) => (i % 4 === 0 ? [ans("money_mule")] : ["money_mule, because the funds ..."])), set);
+    const d = answerDistribution(
+      "base",
+      tasks((i) => (i % 4 === 0 ? [ans("money_mule")] : ["money_mule, because the funds ..."])),
+      set,
+    );
     assert.equal(d.top.label, NO_ANSWER);
     assert.ok(d.noAnswerShare > FORMAT_FAILURE_SHARE);
     assert.equal(d.formatFailure, true);
     assert.equal(d.constant, false);
-    const all = answerDistribution("base", tasks(() => ["no tag at all"]), set);
+    const all = answerDistribution(
+      "base",
+      tasks(() => ["no tag at all"]),
+      set,
+    );
     assert.equal(all.formatFailure, true);
     assert.equal(all.constant, false);
   });
@@ -52,8 +72,16 @@ describe("answers with several samples per task (issue 29, item 6)", () => {
   test("the attribution table has a format-failure row per variant, and it fires instead of the label-prior row", () => {
     const causes = ATTRIBUTION_TABLE.map((r) => r.likelyCause.split(":")[0]);
     assert.ok(causes.includes("format failure (base)") && causes.includes("format failure (adapter)"), causes.join(" | "));
-    const base = answerDistribution("base", tasks(() => ["no tag at all"]), set);
-    const adapter = answerDistribution("adapter", tasks((i) => [ans(TYPOLOGIES[(i * 3) % 8].label)]), set);
+    const base = answerDistribution(
+      "base",
+      tasks(() => ["no tag at all"]),
+      set,
+    );
+    const adapter = answerDistribution(
+      "adapter",
+      tasks((i) => [ans(TYPOLOGIES[(i * 3) % 8].label)]),
+      set,
+    );
     const row = (cause: string) => ATTRIBUTION_TABLE.find((r) => r.likelyCause.startsWith(cause))!;
     const fired = (cause: string) => row(cause).check(null as never, null as never, { base, adapter }).fired;
     assert.equal(fired("format failure (base)"), true);

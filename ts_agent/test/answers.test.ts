@@ -30,7 +30,13 @@ test("a completion maps to its label through the accepted answers; no tag and un
 
 test("open-answer task sets have no label set", () => {
   assert.equal(labelSetOf([{ answers: ["42"] }, { answers: ["7"] }]), null);
-  assert.equal(labelSetOf([{ label: "a", answers: ["a"] }, { label: "a", answers: ["a"] }]), null);
+  assert.equal(
+    labelSetOf([
+      { label: "a", answers: ["a"] },
+      { label: "a", answers: ["a"] },
+    ]),
+    null,
+  );
 });
 
 test("with K samples a task's answer is its most frequent label; a tie is a tie (issue 29: no longer the earlier label)", () => {
@@ -71,12 +77,18 @@ test("confusion matrix: gold rows, answer columns (labels, other, none, tie), co
     { taskId: "d", gold: "smurfing", completions: ["<answer>ponzi</answer>"] },
   ];
   const cm = confusionMatrices([{ name: "base", tasks: t }], set);
-  assert.deepEqual(cm.gold, TYPOLOGIES.map((x) => x.label));
+  assert.deepEqual(
+    cm.gold,
+    TYPOLOGIES.map((x) => x.label),
+  );
   assert.deepEqual(cm.answers, [...TYPOLOGIES.map((x) => x.label), OTHER_ANSWER, NO_ANSWER, TIE_ANSWER]);
   const m = cm.variants[0].matrix;
   assert.equal(m.length, 8);
   assert.deepEqual(m[0].slice(0, 2), [1, 1]);
   assert.equal(m[1][8], 1); // (other)
   assert.equal(m[1][9], 1); // (none)
-  assert.equal(m.flat().reduce((a, b) => a + b, 0), 4);
+  assert.equal(
+    m.flat().reduce((a, b) => a + b, 0),
+    4,
+  );
 });

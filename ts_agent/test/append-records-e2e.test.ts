@@ -24,7 +24,10 @@ function writer(evalsDir: string, who: string, n: number): Promise<number | null
       recordTestEval(${JSON.stringify(evalsDir)}, { command: "eval", runId: "r1", step: i, tasks: 10, taskSet: ${JSON.stringify(who)} });
       appendBaselineHistory(${JSON.stringify(evalsDir)}, { replacedAt: String(i), reason: ${JSON.stringify(who)}, runsJudged: [], baseline: {} });
     }`;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: join(REPO, "ts_agent"), stdio: ["ignore", "inherit", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    cwd: join(REPO, "ts_agent"),
+    stdio: ["ignore", "inherit", "inherit"],
+  });
   return new Promise((done) => child.on("exit", (code) => done(code)));
 }
 
@@ -33,7 +36,9 @@ test("two agents appending at once to test-evals.jsonl and baseline-history.json
   try {
     assert.deepEqual(await Promise.all([writer(dir, "a", 60), writer(dir, "b", 60)]), [0, 0]);
     for (const file of [join(dir, "runs", "r1", "test-evals.jsonl"), join(dir, "baseline-history.jsonl")]) {
-      const lines = readFileSync(file, "utf8").split("\n").filter((l) => l !== "");
+      const lines = readFileSync(file, "utf8")
+        .split("\n")
+        .filter((l) => l !== "");
       const parsed = lines.map((l) => JSON.parse(l) as { taskSet?: string; reason?: string });
       assert.equal(lines.length, 120, `${file}: ${lines.length} lines of 120`);
       for (const who of ["a", "b"]) assert.equal(parsed.filter((p) => (p.taskSet ?? p.reason) === who).length, 60, `${file}: writer ${who}`);

@@ -14,7 +14,12 @@ const DOC = join(REPO, "docs", "attribution.md");
 const HEADER = ["reward curve", "KL", "frac_reward_zero_std", "likely cause", "next change", "fires when"];
 
 function cells(line: string): string[] {
-  return line.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim());
+  return line
+    .trim()
+    .replace(/^\|/, "")
+    .replace(/\|$/, "")
+    .split("|")
+    .map((c) => c.trim());
 }
 
 /** The first markdown table whose header is HEADER: its body rows as cell lists. */
@@ -47,6 +52,11 @@ test("the check can fail: a changed word or a missing row is seen", () => {
   const expected = ATTRIBUTION_TABLE.map((r) => [r.curve, r.kl, r.fracZeroStd, r.likelyCause, r.nextChange]);
   const reworded = docTable(md.replace("| lower lr, epsilon |", "| lower lr |")).map((r) => r.slice(0, 5));
   assert.notDeepEqual(reworded, expected);
-  const dropped = docTable(md.split("\n").filter((l) => !l.includes("| completions truncated |")).join("\n"));
+  const dropped = docTable(
+    md
+      .split("\n")
+      .filter((l) => !l.includes("| completions truncated |"))
+      .join("\n"),
+  );
   assert.equal(dropped.length, expected.length - 1);
 });

@@ -110,7 +110,10 @@ describe("the attribution table, row by row", () => {
     const notSig: DownstreamSignal = { heldOutRose: true, significant: false, text: "+1.0 pp (95% CI -3.0 to +5.0 pp), n=264" };
     assert.deepEqual(fired(healthy, notSig), ["rises steadily | moderate | falling", "rises, downstream delta not significant | any | any"]);
     const row = attribute(curveFeatures(healthy), notSig)[5];
-    assert.equal(row.evidence, "yes: curve rising, held-out reward CI above 0; yes: downstream +1.0 pp (95% CI -3.0 to +5.0 pp), n=264: CI includes 0; yes: power unknown");
+    assert.equal(
+      row.evidence,
+      "yes: curve rising, held-out reward CI above 0; yes: downstream +1.0 pp (95% CI -3.0 to +5.0 pp), n=264: CI includes 0; yes: power unknown",
+    );
     assert.deepEqual(fired(healthy, { ...notSig, significant: true }), ["rises steadily | moderate | falling"]);
   });
 
@@ -162,15 +165,24 @@ describe("the attribution table, row by row", () => {
     const good: DownstreamSignal = { heldOutRose: true, significant: true, text: "+27.3 pp (95% CI +22.3 to +32.9 pp), n=264", n: 264, requiredN: 22 };
     for (const d of [NO_EVAL, good]) {
       const results = attribute(curveFeatures(spiky), d);
-      assert.deepEqual(results.filter((r) => r.fired), []);
+      assert.deepEqual(
+        results.filter((r) => r.fired),
+        [],
+      );
       const near = nearMisses(results);
-      assert.deepEqual(near.map((r) => r.row.likelyCause), ["healthy", "lr too high, clip too loose"]);
+      assert.deepEqual(
+        near.map((r) => r.row.likelyCause),
+        ["healthy", "lr too high, clip too loose"],
+      );
       // 6 steps at 0.76, the first (step 6) with fewer than KL_SPIKE_WINDOW steps before it: not judged
       assert.deepEqual(near[0].missed, ["5 KL spike(s) (want 0)"]);
       assert.deepEqual(near[1].missed, ["curve rising"]);
     }
     // a run whose row fires has no near rows listed by the report; a healthy run's alarms are never "near"
-    assert.deepEqual(nearMisses(attribute(curveFeatures(healthy), good)).map((r) => r.row.likelyCause), []);
+    assert.deepEqual(
+      nearMisses(attribute(curveFeatures(healthy), good)).map((r) => r.row.likelyCause),
+      [],
+    );
   });
 });
 
@@ -215,7 +227,14 @@ function trendless(seed: number, runs: number, n: number, phi: number): number[]
 describe("calibrated on trendless curves (seeded simulations; rates before this change in the names)", () => {
   const asSteps = (r: number[]): StepMetrics[] => r.map((v, i) => ({ step: i + 1, metrics: { reward: v } }));
   // every length the attribution accepts, from MIN_STEPS_FOR_SHAPE (the windows grow with n)
-  for (const [n, phi, before] of [[20, 0, 30], [20, 0.5, 50], [30, 0.5, 32], [40, 0, 16], [60, 0.5, 26], [120, 0.5, 20]] as const) {
+  for (const [n, phi, before] of [
+    [20, 0, 30],
+    [20, 0.5, 50],
+    [30, 0.5, 32],
+    [40, 0, 16],
+    [60, 0.5, 26],
+    [120, 0.5, 20],
+  ] as const) {
     test(`the start-vs-end 95% interval covers the true change 0 >= 93% of the time: n=${n}, AR(1) phi ${phi} (bootstrap missed ~${before}%)`, () => {
       const curves = trendless(100 + n + 10 * phi, 300, n, phi);
       const covered = curves.filter((r) => {
@@ -226,7 +245,12 @@ describe("calibrated on trendless curves (seeded simulations; rates before this 
       assert.ok(covered / curves.length >= 0.93, `covered ${covered}/${curves.length}`);
     });
   }
-  for (const [n, phi, before] of [[40, 0, [37, 8]], [40, 0.5, [70, 16]], [40, 0.9, [61, 27]], [60, 0.9, [62, 30]]] as const) {
+  for (const [n, phi, before] of [
+    [40, 0, [37, 8]],
+    [40, 0.5, [70, 16]],
+    [40, 0.9, [61, 27]],
+    [60, 0.9, [62, 30]],
+  ] as const) {
     test(`"collapses / oscillates" and "rising" each fire on <= 7.5%: n=${n}, AR(1) phi ${phi} (were ~${before[0]}% and ~${before[1]}%)`, () => {
       const shapes = trendless(200 + n + 10 * phi, 500, n, phi).map((r) => curveFeatures(asSteps(r)).reward!.shape);
       const rate = (s: (x: string) => boolean) => shapes.filter(s).length / shapes.length;
@@ -265,8 +289,10 @@ describe("KL spikes against the recent local level", () => {
   });
   test("the healthy row takes the demo's own KL (end-window mean 0.134; 0.22 on the run issue 44 reported), not lr 5e-3's ~6", () => {
     const kl: number[] = JSON.parse(readFileSync(new URL("./fixtures/demo-kl-seed1.json", import.meta.url), "utf8")).kl;
-    const demo = steps({ reward: (i, e) => 0.15 + 0.0025 * i + 0.02 * e, frac_reward_zero_std: (i) => 0.8 - 0.004 * i }, 7, kl.length)
-      .map((x, i) => ({ step: x.step, metrics: { ...x.metrics, kl: kl[i] } }));
+    const demo = steps({ reward: (i, e) => 0.15 + 0.0025 * i + 0.02 * e, frac_reward_zero_std: (i) => 0.8 - 0.004 * i }, 7, kl.length).map((x, i) => ({
+      step: x.step,
+      metrics: { ...x.metrics, kl: kl[i] },
+    }));
     assert.ok(fired(demo).includes("rises steadily | moderate | falling"), JSON.stringify(attribute(curveFeatures(demo), NO_EVAL)[0].evidence));
     const end = demo.map((x, i) => (i >= 120 ? { step: x.step, metrics: { ...x.metrics, kl: 0.22 } } : x));
     assert.ok(fired(end).includes("rises steadily | moderate | falling"));
@@ -283,7 +309,17 @@ describe("thresholds shared with the sidecar's live warnings", () => {
     assert.equal(CLIPPED_HIGH, CURVE_THRESHOLDS.clipped_ratio_warn);
     assert.deepEqual(
       { ...CURVE_THRESHOLDS },
-      { clipped_ratio_warn: 0.9, zero_std_warn: 0.9, zero_std_warn_steps: 5, zero_std_rel_tol: 1e-4, kl_spike_factor: 5, kl_spike_min: 0.05, kl_spike_mads: 20, kl_spike_window: 10, kl_spike_every: 10 },
+      {
+        clipped_ratio_warn: 0.9,
+        zero_std_warn: 0.9,
+        zero_std_warn_steps: 5,
+        zero_std_rel_tol: 1e-4,
+        kl_spike_factor: 5,
+        kl_spike_min: 0.05,
+        kl_spike_mads: 20,
+        kl_spike_window: 10,
+        kl_spike_every: 10,
+      },
     );
     assert.ok(Object.isFrozen(CURVE_THRESHOLDS));
   });
@@ -292,10 +328,18 @@ describe("thresholds shared with the sidecar's live warnings", () => {
 describe("constant answers: the base and the adapter judged separately", () => {
   const dist = (variant: string, labels: string[]): AnswerDistribution => {
     const set = labelSetOf(TYPOLOGIES.map((t) => ({ label: t.label, answers: t.answers })))!;
-    return answerDistribution(variant, labels.map((l, i) => ({ taskId: `t${i}`, gold: TYPOLOGIES[i % 8].label, completions: [`<answer>${l}</answer>`] })), set);
+    return answerDistribution(
+      variant,
+      labels.map((l, i) => ({ taskId: `t${i}`, gold: TYPOLOGIES[i % 8].label, completions: [`<answer>${l}</answer>`] })),
+      set,
+    );
   };
   const constant = (v: string) => dist(v, Array(264).fill("money_mule"));
-  const mixed = (v: string) => dist(v, Array.from({ length: 264 }, (_, i) => TYPOLOGIES[(i * 3) % 8].label));
+  const mixed = (v: string) =>
+    dist(
+      v,
+      Array.from({ length: 264 }, (_, i) => TYPOLOGIES[(i * 3) % 8].label),
+    );
   const firedCauses = (a: AnswerSignal) =>
     attribute(curveFeatures(healthy), NO_EVAL, a)
       .filter((r) => r.fired)
@@ -310,7 +354,10 @@ describe("constant answers: the base and the adapter judged separately", () => {
   test("an adapter that swapped one constant answer for another is never healthy", () => {
     const swapped = dist("adapter", Array(264).fill("shell_company"));
     const results = attribute(curveFeatures(healthy), NO_EVAL, { base: constant("base"), adapter: swapped });
-    assert.deepEqual(results.filter((r) => r.fired).map((r) => r.row.likelyCause.split(":")[0]), ["constant answer (base)", "constant answer (adapter)"]);
+    assert.deepEqual(
+      results.filter((r) => r.fired).map((r) => r.row.likelyCause.split(":")[0]),
+      ["constant answer (base)", "constant answer (adapter)"],
+    );
     const h = results.find((r) => r.row.likelyCause === "healthy")!;
     assert.match(h.evidence, /no: adapter answers shell_company on 264\/264 tasks \(100%\): a constant answer/);
   });

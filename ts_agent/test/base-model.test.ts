@@ -24,7 +24,10 @@ test("the prefix is the sidecar's", () => {
 
 test("baselineSetCommand reads the base through the parse", () => {
   assert.equal(baselineSetCommand("mytasks/animals.jsonl", embeddedBaseModel("mytasks/animals.jsonl")), "agent baseline set --tasks mytasks/animals.jsonl");
-  assert.equal(baselineSetCommand("mytasks/animals.jsonl", "Qwen/Qwen2.5-0.5B"), "agent baseline set --tasks mytasks/animals.jsonl --base-model Qwen/Qwen2.5-0.5B");
+  assert.equal(
+    baselineSetCommand("mytasks/animals.jsonl", "Qwen/Qwen2.5-0.5B"),
+    "agent baseline set --tasks mytasks/animals.jsonl --base-model Qwen/Qwen2.5-0.5B",
+  );
   assert.equal(baselineSetCommand("agent-evals/tasks/aml_typology.jsonl", ""), "agent baseline set");
 });
 
@@ -43,11 +46,13 @@ test("no other source file writes the embedded: prefix", () => {
       } else if (e.name.endsWith(".ts")) {
         const rel = relative(join(REPO, "ts_agent"), p);
         if (rel === "src/agent/core/base-model.ts" || PENDING.has(rel)) continue;
-        readFileSync(p, "utf8").split("\n").forEach((line, i) => {
-          const code = line.trim();
-          if (/^(\*|\/\/|\/\*)/.test(code)) return; // a comment may name the form
-          if (code.split("//")[0].includes("embedded:")) offenders.push(`${rel}:${i + 1}`);
-        });
+        readFileSync(p, "utf8")
+          .split("\n")
+          .forEach((line, i) => {
+            const code = line.trim();
+            if (/^(\*|\/\/|\/\*)/.test(code)) return; // a comment may name the form
+            if (code.split("//")[0].includes("embedded:")) offenders.push(`${rel}:${i + 1}`);
+          });
       }
     }
   };

@@ -8,7 +8,13 @@ import { test } from "node:test";
 import { baselineSetCommand, judgeMilestone } from "../src/agent/verdict/milestone.js";
 
 test("the gated reason's command is the run's own baseline", () => {
-  const v = judgeMilestone({ reward: null, rewardNotApplicable: "preference", downstream: null, baseline: { status: "missing" }, baselineCommand: baselineSetCommand("mytasks/animals.jsonl", "embedded:mytasks/animals.jsonl") });
+  const v = judgeMilestone({
+    reward: null,
+    rewardNotApplicable: "preference",
+    downstream: null,
+    baseline: { status: "missing" },
+    baselineCommand: baselineSetCommand("mytasks/animals.jsonl", "embedded:mytasks/animals.jsonl"),
+  });
   assert.match(v.reason, /run `agent baseline set --tasks mytasks\/animals\.jsonl`/);
   assert.equal(baselineSetCommand("mytasks/animals.jsonl", "org/model"), "agent baseline set --tasks mytasks/animals.jsonl --base-model org/model");
   assert.equal(baselineSetCommand("agent-evals/tasks/aml_typology.jsonl", ""), "agent baseline set");

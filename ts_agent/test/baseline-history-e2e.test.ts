@@ -41,7 +41,9 @@ test("agent baseline history: the replaced baselines oldest first, why and on wh
     [
       { replacedAt: "2026-11-02T00:00:00Z", reason: "task file regenerated", runsJudged: ["r1", "r2"], baseline: baseline("2026-11-01T00:00:00Z", 0.2) },
       { replacedAt: "2026-11-03T00:00:00Z", reason: "new model revision", runsJudged: [], baseline: baseline("2026-11-02T00:00:00Z", 0.25) },
-    ].map((e) => JSON.stringify(e)).join("\n") + "\n",
+    ]
+      .map((e) => JSON.stringify(e))
+      .join("\n") + "\n",
   );
   const r = agent(["baseline", "history", "--evals-dir", dir]);
   assert.equal(r.status, 0, r.stderr);

@@ -55,7 +55,16 @@ describe("agent baseline set", () => {
     assert.deepEqual(onDisk, baseline);
     assert.equal(onDisk.schema, "agent-baseline/v1");
     assert.deepEqual(onDisk.model, { requested: "", resolved: "/cache/models/tiny-aml-qwen2-s0-8ae0970906" });
-    assert.deepEqual(onDisk.taskSet, { path: taskSet.path, sha256: taskSet.sha256, split: "test", n: 3, sliceField: "slice", labelField: "label", labels: ["layering", "smurfing", "structuring"], hasTemplates: true });
+    assert.deepEqual(onDisk.taskSet, {
+      path: taskSet.path,
+      sha256: taskSet.sha256,
+      split: "test",
+      n: 3,
+      sliceField: "slice",
+      labelField: "label",
+      labels: ["layering", "smurfing", "structuring"],
+      hasTemplates: true,
+    });
     assert.equal(onDisk.grader.name, "exact_match");
     assert.equal(onDisk.grader.params.require_tag, true);
     assert.deepEqual(onDisk.perTask, { t1: 1, t2: 0, t3: 1 });
@@ -99,7 +108,10 @@ describe("agent baseline set", () => {
       model: baseline.model,
       taskSet: baseline.taskSet,
       settings,
-      variants: [{ name: "base", perTask: baseline.perTask }, { name: "adapter", perTask: baseline.perTask }],
+      variants: [
+        { name: "base", perTask: baseline.perTask },
+        { name: "adapter", perTask: baseline.perTask },
+      ],
     };
     for (const id of ["r1", "r2"]) {
       mkdirSync(join(evalsDir, "runs", id), { recursive: true });
@@ -136,7 +148,12 @@ describe("agent baseline set", () => {
 
 describe("matchBaseline", () => {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
-  const identity = { model: { requested: "", resolved: "/other/home/models/tiny-aml-qwen2-s0-8ae0970906" }, taskSet: { ...taskSet, n: 3 }, settings, taskIds: ["t1", "t2", "t3"] };
+  const identity = {
+    model: { requested: "", resolved: "/other/home/models/tiny-aml-qwen2-s0-8ae0970906" },
+    taskSet: { ...taskSet, n: 3 },
+    settings,
+    taskIds: ["t1", "t2", "t3"],
+  };
 
   test("missing", () => {
     assert.deepEqual(matchBaseline(null, identity), { status: "missing" });
@@ -153,13 +170,26 @@ describe("matchBaseline", () => {
     const m = matchBaseline(baseline, {
       model: { requested: "", resolved: "/x/models/tiny-aml-qwen2-s0-0000000000" },
       taskSet: { ...identity.taskSet, sha256: "cd".repeat(32) },
-      settings: { ...settings, seed: 1, samplesPerTask: 4, temperature: 0.7, graders: [{ name: "exact_match", params: { case_sensitive: true } }, ...settings.graders.slice(1)] },
+      settings: {
+        ...settings,
+        seed: 1,
+        samplesPerTask: 4,
+        temperature: 0.7,
+        graders: [{ name: "exact_match", params: { case_sensitive: true } }, ...settings.graders.slice(1)],
+      },
       taskIds: ["t1", "t9"],
     });
     assert.equal(m.status, "mismatch");
     const reasons = m.status === "mismatch" ? m.reasons.join("\n") : "";
     // the seed is not among them: the baseline decoded greedily, where the seed cannot matter
-    for (const what of ["model.resolved", "task_set.sha256", "grader", "decoding.samples_per_task", "decoding.temperature: 0 vs 0.7", "1 evaluated task(s) are not in the baseline"]) {
+    for (const what of [
+      "model.resolved",
+      "task_set.sha256",
+      "grader",
+      "decoding.samples_per_task",
+      "decoding.temperature: 0 vs 0.7",
+      "1 evaluated task(s) are not in the baseline",
+    ]) {
       assert.ok(reasons.includes(what), `${what} in\n${reasons}`);
     }
     assert.ok(!reasons.includes("decoding.seed"), reasons);

@@ -51,8 +51,16 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["unknown flag before the command", ["--adress", "h:1", "runs"], /unknown flag --adress \(did you mean --address\?\)/],
   ["missing config file", ["train", "--config", join(dir, "nope.json")], /^agent train: .*nope\.json: no such file$/],
   ["bad JSON with line and column", ["train", "--config", file("bad.json", '{\n  "grpo": {"maxSteps": 3,}\n}')], /bad\.json:2:26: not valid JSON/],
-  ["misspelt key, camelCase", ["train", "--config", file("camel.json", '{"grpo": {"maxStep": 3}}')], /camel\.json: grpo\.maxStep: unknown field \(did you mean maxSteps\?\)/],
-  ["misspelt key, proto names", ["train", "--config", file("snake.json", '{"grpo": {"max_step": 3}}')], /snake\.json: grpo\.max_step: unknown field \(did you mean max_steps\?\)/],
+  [
+    "misspelt key, camelCase",
+    ["train", "--config", file("camel.json", '{"grpo": {"maxStep": 3}}')],
+    /camel\.json: grpo\.maxStep: unknown field \(did you mean maxSteps\?\)/,
+  ],
+  [
+    "misspelt key, proto names",
+    ["train", "--config", file("snake.json", '{"grpo": {"max_step": 3}}')],
+    /snake\.json: grpo\.max_step: unknown field \(did you mean max_steps\?\)/,
+  ],
   ["bad number in the config", ["train", "--config", file("num.json", '{"grpo": {"maxSteps": "abc"}}')], /num\.json: .*max_steps.*"abc"/],
   ["not an object", ["train", "--config", file("arr.json", "[1]")], /arr\.json: expected a JSON object/],
   ["train without --config", ["train"], /^agent train: --config FILE is required/],
@@ -66,19 +74,51 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["unknown state", ["runs", "--state", "runing"], /--state: unknown state 'runing' \(did you mean RUNNING\?\)/],
   ["report of a run not downloaded", ["report", "r-404", "--evals-dir", dir], /run r-404 is not downloaded .*fetch it with: agent download r-404 --evals-dir /],
   ["export of a run not downloaded", ["export", "r-404", "--evals-dir", dir], /fetch it with: agent download r-404/],
-  ["export --out a file", ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", file("a-file", "x")], /^agent export: --out .*a-file: is a file, not a folder/],
-  ["export --merge --out a file", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", file("a-file", "x")], /^agent export: --out .*a-file: is a file, not a folder/],
-  ["export --out in a missing folder", ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /^agent export: --out .*no-such\/x: its parent folder .*no-such does not exist/],
-  ["export --merge --out in a missing folder", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", join(dir, "no-such", "x")], /its parent folder .*no-such does not exist/],
-  ["export --merge --check-prompts 0", ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--check-prompts", "0"], /^agent export: --check-prompts: must be a positive integer, got "0"/],
+  [
+    "export --out a file",
+    ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", file("a-file", "x")],
+    /^agent export: --out .*a-file: is a file, not a folder/,
+  ],
+  [
+    "export --merge --out a file",
+    ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", file("a-file", "x")],
+    /^agent export: --out .*a-file: is a file, not a folder/,
+  ],
+  [
+    "export --out in a missing folder",
+    ["export", downloadedRun("exp-1"), "--evals-dir", dir, "--out", join(dir, "no-such", "x")],
+    /^agent export: --out .*no-such\/x: its parent folder .*no-such does not exist/,
+  ],
+  [
+    "export --merge --out in a missing folder",
+    ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--out", join(dir, "no-such", "x")],
+    /its parent folder .*no-such does not exist/,
+  ],
+  [
+    "export --merge --check-prompts 0",
+    ["export", downloadedRun("exp-1"), "--merge", "--evals-dir", dir, "--check-prompts", "0"],
+    /^agent export: --check-prompts: must be a positive integer, got "0"/,
+  ],
   ["cancel takes no --evals-dir (the detach hint does not print it)", ["cancel", "r1", "--evals-dir", dir], /^agent cancel: unknown flag --evals-dir/],
-  ["eval --adapter with an absolute path", ["eval", "--adapter", "/models/aml-v2"], /^agent eval: --adapter \/models\/aml-v2: give the folder relative to the sidecar's data root \(py-trainer serve --data-root DIR/],
+  [
+    "eval --adapter with an absolute path",
+    ["eval", "--adapter", "/models/aml-v2"],
+    /^agent eval: --adapter \/models\/aml-v2: give the folder relative to the sidecar's data root \(py-trainer serve --data-root DIR/,
+  ],
   ["report --eval of a missing file", ["report", "--eval", join(dir, "nope-eval.json")], /^agent report: --eval .*nope-eval\.json: no such file$/],
-  ["report --eval of a file that is no eval log", ["report", "--eval", file("not-eval.json", '{"schema": "x"}')], /^agent report: --eval .*not-eval\.json: not an eval log/],
+  [
+    "report --eval of a file that is no eval log",
+    ["report", "--eval", file("not-eval.json", '{"schema": "x"}')],
+    /^agent report: --eval .*not-eval\.json: not an eval log/,
+  ],
   ["baseline history with an argument", ["baseline", "history", "x", "--evals-dir", dir], /^agent baseline history: unexpected argument 'x'/],
   ["eval --name without --adapter", ["eval", "r1", "--name", "x"], /--name goes with --adapter/],
   ["baseline check with two runs", ["baseline", "check", "a", "b", "--evals-dir", dir], /^agent baseline check: one run id at most, got 2/],
-  ["baseline check of a run never evaluated", ["baseline", "check", "r-404", "--evals-dir", dirOf(file("baseline.json", JSON.stringify(MINIMAL_BASELINE)))], /^agent baseline check: run r-404 has no eval\.json .*\(evaluate it with: agent eval r-404\)/],
+  [
+    "baseline check of a run never evaluated",
+    ["baseline", "check", "r-404", "--evals-dir", dirOf(file("baseline.json", JSON.stringify(MINIMAL_BASELINE)))],
+    /^agent baseline check: run r-404 has no eval\.json .*\(evaluate it with: agent eval r-404\)/,
+  ],
 ];
 
 for (const [what, args, want] of CASES) {

@@ -49,16 +49,25 @@ const runB = () => ({ runId: "run-b", log: evalOf("run-b", (i) => i < 37) });
 
 test("two runs plus the base: three pairs, Holm-adjusted p's, compare.md with the table and the plot", () => {
   const res = comparePairs([runA(), runB()]);
-  assert.deepEqual(res.pairs.map((p) => `${p.b} - ${p.a}`), ["run-a - base", "run-b - base", "run-b - run-a"]);
+  assert.deepEqual(
+    res.pairs.map((p) => `${p.b} - ${p.a}`),
+    ["run-a - base", "run-b - base", "run-b - run-a"],
+  );
   const raw = res.pairs.map((p) => p.p!);
   assert.ok(raw.every((p) => p > 0 && p <= 1));
-  assert.deepEqual(res.pairs.map((p) => p.holm), holmAdjust(raw));
+  assert.deepEqual(
+    res.pairs.map((p) => p.holm),
+    holmAdjust(raw),
+  );
   assert.ok(res.pairs.every((p) => p.holm! >= p.p!));
   // Holm: 0.016 x 3 = 0.047 rejects; run-a - base, 0.031 alone, x 2 = 0.063 does not; 1 stays 1
   assert.ok(Math.abs(res.pairs[0].p! - 2 * 0.5 ** 6) < 1e-12, String(res.pairs[0].p));
   assert.ok(Math.abs(res.pairs[0].holm! - 2 * 2 * 0.5 ** 6) < 1e-12, String(res.pairs[0].holm));
   assert.ok(Math.abs(res.pairs[1].holm! - 3 * 2 * 0.5 ** 7) < 1e-12, String(res.pairs[1].holm));
-  assert.deepEqual(res.pairs.map((p) => p.differs), [false, true, false]);
+  assert.deepEqual(
+    res.pairs.map((p) => p.differs),
+    [false, true, false],
+  );
   assert.equal(res.pairs[0].comparison.decision!.rejects, true); // unadjusted it would
   assert.equal(res.pairs[0].comparison.decision!.test, "exact McNemar test");
 
@@ -73,16 +82,22 @@ test("two runs plus the base: three pairs, Holm-adjusted p's, compare.md with th
   assert.match(md, /!\[pairwise differences with their decision intervals\]\(compare\.png\)/);
   assert.ok(readFileSync(join(dir, "compare.png")).subarray(1, 4).toString() === "PNG");
   const json = JSON.parse(readFileSync(join(dir, "compare.json"), "utf8"));
-  assert.deepEqual(json.pairs.map((p: { holm: number }) => p.holm), holmAdjust(raw));
+  assert.deepEqual(
+    json.pairs.map((p: { holm: number }) => p.holm),
+    holmAdjust(raw),
+  );
 });
 
 test("a run evaluated with another max_new_tokens is refused, naming the field", () => {
   const other = { runId: "run-b", log: evalOf("run-b", (i) => i < 37, { ...DEFAULT_EVAL_SETTINGS, maxNewTokens: 16 }) };
-  assert.throws(() => comparePairs([runA(), other]), (err: unknown) => {
-    assert.ok(err instanceof UserError);
-    assert.match(err.message, /^agent compare: run-a vs run-b: not comparable, .*decoding\.max_new_tokens: 32 vs 16/);
-    return true;
-  });
+  assert.throws(
+    () => comparePairs([runA(), other]),
+    (err: unknown) => {
+      assert.ok(err instanceof UserError);
+      assert.match(err.message, /^agent compare: run-a vs run-b: not comparable, .*decoding\.max_new_tokens: 32 vs 16/);
+      return true;
+    },
+  );
 });
 
 test("agent compare --from-evals: compare.md from the runs' eval.json; a fingerprint mismatch is one line, exit 2", { timeout: 60_000 }, () => {
@@ -94,7 +109,10 @@ test("agent compare --from-evals: compare.md from the runs' eval.json; a fingerp
   assert.equal(ok.status, 0, ok.stdout + ok.stderr);
   assert.match(ok.stdout, /run-a - base: \+5\.0 pp .*p=0\.031, Holm 0\.063\)/);
   assert.ok(existsSync(join(evalsDir, "compare", "c1", "compare.md")));
-  writeEvalLog(evalsDir, evalOf("run-b", (i) => i < 37, { ...DEFAULT_EVAL_SETTINGS, maxNewTokens: 16 }));
+  writeEvalLog(
+    evalsDir,
+    evalOf("run-b", (i) => i < 37, { ...DEFAULT_EVAL_SETTINGS, maxNewTokens: 16 }),
+  );
   const bad = spawnSync(AGENT, ["compare", "run-a", "run-b", "--from-evals", "--evals-dir", evalsDir, "--id", "c2"], { encoding: "utf8", env });
   assert.equal(bad.status, 2, bad.stdout + bad.stderr);
   assert.equal(bad.stderr.trim().split("\n").length, 1, bad.stderr);

@@ -29,10 +29,12 @@ before(async () => {
     },
     deleteRun: (req) => {
       // as the sidecar answers (py_trainer/core/paths.py validate_run_id)
-      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(req.runId)) throw new ConnectError(`run_id: ${JSON.stringify(req.runId)} is not a valid run id`, Code.InvalidArgument);
+      if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(req.runId))
+        throw new ConnectError(`run_id: ${JSON.stringify(req.runId)} is not a valid run id`, Code.InvalidArgument);
       const state = RUNS[req.runId];
       if (state === undefined) throw new ConnectError(`run_id: no run '${req.runId}'`, Code.NotFound);
-      if (state === RunState.RUNNING) throw new ConnectError(`run ${req.runId} is RUNNING: only a finished run can be deleted (CancelRun it first)`, Code.FailedPrecondition);
+      if (state === RunState.RUNNING)
+        throw new ConnectError(`run ${req.runId} is RUNNING: only a finished run can be deleted (CancelRun it first)`, Code.FailedPrecondition);
       return { run: create(RunSchema, { runId: req.runId, state, currentStep: 12n }) };
     },
   });
@@ -80,7 +82,10 @@ test("an active run is refused in one line, exit 2: before asking, and with the 
   const asked = await del(["live"], "y\n");
   assert.equal(asked.code, 2, asked.stderr);
   assert.ok(oneLine(asked.stderr), asked.stderr);
-  assert.match(asked.stderr, /^agent delete: run live is RUNNING: only a finished run can be deleted; cancel it first: agent cancel live --address 127\.0\.0\.1:\d+$/m);
+  assert.match(
+    asked.stderr,
+    /^agent delete: run live is RUNNING: only a finished run can be deleted; cancel it first: agent cancel live --address 127\.0\.0\.1:\d+$/m,
+  );
   assert.equal(deletes(), before, "never sent without a confirmation");
   const forced = await del(["live", "--yes"]);
   assert.equal(forced.code, 2, forced.stderr);

@@ -31,7 +31,10 @@ test("live re-grading: the sidecar's scores equal task-rewards.ts's, and a corru
   const taskSet = loadTaskSet(defaultTasksPath(), "test", 8);
   const progress: number[] = [];
   const result = await runEvaluate(client, evaluateRequest(DEFAULT_EVAL_SETTINGS, taskSet), (p) => progress.push(p.tasksDone));
-  assert.deepEqual(result.variants.map((v) => v.name), ["base"]);
+  assert.deepEqual(
+    result.variants.map((v) => v.name),
+    ["base"],
+  );
   assert.equal(progress[progress.length - 1], 8);
   assert.equal(regrade(result.variants, taskSet.rows, DEFAULT_EVAL_SETTINGS.graders), 8 * 3);
 
@@ -68,5 +71,4 @@ test("`agent baseline set --limit 8` writes baseline.json; a second run without 
 
   assert.equal(await main(["baseline", "set", ...args]), 2); // a refusal before any work is a usage mistake (docs/usage.md)
   assert.equal(readFileSync(path, "utf8"), first);
-
 });

@@ -15,7 +15,8 @@ import { SidecarClient } from "../src/sidecar/client.js";
 import { captureConsole } from "./helpers/console.js";
 import { startFakeSidecar, type FakeSidecar } from "./helpers/fake-sidecar.js";
 
-const NOTE = "converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model folder before the eval (one time, about a minute here; later loads use the converted folder)";
+const NOTE =
+  "converting SmolLM2-135M-Instruct.Q4_1.gguf from GGUF into a model folder before the eval (one time, about a minute here; later loads use the converted folder)";
 let sc: FakeSidecar;
 
 before(async () => {
@@ -33,7 +34,9 @@ test("an Evaluate's warning is printed as one line before the progress, and the 
   const client = new SidecarClient({ address: sc.address });
   const order: string[] = [];
   const { value, out } = await captureConsole((lines) =>
-    runEvaluate(client, { tasks: { source: { case: "inline", value: { rows: [{ id: "t", prompt: "p", answers: ["a"] }] } } } }, () => order.push(`progress after ${lines.length} line(s)`)),
+    runEvaluate(client, { tasks: { source: { case: "inline", value: { rows: [{ id: "t", prompt: "p", answers: ["a"] }] } } } }, () =>
+      order.push(`progress after ${lines.length} line(s)`),
+    ),
   );
   assert.equal(value.baseModel, "m");
   assert.deepEqual(out, [`warning [base_model_conversion]: ${NOTE}`]);

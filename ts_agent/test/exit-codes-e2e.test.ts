@@ -46,7 +46,15 @@ before(async () => {
 });
 after(() => fake.close());
 
-for (const args of [["eval", "nope"], ["watch", "nope"], ["resume", "nope"], ["select", "nope"], ["download", "nope"], ["cancel", "nope"], ["compare", "nope", "nope2"]]) {
+for (const args of [
+  ["eval", "nope"],
+  ["watch", "nope"],
+  ["resume", "nope"],
+  ["select", "nope"],
+  ["download", "nope"],
+  ["cancel", "nope"],
+  ["compare", "nope", "nope2"],
+]) {
   test(`agent ${args.join(" ")}: an unknown run id is exit 2, one line`, { timeout: 60_000 }, async () => {
     const evalsDir = args[0] === "cancel" ? [] : ["--evals-dir", dir]; // cancel keeps nothing locally
     const r = await agentAsync([...args, ...evalsDir, "--address", fake.address]);

@@ -5,13 +5,7 @@ import { describe, test } from "node:test";
 import { buildBaseline, matchBaseline } from "../src/agent/eval/baseline-record.js";
 import { DEFAULT_EVAL_SETTINGS } from "../src/agent/eval/evaluate.js";
 import { type EvalSettings } from "../src/agent/core/eval-log.js";
-import {
-  buildFingerprint,
-  compareFingerprints,
-  fingerprintGates,
-  fingerprintUnchecked,
-  fingerprintWarnings,
-} from "../src/agent/eval/fingerprint.js";
+import { buildFingerprint, compareFingerprints, fingerprintGates, fingerprintUnchecked, fingerprintWarnings } from "../src/agent/eval/fingerprint.js";
 import { summarizeVariant } from "../src/agent/eval/grading.js";
 import type { TaskSet } from "../src/agent/eval/task-set.js";
 import { RESOLVED_MODEL, gradedResult, row, runtimeFingerprint } from "./helpers/eval-fixtures.js";
@@ -57,14 +51,22 @@ describe("the fingerprint", () => {
   });
 
   test("matchBaseline: greedy baseline vs greedy eval with another seed matches", () => {
-    const summary = summarizeVariant(gradedResult(rows, { base: { t1: ["<answer>structuring</answer>"], t2: ["x"] } }).variants[0], DEFAULT_EVAL_SETTINGS.graders);
+    const summary = summarizeVariant(
+      gradedResult(rows, { base: { t1: ["<answer>structuring</answer>"], t2: ["x"] } }).variants[0],
+      DEFAULT_EVAL_SETTINGS.graders,
+    );
     const baseline = buildBaseline({ ...DEFAULT_EVAL_SETTINGS, seed: 7 }, taskSet, model, summary, new Date(), runtime());
     const settings = { ...DEFAULT_EVAL_SETTINGS, seed: 0 };
     assert.deepEqual(matchBaseline(baseline, { model, taskSet: taskSetRef, settings, taskIds: ["t1", "t2"], fingerprint: fp(settings) }), { status: "match" });
   });
 
   test("device and dtype gate; batch size and library versions only warn", () => {
-    const other = runtime({ device: "cuda", dtype: "bf16", batchSize: 8, libraryVersions: { torch: "2.6.0", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" } });
+    const other = runtime({
+      device: "cuda",
+      dtype: "bf16",
+      batchSize: 8,
+      libraryVersions: { torch: "2.6.0", transformers: "4.57.0", peft: "0.17.0", trl: "0.24.0" },
+    });
     const rows = compareFingerprints(fp(), fp({}, other));
     assert.deepEqual(fingerprintGates(rows), ["runtime.device: cpu vs cuda", "runtime.dtype: fp32 vs bf16"]);
     assert.deepEqual(fingerprintWarnings(rows), ["runtime.batch_size: 64 vs 8", "runtime.library_versions.torch: 2.5.1 vs 2.6.0"]);
@@ -96,14 +98,20 @@ describe("the fingerprint", () => {
   });
 
   test("the code revision (issue 26): a grader-code change gates, naming the field; another commit only warns", () => {
-    const otherGrader = fp({}, runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "c0".repeat(20), gitDirty: false, graderSha256: "44".repeat(32) } }));
+    const otherGrader = fp(
+      {},
+      runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "c0".repeat(20), gitDirty: false, graderSha256: "44".repeat(32) } }),
+    );
     assert.deepEqual(gates(fp(), otherGrader), [`code.sidecar.grader_sha256: ${"33".repeat(6)}… vs ${"44".repeat(6)}…`]);
 
     const agentEdited = fp();
     agentEdited.code!.agent = { ...agentEdited.code!.agent!, graderSha256: "55".repeat(32) };
     assert.deepEqual(gates(fp(), agentEdited), [`code.agent.grader_sha256: ${fp().code!.agent!.graderSha256.slice(0, 12)}… vs ${"55".repeat(6)}…`]);
 
-    const laterCommit = fp({}, runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "d1".repeat(20), gitDirty: true, graderSha256: "33".repeat(32) } }));
+    const laterCommit = fp(
+      {},
+      runtime({ codeRevision: { packageVersion: "0.1.0", gitCommit: "d1".repeat(20), gitDirty: true, graderSha256: "33".repeat(32) } }),
+    );
     const rows = compareFingerprints(fp(), laterCommit);
     assert.deepEqual(fingerprintGates(rows), []);
     assert.deepEqual(fingerprintWarnings(rows), [`code.sidecar.git_commit: ${"c0".repeat(6)} vs ${"d1".repeat(6)} (dirty)`]);
@@ -112,8 +120,16 @@ describe("the fingerprint", () => {
   test("a file older than the code revision: the code rows are 'not recorded' and never gate", () => {
     const older = fp();
     delete older.code;
-    const rows = compareFingerprints(older, fp({}, runtime({ codeRevision: { packageVersion: "0.2.0", gitCommit: "", gitDirty: false, graderSha256: "66".repeat(32) } })));
+    const rows = compareFingerprints(
+      older,
+      fp({}, runtime({ codeRevision: { packageVersion: "0.2.0", gitCommit: "", gitDirty: false, graderSha256: "66".repeat(32) } })),
+    );
     assert.deepEqual(fingerprintGates(rows), []);
-    assert.deepEqual(fingerprintUnchecked(rows), ["code.sidecar.grader_sha256", "code.agent.grader_sha256", "code.sidecar.git_commit", "code.agent.git_commit"]);
+    assert.deepEqual(fingerprintUnchecked(rows), [
+      "code.sidecar.grader_sha256",
+      "code.agent.grader_sha256",
+      "code.sidecar.git_commit",
+      "code.agent.git_commit",
+    ]);
   });
 });

@@ -4,14 +4,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { RewardInputError, normalizeAnswer } from "../src/agent/core/answer-text.js";
-import {
-  buildReward,
-  composeRewardSpecs,
-  composeRewards,
-  exactMatchReward,
-  formatReward,
-  rewardNames,
-} from "../src/agent/core/task-rewards.js";
+import { buildReward, composeRewardSpecs, composeRewards, exactMatchReward, formatReward, rewardNames } from "../src/agent/core/task-rewards.js";
 import { groupRelativeAdvantage, type AdvantageScale } from "../src/agent/core/advantage.js";
 
 function kindOf(fn: () => unknown): string | undefined {
@@ -25,11 +18,11 @@ function kindOf(fn: () => unknown): string | undefined {
 }
 
 const reward = fc.oneof(fc.constantFrom(0, 1, 0.5, null), fc.double({ min: -5, max: 5, noNaN: true }));
-const batch = fc.integer({ min: 1, max: 6 }).chain((g) =>
-  fc.integer({ min: 1, max: 5 }).chain((groups) =>
-    fc.array(reward, { minLength: g * groups, maxLength: g * groups }).map((rewards) => ({ rewards, g })),
-  ),
-);
+const batch = fc
+  .integer({ min: 1, max: 6 })
+  .chain((g) =>
+    fc.integer({ min: 1, max: 5 }).chain((groups) => fc.array(reward, { minLength: g * groups, maxLength: g * groups }).map((rewards) => ({ rewards, g }))),
+  );
 const scale = fc.constantFrom<AdvantageScale>("group", "batch", "none");
 
 describe("groupRelativeAdvantage", () => {
@@ -89,7 +82,11 @@ describe("groupRelativeAdvantage", () => {
     fc.assert(
       fc.property(batch, fc.constantFrom<AdvantageScale>("group", "none"), fc.integer({ min: -3, max: 3 }), ({ rewards, g }, s, c) => {
         const a = groupRelativeAdvantage(rewards, g, { scale: s });
-        const b = groupRelativeAdvantage(rewards.map((r) => (r === null ? null : r + c)), g, { scale: s });
+        const b = groupRelativeAdvantage(
+          rewards.map((r) => (r === null ? null : r + c)),
+          g,
+          { scale: s },
+        );
         a.forEach((x, i) => assert.ok(Math.abs(x - b[i]) <= 1e-6 * (1 + Math.abs(x))));
       }),
     );
@@ -113,16 +110,37 @@ describe("groupRelativeAdvantage", () => {
   });
 
   test("bad input has a stable kind", () => {
-    assert.equal(kindOf(() => groupRelativeAdvantage([], 2)), "empty");
-    assert.equal(kindOf(() => groupRelativeAdvantage([1, 0, 1], 2)), "group_size");
-    assert.equal(kindOf(() => groupRelativeAdvantage([1, 0], 0)), "group_size");
-    assert.equal(kindOf(() => groupRelativeAdvantage([1, 0], 2, { scale: "x" as AdvantageScale })), "bad_option");
-    assert.equal(kindOf(() => groupRelativeAdvantage([1, 0], 2, { eps: NaN })), "nan");
-    assert.equal(kindOf(() => groupRelativeAdvantage([1, -Infinity], 2)), "out_of_range");
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([], 2)),
+      "empty",
+    );
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([1, 0, 1], 2)),
+      "group_size",
+    );
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([1, 0], 0)),
+      "group_size",
+    );
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([1, 0], 2, { scale: "x" as AdvantageScale })),
+      "bad_option",
+    );
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([1, 0], 2, { eps: NaN })),
+      "nan",
+    );
+    assert.equal(
+      kindOf(() => groupRelativeAdvantage([1, -Infinity], 2)),
+      "out_of_range",
+    );
     fc.assert(
       fc.property(fc.integer({ min: 2, max: 9 }), fc.integer({ min: 1, max: 30 }), (g, n) => {
         fc.pre(n % g !== 0);
-        assert.equal(kindOf(() => groupRelativeAdvantage(new Array<number>(n).fill(1), g)), "group_size");
+        assert.equal(
+          kindOf(() => groupRelativeAdvantage(new Array<number>(n).fill(1), g)),
+          "group_size",
+        );
       }),
     );
   });
@@ -185,8 +203,14 @@ describe("exactMatchReward", () => {
   });
 
   test("no usable gold answer: an error for the function, unscorable for the registry scorer", () => {
-    assert.equal(kindOf(() => exactMatchReward("<answer>x</answer>", [])), "empty");
-    assert.equal(kindOf(() => exactMatchReward("<answer>x</answer>", [" ", ""])), "empty");
+    assert.equal(
+      kindOf(() => exactMatchReward("<answer>x</answer>", [])),
+      "empty",
+    );
+    assert.equal(
+      kindOf(() => exactMatchReward("<answer>x</answer>", [" ", ""])),
+      "empty",
+    );
     assert.equal(buildReward({ name: "exact_match" }).score("<answer>x</answer>", []), null);
   });
 });
@@ -196,13 +220,19 @@ const blockText = fc.stringMatching(/^[a-z ]{0,10}$/).filter((s) => !s.includes(
 describe("formatReward", () => {
   test("well-formed completions score 1; trailing text scores 0 (and 0.8 with partial credit)", () => {
     fc.assert(
-      fc.property(fc.option(blockText), blockText.filter((s) => s.trim() !== ""), spaces, fc.stringMatching(/^[a-z]{1,6}$/), (think, ans, ws, tail) => {
-        const c = `${ws}${think === null ? "" : `<think>${think}</think>${ws}`}<answer>${ans}</answer>${ws}`;
-        assert.equal(formatReward(c), 1);
-        assert.equal(formatReward(c + tail), 0);
-        assert.equal(formatReward(c + tail, { partialCredit: true }), 0.8);
-        assert.equal(formatReward(c, { think: think === null ? "forbidden" : "required" }), 1);
-      }),
+      fc.property(
+        fc.option(blockText),
+        blockText.filter((s) => s.trim() !== ""),
+        spaces,
+        fc.stringMatching(/^[a-z]{1,6}$/),
+        (think, ans, ws, tail) => {
+          const c = `${ws}${think === null ? "" : `<think>${think}</think>${ws}`}<answer>${ans}</answer>${ws}`;
+          assert.equal(formatReward(c), 1);
+          assert.equal(formatReward(c + tail), 0);
+          assert.equal(formatReward(c + tail, { partialCredit: true }), 0.8);
+          assert.equal(formatReward(c, { think: think === null ? "forbidden" : "required" }), 1);
+        },
+      ),
     );
   });
 

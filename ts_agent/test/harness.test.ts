@@ -18,7 +18,12 @@ const GRADERS = DEFAULT_EVAL_SETTINGS.graders;
 const rows = [row("t1", "structuring"), row("t2", "smurfing"), row("t3", "layering"), row("t4", "money_mule", ["money_mule", "mule"])];
 const completions = {
   base: { t1: ["<answer>smurfing</answer>"], t2: ["<answer>smurfing</answer>"], t3: ["layering"], t4: ["<answer>shell_company</answer>"] },
-  adapter: { t1: ["<answer>structuring</answer>"], t2: ["<answer>smurfing</answer>"], t3: ["<answer>layering</answer>"], t4: ["<answer>shell_company</answer>"] },
+  adapter: {
+    t1: ["<answer>structuring</answer>"],
+    t2: ["<answer>smurfing</answer>"],
+    t3: ["<answer>layering</answer>"],
+    t4: ["<answer>shell_company</answer>"],
+  },
 };
 
 describe("re-grading", () => {
@@ -54,7 +59,10 @@ describe("re-grading", () => {
     result.variants[0].tasks[0].samples[0].scores["exact_match"] = 0;
     assert.throws(() => regrade(result.variants, blank, GRADERS), RegradeMismatchError);
     delete result.variants[0].tasks[0].samples[0].scores["exact_match"];
-    assert.throws(() => regrade(result.variants, blank, GRADERS), (err: unknown) => err instanceof RegradeMismatchError && err.mismatches[0].python === undefined);
+    assert.throws(
+      () => regrade(result.variants, blank, GRADERS),
+      (err: unknown) => err instanceof RegradeMismatchError && err.mismatches[0].python === undefined,
+    );
   });
 
   test("a task missing from a variant, or one that was never asked for, is an error", () => {
@@ -86,8 +94,23 @@ describe("scores, comparison and agreement", () => {
   });
 
   test("compareScores pairs by id, drops unscorable pairs, and uses stats.ts for every number", () => {
-    const base = new Map([["a", 0], ["b", 1], ["c", 0], ["d", 0], ["e", NaN], ["f", 1]]);
-    const cand = new Map([["a", 1], ["b", 1], ["c", 1], ["d", 0], ["e", 1], ["f", 0], ["g", 1]]);
+    const base = new Map([
+      ["a", 0],
+      ["b", 1],
+      ["c", 0],
+      ["d", 0],
+      ["e", NaN],
+      ["f", 1],
+    ]);
+    const cand = new Map([
+      ["a", 1],
+      ["b", 1],
+      ["c", 1],
+      ["d", 0],
+      ["e", 1],
+      ["f", 0],
+      ["g", 1],
+    ]);
     const c = compareScores(base, cand);
     assert.equal(c.n, 5);
     assert.equal(c.unpaired, 2); // e (base NaN), g (no base)
@@ -105,7 +128,16 @@ describe("scores, comparison and agreement", () => {
   });
 
   test("no difference: required n is undefined and says why; one pair: nothing is computed", () => {
-    const same = compareScores(new Map([["a", 1], ["b", 0]]), new Map([["a", 1], ["b", 0]]));
+    const same = compareScores(
+      new Map([
+        ["a", 1],
+        ["b", 0],
+      ]),
+      new Map([
+        ["a", 1],
+        ["b", 0],
+      ]),
+    );
     assert.equal(same.requiredN, null);
     assert.match(same.requiredNNote, /observed difference is 0/);
     const one = compareScores(new Map([["a", 1]]), new Map([["a", 0]]));
@@ -127,7 +159,11 @@ describe("scores, comparison and agreement", () => {
 
   test("human labels: gold vs human per task, and the strict grader against gold vs against the human label", () => {
     const result = gradedResult(rows, completions);
-    const human = new Map([["t1", "structuring"], ["t2", "structuring"], ["t3", "layering"]]);
+    const human = new Map([
+      ["t1", "structuring"],
+      ["t2", "structuring"],
+      ["t3", "layering"],
+    ]);
     const [gold, base, adapter] = humanAgreement(result.variants, rows, human);
     assert.equal(gold.n, 3);
     assert.equal(gold.observedAgreement, 2 / 3);
@@ -150,7 +186,10 @@ describe("task sets and model identity", () => {
     lines[2] = lines[2].replace(/}$/, ',"human_label":"layering"}');
     writeFileSync(path, lines.join("\n") + "\n");
     const ts = loadTaskSet(path, "test", 2);
-    assert.deepEqual(ts.rows.map((r) => r.id), ["x1", "x3"]);
+    assert.deepEqual(
+      ts.rows.map((r) => r.id),
+      ["x1", "x3"],
+    );
     assert.match(ts.sha256, /^[0-9a-f]{64}$/);
     assert.deepEqual([...ts.humanLabels], [["x3", "layering"]]);
     assert.equal(ts.path, path); // outside the repo: absolute
@@ -163,7 +202,15 @@ describe("task sets and model identity", () => {
 });
 
 describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", async () => {
-  const h = { ...(await import("../src/agent/eval/task-set.js")), ...(await import("../src/agent/eval/evaluate.js")), ...(await import("../src/agent/core/eval-log.js")), ...(await import("../src/agent/eval/build-eval-log.js")), ...(await import("../src/agent/core/base-vs-adapter.js")), ...(await import("../src/agent/eval/grading.js")), ...(await import("../src/agent/verdict/verdict.js")) };
+  const h = {
+    ...(await import("../src/agent/eval/task-set.js")),
+    ...(await import("../src/agent/eval/evaluate.js")),
+    ...(await import("../src/agent/core/eval-log.js")),
+    ...(await import("../src/agent/eval/build-eval-log.js")),
+    ...(await import("../src/agent/core/base-vs-adapter.js")),
+    ...(await import("../src/agent/eval/grading.js")),
+    ...(await import("../src/agent/verdict/verdict.js")),
+  };
   const { defaultTasksPath } = await import("../src/agent/eval/tasks.js");
 
   test("the checked-in task set's test split has a held-out-template companion with new templates", () => {
@@ -178,13 +225,23 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
   });
 
   test("one Evaluate result split in two: each split re-graded and compared on its own tasks", () => {
-    const r2 = [row("h1", "structuring"), row("h2", "smurfing")].map((r) => ({ ...r, split: "test_heldout_template" as const, template: `${r.slice}/heldout-1` }));
+    const r2 = [row("h1", "structuring"), row("h2", "smurfing")].map((r) => ({
+      ...r,
+      split: "test_heldout_template" as const,
+      template: `${r.slice}/heldout-1`,
+    }));
     const both = gradedResult([...rows, ...r2], {
       base: { ...completions.base, h1: ["<answer>structuring</answer>"], h2: ["<answer>layering</answer>"] },
       adapter: { ...completions.adapter, h1: ["<answer>smurfing</answer>"], h2: ["<answer>layering</answer>"] },
     });
     const held = h.restrictResult(both, new Set(["h1", "h2"]));
-    assert.deepEqual(held.variants.map((v) => v.tasks.map((t) => t.taskId)), [["h1", "h2"], ["h1", "h2"]]);
+    assert.deepEqual(
+      held.variants.map((v) => v.tasks.map((t) => t.taskId)),
+      [
+        ["h1", "h2"],
+        ["h1", "h2"],
+      ],
+    );
     const taskSet: TaskSet = { path: "x.jsonl", sha256: "0".repeat(64), split: "test_heldout_template", limit: 0, rows: r2, humanLabels: new Map() };
     const sr = { ...h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held), ...h.compareSplit(h.splitResult(DEFAULT_EVAL_SETTINGS, taskSet, held), r2) };
     assert.equal(sr.comparison!.n, 2);
@@ -203,7 +260,10 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
       cand.set(`k${i}`, t === "structuring" && i < 12 ? 1 : 0); // 12 wins of 20 on structuring
     }
     const out = h.sliceBreakdown(base, cand, rs);
-    assert.deepEqual(out.map((t) => t.slice), ["smurfing", "structuring"]);
+    assert.deepEqual(
+      out.map((t) => t.slice),
+      ["smurfing", "structuring"],
+    );
     const s = out.find((t) => t.slice === "structuring")!;
     assert.equal(s.test, "exact McNemar test");
     assert.ok(Math.abs(s.p! - 2 ** -11) < 1e-15); // 12 vs 0 discordant
@@ -225,8 +285,24 @@ describe("held-out templates, per typology, clustered SE, pass@k (issue 10)", as
     const v = {
       name: "adapter",
       tasks: [
-        { taskId: "a", samples: [{ completion: "", scores: { exact_match: 1 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }] },
-        { taskId: "b", samples: [{ completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }, { completion: "", scores: { exact_match: 0 } }] },
+        {
+          taskId: "a",
+          samples: [
+            { completion: "", scores: { exact_match: 1 } },
+            { completion: "", scores: { exact_match: 0 } },
+            { completion: "", scores: { exact_match: 0 } },
+            { completion: "", scores: { exact_match: 0 } },
+          ],
+        },
+        {
+          taskId: "b",
+          samples: [
+            { completion: "", scores: { exact_match: 0 } },
+            { completion: "", scores: { exact_match: 0 } },
+            { completion: "", scores: { exact_match: 0 } },
+            { completion: "", scores: { exact_match: 0 } },
+          ],
+        },
       ],
     };
     assert.deepEqual(h.meanPassAtK(v), [

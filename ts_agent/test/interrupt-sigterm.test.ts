@@ -26,6 +26,9 @@ test("SIGTERM during a sweep prints the run left training and the command that c
   assert.deepEqual(exits, [143]);
   assert.equal(printed[0], "agent sweep: terminated (SIGTERM).");
   assert.ok(printed.includes("  cancel it:  agent cancel sw-s4 --address 10.0.0.5:50151"), printed.join("\n"));
-  assert.ok(printed.some((l) => l.startsWith("continue the sweep") && l.includes("agent sweep --resume sw")), printed.join("\n"));
+  assert.ok(
+    printed.some((l) => l.startsWith("continue the sweep") && l.includes("agent sweep --resume sw")),
+    printed.join("\n"),
+  );
   assert.equal(process.listenerCount("SIGTERM"), 0); // removed once the sweep is done with it
 });

@@ -53,7 +53,11 @@ test("tiny N is INCONCLUSIVE, with n and the required n in the reason, even with
   assert.match(v.reason, /n=12 < 200 test tasks/);
   assert.match(v.reason, /required n=310 for the observed delta/);
   // A tiny N with a CI far below the bar is still not a FAIL: too few tasks to judge.
-  const w = judgeMilestone({ reward: reward(), downstream: downstream({ n: 3, meanDiff: 0, lower: 0, upper: 0, requiredN: null }), baseline: { status: "match" } });
+  const w = judgeMilestone({
+    reward: reward(),
+    downstream: downstream({ n: 3, meanDiff: 0, lower: 0, upper: 0, requiredN: null }),
+    baseline: { status: "match" },
+  });
   assert.equal(w.verdict, "INCONCLUSIVE");
 });
 
@@ -75,17 +79,29 @@ test("clear fail: the downstream CI upper bound is below +5 pp", () => {
 });
 
 test("clear fail: the reward CI upper bound is below +20%", () => {
-  const v = judgeMilestone({ reward: reward({ relativeChange: 0.05, relativeChangeCiLow: -0.05, relativeChangeCiHigh: 0.15 }), downstream: downstream(), baseline: { status: "match" } });
+  const v = judgeMilestone({
+    reward: reward({ relativeChange: 0.05, relativeChangeCiLow: -0.05, relativeChangeCiHigh: 0.15 }),
+    downstream: downstream(),
+    baseline: { status: "match" },
+  });
   assert.equal(v.verdict, "FAIL");
   assert.equal(v.reward.verdict, "FAIL");
   assert.match(v.reason, /CI upper bound \+15\.0% < \+20%/);
 });
 
 test("reward >= +20% but its CI includes 0 is INCONCLUSIVE; a zero start is INCONCLUSIVE", () => {
-  const a = judgeMilestone({ reward: reward({ relativeChange: 0.3, relativeChangeCiLow: -0.1, relativeChangeCiHigh: 0.8 }), downstream: downstream(), baseline: { status: "match" } });
+  const a = judgeMilestone({
+    reward: reward({ relativeChange: 0.3, relativeChangeCiLow: -0.1, relativeChangeCiHigh: 0.8 }),
+    downstream: downstream(),
+    baseline: { status: "match" },
+  });
   assert.equal(a.verdict, "INCONCLUSIVE");
   assert.match(a.reward.reason, /the CI does not exclude 0/);
-  const b = judgeMilestone({ reward: reward({ startMean: 0, relativeChange: NaN, relativeChangeCiLow: NaN, relativeChangeCiHigh: NaN }), downstream: downstream(), baseline: { status: "match" } });
+  const b = judgeMilestone({
+    reward: reward({ startMean: 0, relativeChange: NaN, relativeChangeCiLow: NaN, relativeChangeCiHigh: NaN }),
+    downstream: downstream(),
+    baseline: { status: "match" },
+  });
   assert.equal(b.reward.verdict, "INCONCLUSIVE");
   assert.match(b.reward.reason, /relative change is undefined/);
 });
@@ -99,7 +115,11 @@ test("a missing baseline gates the verdict even when both criteria pass", () => 
 });
 
 test("a mismatching baseline gates the verdict, with the reasons", () => {
-  const v = judgeMilestone({ reward: reward(), downstream: downstream(), baseline: { status: "mismatch", reasons: ["task-set sha256: baseline \"aa\", eval \"bb\""] } });
+  const v = judgeMilestone({
+    reward: reward(),
+    downstream: downstream(),
+    baseline: { status: "mismatch", reasons: ['task-set sha256: baseline "aa", eval "bb"'] },
+  });
   assert.equal(v.verdict, "INCONCLUSIVE");
   assert.equal(v.gated, true);
   assert.match(v.reason, /GATED on baseline\.json: .*does not match this eval \(task-set sha256/);
@@ -124,7 +144,11 @@ test("the governing test and the interval disagree near the boundary: INCONCLUSI
 });
 
 test("an unbounded reward CI is printed as unbounded and still judged", () => {
-  const v = judgeMilestone({ reward: reward({ startMean: 0.02, endMean: 0.2, relativeChange: 9, relativeChangeCiLow: 1.5, relativeChangeCiHigh: Infinity }), downstream: downstream(), baseline: { status: "match" } });
+  const v = judgeMilestone({
+    reward: reward({ startMean: 0.02, endMean: 0.2, relativeChange: 9, relativeChangeCiLow: 1.5, relativeChangeCiHigh: Infinity }),
+    downstream: downstream(),
+    baseline: { status: "match" },
+  });
   assert.equal(v.reward.verdict, "CONFIRMED");
   assert.match(v.reward.reason, /\+unbounded/);
   assert.match(v.reward.reason, /absolute \+0\.180/);

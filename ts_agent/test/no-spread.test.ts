@@ -79,7 +79,16 @@ describe("no spread, with a tolerance (issue 29, item 1)", () => {
       assert.ok(s.p !== null && s.p > 0.05, `${s.slice}: p ${s.p}`); // 3 rises of 3: p 0.25, never 0
     }
     // all equal up to rounding: nothing to test
-    const same = compareScores(new Map([["a", 0.1 + 0.2], ["b", 0.7]]), new Map([["a", 0.3], ["b", 0.1 + 0.6]]));
+    const same = compareScores(
+      new Map([
+        ["a", 0.1 + 0.2],
+        ["b", 0.7],
+      ]),
+      new Map([
+        ["a", 0.3],
+        ["b", 0.1 + 0.6],
+      ]),
+    );
     assert.equal(same.decision?.test, UNDEFINED_TEST);
   });
 

@@ -47,7 +47,14 @@ function writeRun(dir: string) {
   });
   writeFileSync(join(dir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }));
   const events = Array.from({ length: 10 }, (_, i) =>
-    toJsonString(RunEventSchema, create(RunEventSchema, { seq: BigInt(i + 1), runId: "cap1", kind: { case: "trainStep", value: { step: BigInt(i + 1), maxSteps: 10n, metrics: { reward: 0.3 + 0.02 * i, kl: 0.01 } } } })),
+    toJsonString(
+      RunEventSchema,
+      create(RunEventSchema, {
+        seq: BigInt(i + 1),
+        runId: "cap1",
+        kind: { case: "trainStep", value: { step: BigInt(i + 1), maxSteps: 10n, metrics: { reward: 0.3 + 0.02 * i, kl: 0.01 } } },
+      }),
+    ),
   );
   writeFileSync(join(dir, "events.jsonl"), events.join("\n") + "\n");
 }
@@ -68,7 +75,10 @@ describe("report.md on an open-answer task (issue 45)", () => {
   const r = report();
 
   test("the task file is open-answer, graded by exact_match_lenient alone (plus nothing else)", () => {
-    assert.deepEqual(r.settings.graders.map((g) => g.name), ["exact_match_lenient"]);
+    assert.deepEqual(
+      r.settings.graders.map((g) => g.name),
+      ["exact_match_lenient"],
+    );
   });
 
   test("the answer table reads the answers the grader reads (no tag needed), not '(none)' for every task", () => {
@@ -106,11 +116,24 @@ describe("report.md on an open-answer task (issue 45)", () => {
 
 test("an attribution row says 'CI includes 0' only when it does (the governing test may not reject while the CI excludes 0)", () => {
   const features = curveFeatures([]);
-  const d = { heldOutRose: true, significant: false, text: "+18.5 pp (95% CI +3.4 to +33.6 pp), n=30", n: 30, meanDiff: 0.185, lower: 0.034, upper: 0.336, requiredN: 20 };
-  const evidence = attribute(features, d).map((x) => x.evidence).join("\n");
+  const d = {
+    heldOutRose: true,
+    significant: false,
+    text: "+18.5 pp (95% CI +3.4 to +33.6 pp), n=30",
+    n: 30,
+    meanDiff: 0.185,
+    lower: 0.034,
+    upper: 0.336,
+    requiredN: 20,
+  };
+  const evidence = attribute(features, d)
+    .map((x) => x.evidence)
+    .join("\n");
   assert.doesNotMatch(evidence, /CI includes 0/);
   assert.match(evidence, /the governing test does not reject 0/);
-  const inc = attribute(features, { ...d, lower: -0.02, text: "+18.5 pp (95% CI -2.0 to +33.6 pp), n=30" }).map((x) => x.evidence).join("\n");
+  const inc = attribute(features, { ...d, lower: -0.02, text: "+18.5 pp (95% CI -2.0 to +33.6 pp), n=30" })
+    .map((x) => x.evidence)
+    .join("\n");
   assert.match(inc, /CI includes 0/);
 });
 

@@ -21,7 +21,12 @@ function openLog(answer: (i: number) => string) {
   const rows: TaskRow[] = Array.from({ length: 100 }, (_, i) => ({ id: `w${i}`, split: "test", prompt: `day ${i}?`, answers: [DAYS[i % 7]] }));
   const completions = (f: (i: number) => string) => Object.fromEntries(rows.map((r, i) => [r.id, [`<answer>${f(i)}</answer>`]]));
   const taskSet: TaskSet = {
-    path: "mytasks/weekday.jsonl", sha256: "ab".repeat(32), split: "test", limit: 0, rows, humanLabels: new Map(),
+    path: "mytasks/weekday.jsonl",
+    sha256: "ab".repeat(32),
+    split: "test",
+    limit: 0,
+    rows,
+    humanLabels: new Map(),
     format: { labelField: "label", labels: null, sliceField: "slice", hasSlices: false, hasTemplates: false, splits: ["train", "test"] },
   };
   return buildEvalLog("r1", { ...DEFAULT_EVAL_SETTINGS }, taskSet, gradedResult(rows, { base: completions(() => "Saturday"), adapter: completions(answer) }));
@@ -43,5 +48,8 @@ test("an open-answer set with varied answers: no constant answer, the shares add
   const adapter = answerSignal(a).adapter!;
   assert.equal(adapter.constant, false);
   assert.equal(adapter.distinct, 7);
-  assert.equal(adapter.shares.reduce((t, x) => t + x.count, 0), 100);
+  assert.equal(
+    adapter.shares.reduce((t, x) => t + x.count, 0),
+    100,
+  );
 });

@@ -62,37 +62,61 @@ test("a project outside the repo installs the packed package and imports defineA
   cpSync(join(TS_AGENT, "bin"), join(stage, "bin"), { recursive: true });
   symlinkSync(join(TS_AGENT, "src"), join(stage, "src"));
   symlinkSync(join(TS_AGENT, "node_modules"), join(stage, "node_modules"));
-  const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", dir, "--loglevel=error"], stage)) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", dir, "--loglevel=error"], stage)) as Array<{
+    filename: string;
+    files: Array<{ path: string }>;
+  }>;
   const files = packed.files.map((f) => f.path);
-  for (const f of ["package.json", "bin/agent", "dist/cli.js", "dist/agent/agent-task/index.js", "dist/agent/agent-task/index.d.ts"]) assert.ok(files.includes(f), `${f} not in the tarball`);
+  for (const f of ["package.json", "bin/agent", "dist/cli.js", "dist/agent/agent-task/index.js", "dist/agent/agent-task/index.d.ts"])
+    assert.ok(files.includes(f), `${f} not in the tarball`);
   assert.ok(!files.some((f) => f.startsWith("src/")), "the sources stay out of the tarball");
 
   const project = join(dir, "project");
   mkdirSync(project);
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "my-agent", private: true, type: "module" }));
   const deps = Object.keys(PKG.dependencies).map((d) => join(TS_AGENT, "node_modules", d));
-  run("npm", ["install", join(dir, packed.filename), ...deps, "--offline", "--cache", join(dir, "npm-cache"), "--no-audit", "--no-fund", "--loglevel=error"], project);
+  run(
+    "npm",
+    ["install", join(dir, packed.filename), ...deps, "--offline", "--cache", join(dir, "npm-cache"), "--no-audit", "--no-fund", "--loglevel=error"],
+    project,
+  );
 
   // plain node, ESM: the entry exposes defineAgentTask alone (the types vanish at run time)
-  writeFileSync(join(project, "plain.mjs"), `import * as entry from "${PKG.name}";\n` +
-    `const task = entry.defineAgentTask({ name: "plain", tasks: [], tools: {}, scorers: {} });\n` +
-    `console.log(JSON.stringify({ exports: Object.keys(entry), name: task.name }));\n`);
+  writeFileSync(
+    join(project, "plain.mjs"),
+    `import * as entry from "${PKG.name}";\n` +
+      `const task = entry.defineAgentTask({ name: "plain", tasks: [], tools: {}, scorers: {} });\n` +
+      `console.log(JSON.stringify({ exports: Object.keys(entry), name: task.name }));\n`,
+  );
   const plain = () => JSON.parse(run("node", ["plain.mjs"], project));
   assert.deepEqual(plain(), { exports: ["defineAgentTask"], name: "plain" });
 
   // tsx: the user's task file, imported as their own code would
   writeFileSync(join(project, "my.agent.ts"), TASK_FILE);
-  writeFileSync(join(project, "show.ts"), `import task from "./my.agent.js";\nconsole.log(JSON.stringify({ name: task.name, tools: Object.keys(task.tools) }));\n`);
+  writeFileSync(
+    join(project, "show.ts"),
+    `import task from "./my.agent.js";\nconsole.log(JSON.stringify({ name: task.name, tools: Object.keys(task.tools) }));\n`,
+  );
   assert.deepEqual(JSON.parse(run(join(BIN, "tsx"), ["show.ts"], project)), { name: "user-task", tools: ["greet"] });
 
   // tsc: the types resolve through the exports map, and they are the real ones, not `any`
-  writeFileSync(join(project, "wrong.ts"), `import { defineAgentTask } from "${PKG.name}";\n` +
-    `// @ts-expect-error: an agent task needs tasks, tools and scorers\ndefineAgentTask({ name: "incomplete" });\n`);
-  writeFileSync(join(project, "tsconfig.json"), JSON.stringify({ compilerOptions: { module: "nodenext", strict: true, noEmit: true, skipLibCheck: false }, include: ["*.ts"] }));
+  writeFileSync(
+    join(project, "wrong.ts"),
+    `import { defineAgentTask } from "${PKG.name}";\n` +
+      `// @ts-expect-error: an agent task needs tasks, tools and scorers\ndefineAgentTask({ name: "incomplete" });\n`,
+  );
+  writeFileSync(
+    join(project, "tsconfig.json"),
+    JSON.stringify({ compilerOptions: { module: "nodenext", strict: true, noEmit: true, skipLibCheck: false }, include: ["*.ts"] }),
+  );
   run(join(BIN, "tsc"), ["-p", "."], project);
 
   // the agent's own loader (tsx, then the field checks): loaded, then no sidecar to talk to
-  const load = spawnSync(AGENT, ["eval", "--agent-task", join(project, "my.agent.ts"), "--run", "none", "--address", "127.0.0.1:1"], { encoding: "utf8", env: ENV, timeout: 60_000 });
+  const load = spawnSync(AGENT, ["eval", "--agent-task", join(project, "my.agent.ts"), "--run", "none", "--address", "127.0.0.1:1"], {
+    encoding: "utf8",
+    env: ENV,
+    timeout: 60_000,
+  });
   assert.equal(load.status, 1, load.stdout + load.stderr);
   assert.match(load.stderr, /sidecar at 127\.0\.0\.1:1 is unavailable/);
 

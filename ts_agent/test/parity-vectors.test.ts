@@ -18,7 +18,10 @@ test("the inputs' data files: every function has cases, and NaN, infinities and 
   const inputs = loadInputs();
   assert.deepEqual(Object.keys(inputs).sort(), Object.keys(FUNCTIONS).sort());
   const normalCdfArgs = inputs.normalCdf.map(([, args]) => args[0]);
-  assert.ok(normalCdfArgs.some((x) => Object.is(x, -0)), "normalCdf's -0 case decodes to -0");
+  assert.ok(
+    normalCdfArgs.some((x) => Object.is(x, -0)),
+    "normalCdf's -0 case decodes to -0",
+  );
   assert.ok(normalCdfArgs.some((x) => Number.isNaN(x)));
   assert.ok(normalCdfArgs.includes(-Infinity));
   const parsed = parseInputs('{"mean": [["a", [[1, "NaN", "-0"]], {"eps": "Infinity"}]]}');
@@ -28,7 +31,12 @@ test("the inputs' data files: every function has cases, and NaN, infinities and 
 });
 
 test("there is one vector file per function under test", () => {
-  assert.deepEqual(files, Object.keys(FUNCTIONS).map((f) => `${f}.json`).sort());
+  assert.deepEqual(
+    files,
+    Object.keys(FUNCTIONS)
+      .map((f) => `${f}.json`)
+      .sort(),
+  );
 });
 
 for (const name of files) {

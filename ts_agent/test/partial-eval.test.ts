@@ -55,7 +55,13 @@ describe("a partial eval is kept apart from a fuller one (issue 45)", () => {
   });
 
   test("a baseline of 30 task ids against an eval of 5: the task_ids row is a subset, not 'same', and does not gate", () => {
-    const fp = (n: number) => buildFingerprint({ settings: DEFAULT_EVAL_SETTINGS, taskSet: { path: "x", sha256: "ab".repeat(32), split: "test", n }, taskIds: all.slice(0, n).map((r) => r.id), model: { requested: "", resolved: "m" } });
+    const fp = (n: number) =>
+      buildFingerprint({
+        settings: DEFAULT_EVAL_SETTINGS,
+        taskSet: { path: "x", sha256: "ab".repeat(32), split: "test", n },
+        taskIds: all.slice(0, n).map((r) => r.id),
+        model: { requested: "", resolved: "m" },
+      });
     const rows = compareFingerprints(fp(30), fp(5), { baseline: all.map((r) => r.id), eval: all.slice(0, 5).map((r) => r.id) });
     const ids = rows.find((r) => r.field === "task_set.task_ids")!;
     assert.notEqual(ids.status, "same");

@@ -32,11 +32,16 @@ function plan(config: object) {
 }
 
 test("agent plan --config prints the estimate per component against the free memory", { timeout: 180_000 }, () => {
-  const request = { dataset: { inline: { rows: amlTrainRows(24) } }, grpo: { maxSteps: 2, numGenerations: 4, perDeviceTrainBatchSize: 8 }, heldOut: { numPrompts: 4 } };
+  const request = {
+    dataset: { inline: { rows: amlTrainRows(24) } },
+    grpo: { maxSteps: 2, numGenerations: 4, perDeviceTrainBatchSize: 8 },
+    heldOut: { numPrompts: 4 },
+  };
   const r = plan(request);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /^memory estimate on cpu \(per process, from the model's config\.json\):/m);
-  for (const name of ["weights", "lora_parameters", "optimizer_state", "activations", "kv_cache", "total"]) assert.match(r.stdout, new RegExp(`^  ${name} +\\d+\\.\\d\\d GiB`, "m"), name);
+  for (const name of ["weights", "lora_parameters", "optimizer_state", "activations", "kv_cache", "total"])
+    assert.match(r.stdout, new RegExp(`^  ${name} +\\d+\\.\\d\\d GiB`, "m"), name);
   assert.match(r.stdout, /params x 4 bytes \(fp32\)/);
   assert.match(r.stdout, /^free on cpu: \d+\.\d\d GiB: fits$/m);
   const bad = plan({ ...request, grpo: { ...request.grpo, numGenerations: 1 } });
@@ -46,15 +51,30 @@ test("agent plan --config prints the estimate per component against the free mem
 
 test("agent plan refuses a baseline.json made on another task file (it used the AML baseline's accuracy for any --tasks)", () => {
   const dir = mkdtempSync(join(tmpdir(), "evals-plan-"));
-  writeFileSync(join(dir, "baseline.json"), JSON.stringify({
-    schema: "agent-baseline/v1", date: "2026-11-01T00:00:00Z", model: { requested: "", resolved: "m" },
-    taskSet: { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "ab", split: "test", n: 264 },
-    grader: { name: "exact_match", params: {} }, samplesPerTask: 1, temperature: 0, maxNewTokens: 32, seed: 0,
-    perTask: {}, accuracy: { estimate: 0.545, lower: 0.485, upper: 0.604, n: 264, method: "wilson" }, meanScores: {}, settings: {},
-  }));
+  writeFileSync(
+    join(dir, "baseline.json"),
+    JSON.stringify({
+      schema: "agent-baseline/v1",
+      date: "2026-11-01T00:00:00Z",
+      model: { requested: "", resolved: "m" },
+      taskSet: { path: "agent-evals/tasks/aml_typology.jsonl", sha256: "ab", split: "test", n: 264 },
+      grader: { name: "exact_match", params: {} },
+      samplesPerTask: 1,
+      temperature: 0,
+      maxNewTokens: 32,
+      seed: 0,
+      perTask: {},
+      accuracy: { estimate: 0.545, lower: 0.485, upper: 0.604, n: 264, method: "wilson" },
+      meanScores: {},
+      settings: {},
+    }),
+  );
   const tasks = join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl");
   const r = agentProcess(["plan", "--tasks", tasks, "--evals-dir", dir]);
   assert.equal(r.code, 1, r.stdout + r.stderr);
-  assert.match(r.stderr, /^agent plan: .*baseline\.json was made on agent-evals\/tasks\/aml_typology\.jsonl, not agent-evals\/tasks\/ticket_routing\.jsonl: .*--base-accuracy P\n$/);
+  assert.match(
+    r.stderr,
+    /^agent plan: .*baseline\.json was made on agent-evals\/tasks\/aml_typology\.jsonl, not agent-evals\/tasks\/ticket_routing\.jsonl: .*--base-accuracy P\n$/,
+  );
   assert.equal(r.stdout, "");
 });

@@ -12,7 +12,10 @@ const GiB = 2n ** 30n;
 
 test("the estimate's lines: components, total, and the knob when it does not fit", () => {
   const res = create(EstimateMemoryResponseSchema, {
-    components: [{ name: "weights", bytes: GiB, formula: "494.0M params x 2 bytes (bf16)" }, { name: "activations", bytes: 3n * GiB, formula: "16 sequences x 288 tokens" }],
+    components: [
+      { name: "weights", bytes: GiB, formula: "494.0M params x 2 bytes (bf16)" },
+      { name: "activations", bytes: 3n * GiB, formula: "16 sequences x 288 tokens" },
+    ],
     totalBytes: 4n * GiB,
     device: "cuda:0",
     deviceFreeBytes: 2n * GiB,

@@ -4,7 +4,14 @@ import { test } from "node:test";
 import { planLines, planMilestone } from "../src/agent/verdict/milestone-plan.js";
 
 test("agent plan: required n and MDE for +5 pp under both error-overlap models, per split", () => {
-  const p = planMilestone(0.117, [{ split: "test", n: 264 }, { split: "test_heldout_template", n: 240 }], "baseline.json");
+  const p = planMilestone(
+    0.117,
+    [
+      { split: "test", n: 264 },
+      { split: "test_heldout_template", n: 240 },
+    ],
+    "baseline.json",
+  );
   const [conv, ind] = p.scenarios;
   assert.equal(conv.model, "conversions");
   assert.ok(Math.abs(conv.sdDiff - Math.sqrt(0.05 - 0.0025)) < 1e-12);
@@ -23,7 +30,14 @@ test("agent plan: required n and MDE for +5 pp under both error-overlap models, 
 });
 
 test("agent plan: 'can detect it' only where P(PASS | true +5 pp) >= 0.8 (was: 'P(PASS) = 0.50: can detect it')", () => {
-  const p = planMilestone(0.117, [{ split: "test", n: 264 }, { split: "test_heldout_template", n: 240 }], "baseline.json");
+  const p = planMilestone(
+    0.117,
+    [
+      { split: "test", n: 264 },
+      { split: "test_heldout_template", n: 240 },
+    ],
+    "baseline.json",
+  );
   for (const line of planLines(p)) {
     const m = /P\(PASS \| true \+5 pp\) = (\d\.\d\d)/.exec(line);
     if (m && Number(m[1]) < 0.8) assert.doesNotMatch(line, /can detect it/, line);

@@ -31,8 +31,10 @@ describe("ranked-preference section: every metric gets a CI over its units", () 
     const perGroupWin = [1, 0.5, 0, 1, 1];
     const perGroupMargin = [1, -1, 2, 0.5, 1];
     const perPromptConsistency = [0.1, 0.3, 0.2];
-    const p = preferenceAnalysis(prefRun({ groupWinRate: 0.7, winMargin: 0.7, preferenceConsistency: 0.2,
-      perGroupWin, perGroupMargin, perPromptConsistency }), [])!;
+    const p = preferenceAnalysis(
+      prefRun({ groupWinRate: 0.7, winMargin: 0.7, preferenceConsistency: 0.2, perGroupWin, perGroupMargin, perPromptConsistency }),
+      [],
+    )!;
     assert.deepEqual(p.groupWinRateCi, bootstrapMeanCI(perGroupWin, { seed: 0, resamples: 2000 }));
     assert.deepEqual(p.winMarginCi, bootstrapMeanCI(perGroupMargin, { seed: 0, resamples: 2000 }));
     assert.deepEqual(p.consistencyCi, bootstrapMeanCI(perPromptConsistency, { seed: 0, resamples: 2000 }));
@@ -64,7 +66,10 @@ describe("report.md of a ranked-preference run: its own curve and settings (issu
       [20, { "heldout/pairwise_accuracy": 0.7, "rewards/accuracies": 0.75, loss: 0.6 }],
     ];
     const events = curve.map(([step, metrics], i) =>
-      toJsonString(RunEventSchema, create(RunEventSchema, { seq: BigInt(i + 1), runId: "pref", kind: { case: "trainStep", value: { step: BigInt(step), maxSteps: 20n, metrics } } })),
+      toJsonString(
+        RunEventSchema,
+        create(RunEventSchema, { seq: BigInt(i + 1), runId: "pref", kind: { case: "trainStep", value: { step: BigInt(step), maxSteps: 20n, metrics } } }),
+      ),
     );
     writeFileSync(join(dir, "events.jsonl"), events.join("\n") + "\n");
     writeFileSync(join(dir, "preference-vs-step.csv"), "step,heldout/pairwise_accuracy\n");
@@ -88,7 +93,10 @@ describe("report.md of a ranked-preference run: its own curve and settings (issu
       { step: 0, metrics: { "heldout/pairwise_accuracy": 0.5 } },
       { step: 5, metrics: { loss: 0.7 } },
     ]);
-    assert.deepEqual(pts.map((p) => p.step), [0, 10]);
+    assert.deepEqual(
+      pts.map((p) => p.step),
+      [0, 10],
+    );
     assert.ok(Number.isNaN(pts[0].train));
     assert.equal(pts[1].heldOut, 0.6);
   });
@@ -109,6 +117,9 @@ describe("a ranked-preference run is judged against its own baseline, not baseli
     assert.doesNotMatch(md, /GATED|agent baseline set/);
     assert.ok(!analysis.pending.some((p) => /baseline set|baseline\.json/.test(p)), analysis.pending.join("\n"));
     assert.match(md, /\| baseline \| [^|]+ \| OWN \| step 0 of its 5 held-out groups \(the reference policy: embedded:my\/tasks\.jsonl\)/);
-    assert.ok(analysis.pending.some((p) => /ranked-preference run .* its own held-out groups/.test(p)), analysis.pending.join("\n"));
+    assert.ok(
+      analysis.pending.some((p) => /ranked-preference run .* its own held-out groups/.test(p)),
+      analysis.pending.join("\n"),
+    );
   });
 });

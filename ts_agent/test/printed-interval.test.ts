@@ -36,7 +36,12 @@ test("agent eval prints the decision intervals report.md shows, never an eval-ti
           return { taskId: r.id, samples: [{ completion, scores: Object.fromEntries(GRADERS.map((g) => [g.name, g.score(completion, r.answers) ?? NaN])) }] };
         }),
       }));
-      yield { kind: { case: "result", value: { baseModel: "/x/tiny-aml-qwen2", variants, adapters: req.adapters.map((a) => ({ name: a.name, runId: "", sha256: "ab", step: 0n })) } } };
+      yield {
+        kind: {
+          case: "result",
+          value: { baseModel: "/x/tiny-aml-qwen2", variants, adapters: req.adapters.map((a) => ({ name: a.name, runId: "", sha256: "ab", step: 0n })) },
+        },
+      };
     },
   });
   const dir = mkdtempSync(join(tmpdir(), "printed-interval-"));
@@ -57,8 +62,20 @@ test("agent eval prints the decision intervals report.md shows, never an eval-ti
 
   // an older agent's eval.json: its eval-time comparisons, here wrong, beside the samples
   const stored = JSON.parse(readFileSync(path, "utf8"));
-  const wrong = { baseLabel: "base", candidateLabel: "adapter", n: 1, unpaired: 0, taskIds: [], paired: { meanDiff: 0.77 }, bootstrap: null, requiredN: null, requiredNNote: "", mde: null,
-    decision: { method: "stale", test: "stale", lower: 0.66, upper: 0.88, p: 0.5, rejects: false }, clustered: null };
+  const wrong = {
+    baseLabel: "base",
+    candidateLabel: "adapter",
+    n: 1,
+    unpaired: 0,
+    taskIds: [],
+    paired: { meanDiff: 0.77 },
+    bootstrap: null,
+    requiredN: null,
+    requiredNNote: "",
+    mde: null,
+    decision: { method: "stale", test: "stale", lower: 0.66, upper: 0.88, p: 0.5, rejects: false },
+    clustered: null,
+  };
   stored.comparison = wrong;
   stored.heldOutTemplate.comparison = wrong;
   writeFileSync(path, JSON.stringify(stored));

@@ -64,12 +64,15 @@ test("between RUNNING and the first step the line says what is happening (model 
   logger.onEvent(create(RunEventSchema, { runId: "r", time: at(0), kind: { case: "stateChange", value: { state: RunState.QUEUED } } }));
   logger.onEvent(create(RunEventSchema, { runId: "r", time: at(1), kind: { case: "stateChange", value: { state: RunState.RUNNING } } }));
   logger.onEvent(stepEvent(15, 1, { reward: 0.5, kl: 0.01 }));
-  assert.deepEqual(lines.map(([l]) => l), [
-    "[r] QUEUED",
-    "[r] RUNNING",
-    "[r] starting: loading the model, then the held-out measurement at step 0; the step line follows from the first step",
-    "step 1/10 reward 0.500 kl 0.0100 elapsed 0:15 ETA -:--",
-  ]);
+  assert.deepEqual(
+    lines.map(([l]) => l),
+    [
+      "[r] QUEUED",
+      "[r] RUNNING",
+      "[r] starting: loading the model, then the held-out measurement at step 0; the step line follows from the first step",
+      "step 1/10 reward 0.500 kl 0.0100 elapsed 0:15 ETA -:--",
+    ],
+  );
   assert.equal(lines[2][1], true, "its own line: it stays while the model loads");
 });
 
@@ -92,7 +95,10 @@ test("the outcome's held-out line: relative change for GRPO, the paired change o
   });
   const ci = pairedBootstrapCI(start, end, { resamples: 2000, seed: 0 });
   const line = heldOutChangeLine(pref)!;
-  assert.equal(line, `held-out pairwise accuracy: step 0 0.500 -> step 40 0.750 (+0.250, paired 95% CI +${ci.lower.toFixed(3)} to +${ci.upper.toFixed(3)} over 4 groups; 0.5 at step 0 by construction)`);
+  assert.equal(
+    line,
+    `held-out pairwise accuracy: step 0 0.500 -> step 40 0.750 (+0.250, paired 95% CI +${ci.lower.toFixed(3)} to +${ci.upper.toFixed(3)} over 4 groups; 0.5 at step 0 by construction)`,
+  );
   assert.doesNotMatch(line, /reward|\d\.\d%/, "no reward, no percentage of a ratio to 0.5");
 });
 

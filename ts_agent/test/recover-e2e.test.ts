@@ -110,7 +110,10 @@ test("a client killed mid-run: the run is recovered with agent watch, and agent 
   for (const rel of ["adapter/adapter_config.json", "adapter/adapter_model.safetensors", "reward-vs-step.csv", "summary.json", "run.json", "events.jsonl"]) {
     assert.ok(got.includes(rel), `${rel} in ${got}`);
   }
-  assert.ok(got.some((f) => f.startsWith("tensorboard/events.out.tfevents.")), `TensorBoard events in ${got}`);
+  assert.ok(
+    got.some((f) => f.startsWith("tensorboard/events.out.tfevents.")),
+    `TensorBoard events in ${got}`,
+  );
   assert.ok(!got.some((f) => f.endsWith(".partial")), `no partial files: ${got}`);
   const run = JSON.parse(readFileSync(join(local, "run.json"), "utf8"));
   for (const art of run.result.artifacts as Array<{ path: string; sha256: string }>) assert.equal(sha256(join(local, art.path)), art.sha256, art.path);
@@ -140,10 +143,18 @@ test("a client killed mid-run: the run is recovered with agent watch, and agent 
   assert.equal(sha256(join(evalsDir, "exported", "adapter_model.safetensors")), sha256(join(local, "adapter", "adapter_model.safetensors")));
   const merged = agent(["export", "recover-1", "--merge", "--out", join(evalsDir, "merged")]);
   assert.equal(merged.code, 0, merged.stdout + merged.stderr);
-  const load = spawnSync(PYTHON, ["-c", "import sys\nfrom transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(sys.argv[1])\nprint('lora', sum('lora_' in n for n, _ in m.named_parameters()))", join(evalsDir, "merged")], {
-    encoding: "utf8",
-    env: { ...process.env, HF_HUB_OFFLINE: "1" },
-  });
+  const load = spawnSync(
+    PYTHON,
+    [
+      "-c",
+      "import sys\nfrom transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(sys.argv[1])\nprint('lora', sum('lora_' in n for n, _ in m.named_parameters()))",
+      join(evalsDir, "merged"),
+    ],
+    {
+      encoding: "utf8",
+      env: { ...process.env, HF_HUB_OFFLINE: "1" },
+    },
+  );
   assert.equal(load.status, 0, load.stderr);
   assert.match(load.stdout, /^lora 0$/m);
 
@@ -198,35 +209,44 @@ test("Ctrl-C detaches with the watch/cancel commands; a second Ctrl-C cancels; t
   assert.match(again.stderr.trim(), /^agent delete: not_found: /);
 });
 
-test("the sidecar killed under an attached agent train: the run id and the watch/resume commands; after a restart agent resume finishes it", { timeout: 600_000 }, async () => {
-  const own = await startSidecar();
-  const dir = own.dir;
-  let restarted: RunningSidecar | undefined;
-  try {
-    const proc = spawn(AGENT, ["train", "--config", config("lost-1", 12), "--address", own.address, "--evals-dir", evalsDir], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    proc.stdout.on("data", (d) => (out += d));
-    proc.stderr.on("data", (d) => (err += d));
-    const exited = new Promise<number | null>((res) => proc.on("close", (code) => res(code)));
-    await new Promise<void>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`no step 6 in:\n${out}${err}`)), 300_000);
-      proc.stdout.on("data", () => /^step ([6-9]|1[0-2])\/12 /m.test(out) && (clearTimeout(timer), res()));
-    });
-    await own.stop("SIGKILL");
-    assert.equal(await exited, 1, out + err);
-    assert.doesNotMatch(err, /cancel/i, "nothing says the user cancelled");
-    assert.doesNotMatch(err, /^\s+at /m);
-    assert.match(err, new RegExp(`^agent: lost the sidecar at ${own.address} while following run lost-1 \\(last step seen: \\d+; 5 re-attach attempts failed`, "m"));
-    assert.match(err, new RegExp(`^  follow it: +agent watch lost-1 --address ${own.address} --evals-dir ${evalsDir}$`, "m"));
-    assert.match(err, /continue it from its last checkpoint: +agent resume lost-1 /);
+test(
+  "the sidecar killed under an attached agent train: the run id and the watch/resume commands; after a restart agent resume finishes it",
+  { timeout: 600_000 },
+  async () => {
+    const own = await startSidecar();
+    const dir = own.dir;
+    let restarted: RunningSidecar | undefined;
+    try {
+      const proc = spawn(AGENT, ["train", "--config", config("lost-1", 12), "--address", own.address, "--evals-dir", evalsDir], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      proc.stdout.on("data", (d) => (out += d));
+      proc.stderr.on("data", (d) => (err += d));
+      const exited = new Promise<number | null>((res) => proc.on("close", (code) => res(code)));
+      await new Promise<void>((res, rej) => {
+        const timer = setTimeout(() => rej(new Error(`no step 6 in:\n${out}${err}`)), 300_000);
+        proc.stdout.on("data", () => /^step ([6-9]|1[0-2])\/12 /m.test(out) && (clearTimeout(timer), res()));
+      });
+      await own.stop("SIGKILL");
+      assert.equal(await exited, 1, out + err);
+      assert.doesNotMatch(err, /cancel/i, "nothing says the user cancelled");
+      assert.doesNotMatch(err, /^\s+at /m);
+      assert.match(
+        err,
+        new RegExp(`^agent: lost the sidecar at ${own.address} while following run lost-1 \\(last step seen: \\d+; 5 re-attach attempts failed`, "m"),
+      );
+      assert.match(err, new RegExp(`^  follow it: +agent watch lost-1 --address ${own.address} --evals-dir ${evalsDir}$`, "m"));
+      assert.match(err, /continue it from its last checkpoint: +agent resume lost-1 /);
 
-    restarted = await startSidecar({ dir });
-    const resumed = spawnSync(AGENT, ["resume", "lost-1", "--address", restarted.address, "--evals-dir", evalsDir], { encoding: "utf8", timeout: 600_000 });
-    assert.equal(resumed.status, 0, resumed.stdout + resumed.stderr);
-    assert.match(resumed.stdout, /run lost-1: SUCCEEDED/);
-  } finally {
-    await own.stop("SIGKILL");
-    await restarted?.stop("SIGTERM");
-  }
-});
+      restarted = await startSidecar({ dir });
+      const resumed = spawnSync(AGENT, ["resume", "lost-1", "--address", restarted.address, "--evals-dir", evalsDir], { encoding: "utf8", timeout: 600_000 });
+      assert.equal(resumed.status, 0, resumed.stdout + resumed.stderr);
+      assert.match(resumed.stdout, /run lost-1: SUCCEEDED/);
+    } finally {
+      await own.stop("SIGKILL");
+      await restarted?.stop("SIGTERM");
+    }
+  },
+);

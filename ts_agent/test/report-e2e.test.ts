@@ -42,7 +42,10 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
     assert.equal(await main(["eval", "report-e2e", ...flags]), 0);
     assert.equal(await main(["report", "report-e2e", "--evals-dir", evalsDir]), 0);
   });
-  assert.ok(lines.some((l) => /^held-out templates \(8 tasks\): adapter - base [+-]\d+\.\d pp/.test(l)), lines.join("\n"));
+  assert.ok(
+    lines.some((l) => /^held-out templates \(8 tasks\): adapter - base [+-]\d+\.\d pp/.test(l)),
+    lines.join("\n"),
+  );
   const dir = join(evalsDir, "runs", "report-e2e");
   const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
   assert.equal(ev.taskSet.n, 8);
@@ -54,9 +57,15 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
   assert.match(junit, /<testsuite name="agent eval: [^"]*aml_typology\.jsonl" tests="8" failures="\d+" skipped="\d+">/);
   assert.match(junit, /<property name="verdict" value="INCONCLUSIVE"\/>/);
   const adapterAccuracy = ev.variants.find((v: { name: string }) => v.name === "adapter").accuracy.estimate as number;
-  const gate = await captureConsole(() => main(["eval", "report-e2e", "--threshold", "0.99", "--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"]));
+  const gate = await captureConsole(() =>
+    main(["eval", "report-e2e", "--threshold", "0.99", "--address", sc.address, "--evals-dir", evalsDir, "--limit", "8"]),
+  );
   assert.equal(gate.value, adapterAccuracy < 0.99 ? 1 : 0, gate.out.join("\n"));
-  if (adapterAccuracy < 0.99) assert.ok(gate.out.some((l) => /^threshold: adapter's exact_match accuracy [\d.]+% is below 99\.0%: exit 1$/.test(l)), gate.out.join("\n"));
+  if (adapterAccuracy < 0.99)
+    assert.ok(
+      gate.out.some((l) => /^threshold: adapter's exact_match accuracy [\d.]+% is below 99\.0%: exit 1$/.test(l)),
+      gate.out.join("\n"),
+    );
   const md = readFileSync(join(dir, "report.md"), "utf8");
   assert.match(md, /held-out set of 8 prompts|too few (scorable )?prompts to carry a CI/);
   assert.match(md, /### In-distribution vs held-out templates[\s\S]*\| test_heldout_template \| 8 \|/);
@@ -78,6 +87,9 @@ test("train 10 steps, baseline, eval with held-out templates, report", { timeout
   assert.match(md, /\| model\.weights_sha256 \| [0-9a-f]{12}… \| [0-9a-f]{12}… \| gates \| same \|/);
   assert.doesNotMatch(md, /\*\*differs\*\*/);
   assert.match(md, /Adapter: eval\.json scored this run's adapter \(step 10, sha256 /);
-  assert.ok(lines.some((l) => l === "baseline.json matches this eval (fingerprint and per-task check)"), lines.join("\n"));
+  assert.ok(
+    lines.some((l) => l === "baseline.json matches this eval (fingerprint and per-task check)"),
+    lines.join("\n"),
+  );
   assert.equal(await main(["baseline", "check", "report-e2e", "--evals-dir", evalsDir]), 0);
 });

@@ -44,7 +44,8 @@ const runtime = runtimeFingerprint;
 
 function withFingerprint(result: EvaluateResult, fp: ReturnType<typeof runtime> | null, step = 60): EvaluateResult {
   if (fp) result.fingerprint = fp;
-  if (result.variants.some((v) => v.name === "adapter")) result.adapters = [{ $typeName: "grpo.trainer.v1.EvaluatedAdapter", name: "adapter", runId: "r1", sha256: ADAPTER_SHA, step: BigInt(step) }];
+  if (result.variants.some((v) => v.name === "adapter"))
+    result.adapters = [{ $typeName: "grpo.trainer.v1.EvaluatedAdapter", name: "adapter", runId: "r1", sha256: ADAPTER_SHA, step: BigInt(step) }];
   return result;
 }
 
@@ -85,12 +86,23 @@ function setup(opts: {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const settings = { ...DEFAULT_EVAL_SETTINGS };
   const bSettings = { ...settings, ...opts.baselineSettings };
-  const bResult = withFingerprint(gradedResult(rows, { base: firstRight(opts.baselineRight ?? 60) }), opts.baselineRuntime === undefined ? runtime() : opts.baselineRuntime);
+  const bResult = withFingerprint(
+    gradedResult(rows, { base: firstRight(opts.baselineRight ?? 60) }),
+    opts.baselineRuntime === undefined ? runtime() : opts.baselineRuntime,
+  );
   const base = summarizeVariant(bResult.variants[0], bSettings.graders);
-  writeBaseline(evalsDir, buildBaseline(bSettings, taskSet, { requested: "", resolved: RESOLVED_MODEL }, base, new Date("2026-11-01T00:00:00Z"), bResult.fingerprint ?? null), false);
+  writeBaseline(
+    evalsDir,
+    buildBaseline(bSettings, taskSet, { requested: "", resolved: RESOLVED_MODEL }, base, new Date("2026-11-01T00:00:00Z"), bResult.fingerprint ?? null),
+    false,
+  );
   const run = opts.run ?? { steps: 60, sha: ADAPTER_SHA };
   writeRun(evalsDir, run.steps, run.sha);
-  const result = withFingerprint(gradedResult(rows, { base: firstRight(60), adapter: firstRight(66) }), opts.evalRuntime === undefined ? runtime() : opts.evalRuntime, opts.evalStep ?? 60);
+  const result = withFingerprint(
+    gradedResult(rows, { base: firstRight(60), adapter: firstRight(66) }),
+    opts.evalRuntime === undefined ? runtime() : opts.evalRuntime,
+    opts.evalStep ?? 60,
+  );
   writeEvalLog(evalsDir, buildEvalLog("r1", settings, taskSet, result));
   const { path, analysis } = writeReport(evalsDir, "r1", new Date("2026-11-29T12:00:00Z"));
   return { evalsDir, md: readFileSync(path, "utf8"), analysis };
@@ -109,7 +121,10 @@ describe("a stale baseline.json guards, it does not decide (issue 21)", () => {
     assert.equal(analysis.milestone.gated, true);
     assert.match(analysis.milestone.reason, /runtime\.device: cuda vs cpu/);
     assert.match(analysis.milestone.reason, /runtime\.dtype: bf16 vs fp32/);
-    assert.match(analysis.milestone.reason, /disagree on 30 of 264 task\(s\) \(allowed: 0 with greedy decoding\): t0030, t0031, t0032, t0033, t0034, \.\.\. \(\+25 more\)/);
+    assert.match(
+      analysis.milestone.reason,
+      /disagree on 30 of 264 task\(s\) \(allowed: 0 with greedy decoding\): t0030, t0031, t0032, t0033, t0034, \.\.\. \(\+25 more\)/,
+    );
     assert.match(md, /\*\*Milestone: INCONCLUSIVE \(GATED on baseline\.json\)\*\*/);
     assert.match(md, /### baseline\.json vs this eval: the fingerprint/);
     assert.match(md, /\| runtime\.dtype \| bf16 \| fp32 \| gates \| \*\*differs\*\* \|/);
@@ -119,10 +134,9 @@ describe("a stale baseline.json guards, it does not decide (issue 21)", () => {
   test("the same stale scores with a matching fingerprint still gate (the per-task check does not trust the fingerprint)", () => {
     const { analysis } = setup({ baselineRight: 30 });
     assert.equal(analysis.milestone.gated, true);
-    assert.deepEqual(
-      analysis.baselineMatch.status === "mismatch" ? analysis.baselineMatch.reasons.map((r) => r.split(":")[0]) : [],
-      ["baseline.json and this eval's own base variant disagree on 30 of 264 task(s) (allowed"],
-    );
+    assert.deepEqual(analysis.baselineMatch.status === "mismatch" ? analysis.baselineMatch.reasons.map((r) => r.split(":")[0]) : [], [
+      "baseline.json and this eval's own base variant disagree on 30 of 264 task(s) (allowed",
+    ]);
   });
 
   test("a baseline made with another max_new_tokens gates, naming the field", () => {
@@ -152,7 +166,10 @@ describe("a stale baseline.json guards, it does not decide (issue 21)", () => {
   test("files older than the fingerprint still read: the report names the checks it could not make, and only the per-task check gates", () => {
     const agreeing = setup({ baselineRuntime: null, evalRuntime: null });
     assert.equal(agreeing.analysis.milestone.gated, false, agreeing.analysis.milestone.reason);
-    assert.match(agreeing.md, /Fingerprint incomplete: model\.weights_sha256, model\.revision, prompt\.format, prompt\.chat_template_sha256, runtime\.device, runtime\.dtype, code\.sidecar\.grader_sha256, code\.sidecar\.git_commit, runtime\.library_versions not recorded/);
+    assert.match(
+      agreeing.md,
+      /Fingerprint incomplete: model\.weights_sha256, model\.revision, prompt\.format, prompt\.chat_template_sha256, runtime\.device, runtime\.dtype, code\.sidecar\.grader_sha256, code\.sidecar\.git_commit, runtime\.library_versions not recorded/,
+    );
     const stale = setup({ baselineRight: 30, baselineRuntime: null, evalRuntime: null });
     assert.equal(stale.analysis.milestone.gated, true);
     assert.match(stale.analysis.milestone.reason, /disagree on 30 of 264/);
@@ -165,7 +182,10 @@ describe("the eval must describe the run's adapter as it is now (issue 21)", () 
     assert.equal(analysis.adapter!.status, "changed");
     assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");
     assert.equal(analysis.milestone.downstream.verdict, "INCONCLUSIVE");
-    assert.match(analysis.milestone.reason, /eval\.json scored the adapter at step 94, sha256 aaaaaaaaaaaa…, but run r1's adapter is now at step 200, sha256 bbbbbbbbbbbb…[^\n]*rerun `agent eval r1`/);
+    assert.match(
+      analysis.milestone.reason,
+      /eval\.json scored the adapter at step 94, sha256 aaaaaaaaaaaa…, but run r1's adapter is now at step 200, sha256 bbbbbbbbbbbb…[^\n]*rerun `agent eval r1`/,
+    );
     assert.match(md, /\*\*Milestone: INCONCLUSIVE\*\*: downstream: eval\.json scored the adapter at step 94/);
   });
 

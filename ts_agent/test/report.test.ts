@@ -51,10 +51,22 @@ function writeRun(evalsDir: string, runId: string, relative: { change: number; l
   const run = create(RunSchema, {
     runId,
     state: RunState.SUCCEEDED,
-    request: { baseModel: "", grpo: { beta: 0.04, numGenerations: 8, learningRate: 5e-4, maxCompletionLength: 32 }, runtime: { device: "cpu", precision: "fp32" } },
+    request: {
+      baseModel: "",
+      grpo: { beta: 0.04, numGenerations: 8, learningRate: 5e-4, maxCompletionLength: 32 },
+      runtime: { device: "cpu", precision: "fp32" },
+    },
     result: {
       startReward: { step: 0n, mean: 0.3, ciLow: 0.25, ciHigh: 0.35, ciMethod: "bootstrap over prompts", numPrompts: 32, samplesPerPrompt: 4 },
-      endReward: { step: 60n, mean: 0.3 * (1 + relative.change), ciLow: 0.4, ciHigh: 0.6, ciMethod: "bootstrap over prompts", numPrompts: 32, samplesPerPrompt: 4 },
+      endReward: {
+        step: 60n,
+        mean: 0.3 * (1 + relative.change),
+        ciLow: 0.4,
+        ciHigh: 0.6,
+        ciMethod: "bootstrap over prompts",
+        numPrompts: 32,
+        samplesPerPrompt: 4,
+      },
       relativeChange: relative.change,
       relativeChangeCiLow: relative.low,
       relativeChangeCiHigh: relative.high,
@@ -103,7 +115,10 @@ function setup(
   const record = buildEvalLog("r1", settings, taskSet, result);
   writeEvalLog(evalsDir, record);
   if (opts.baseline) {
-    const base = summarizeVariant(result.variants.find((v) => v.name === "base")!, settings.graders);
+    const base = summarizeVariant(
+      result.variants.find((v) => v.name === "base")!,
+      settings.graders,
+    );
     writeBaseline(evalsDir, buildBaseline(settings, taskSet, { requested: "", resolved: RESOLVED_MODEL }, base), false);
   }
   const { path, analysis } = writeReport(evalsDir, "r1", new Date("2026-11-29T12:00:00Z"));
@@ -114,7 +129,10 @@ describe("report.md", () => {
   test("a rising curve with KL spikes: no row fires, and the report names the nearest rows and what each missed", () => {
     const { md } = setup(240, 0.3, 0.7, { baseline: true, spiky: true });
     assert.match(md, /\*\*No row of the table fired for this run\.\*\*\n\nNearest rows/);
-    assert.match(md, /- \*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\* \(likely cause _healthy_;[^\n]*except this run's "5 KL spike\(s\) \(want 0\)"/);
+    assert.match(
+      md,
+      /- \*\*rises steadily \/ KL moderate \/ frac_reward_zero_std falling\*\* \(likely cause _healthy_;[^\n]*except this run's "5 KL spike\(s\) \(want 0\)"/,
+    );
     assert.match(md, /- \*\*collapses \/ oscillates \/ KL spikes[^\n]*_lr too high, clip too loose_;[^\n]*except this run's "curve rising"/);
     assert.doesNotMatch(md, /Nearest rows[\s\S]*reward hacking or loose grader[\s\S]*\| reward curve/);
     const calm = setup(240, 0.3, 0.7, { baseline: true }).md;
@@ -278,7 +296,10 @@ describe("answers: distribution, confusion matrix, constant predictors (issue 18
     assert.match(md, /\| money_mule \| 240 \(100%\) \| \d+ \(\d+%\) \|/);
     assert.match(md, /- base: 1 distinct answer\(s\); most frequent money_mule on 240\/240 tasks \(100%\) — \*\*a constant answer\*\*/);
     assert.match(md, /- adapter: 4 distinct answer\(s\); most frequent [a-z_]+ on \d+\/240 tasks \(\d+%\)\n/);
-    assert.match(md, /Confusion matrix, base \(rows: gold label; columns: answer\):\n\n\| gold \\ answer \| structuring \| smurfing \| layering \| money_mule \| \(other\) \| \(none\) \|/);
+    assert.match(
+      md,
+      /Confusion matrix, base \(rows: gold label; columns: answer\):\n\n\| gold \\ answer \| structuring \| smurfing \| layering \| money_mule \| \(other\) \| \(none\) \|/,
+    );
     assert.match(md, /\| structuring \| 0 \| 0 \| 0 \| 60 \| 0 \| 0 \|/);
     assert.match(md, /Confusion matrix, adapter/);
     // the PNG beside it (matplotlib's, through the real `py-trainer plot confusion`: report-e2e.test.ts)
@@ -306,7 +327,10 @@ describe("answers: distribution, confusion matrix, constant predictors (issue 18
     process.env.PY_TRAINER_BIN = "/nonexistent/py-trainer";
     try {
       const { md } = setup(240, 0.3, 0.7, { baseline: true });
-      assert.match(md, /_confusion-matrix\.png not drawn: py-trainer not found at \/nonexistent\/py-trainer \(set PY_TRAINER_BIN\)\. The tables below hold the same counts\._/);
+      assert.match(
+        md,
+        /_confusion-matrix\.png not drawn: py-trainer not found at \/nonexistent\/py-trainer \(set PY_TRAINER_BIN\)\. The tables below hold the same counts\._/,
+      );
       assert.match(md, /Confusion matrix, base/);
     } finally {
       if (prev === undefined) delete process.env.PY_TRAINER_BIN;

@@ -51,7 +51,13 @@ describe("the reward criterion's test", () => {
 
   test("differences with no spread: the exact sign test, not a t test's p = 0", () => {
     const start = Array(20).fill(0.25);
-    const t = heldOutTest(run(0, start, start.map((x) => x + 0.25)).result!)!;
+    const t = heldOutTest(
+      run(
+        0,
+        start,
+        start.map((x) => x + 0.25),
+      ).result!,
+    )!;
     assert.equal(t.test, "exact sign test");
     assert.equal(t.p, 2 / 2 ** 20);
     const two = heldOutTest(run(0, [0, 0], [0.5, 0.5]).result!)!;

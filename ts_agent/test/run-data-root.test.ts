@@ -18,14 +18,21 @@ import { runDataRoot, runTaskFile } from "../src/pipeline/run-task-file.js";
 import { EVALS_DIR, REPO_ROOT, evalsDirOrDefault } from "../src/agent/workspace.js";
 
 function runOn(jsonlPath: string) {
-  return create(RunSchema, { runId: "cap1", state: RunState.SUCCEEDED, request: { dataset: { source: { case: "jsonlPath", value: jsonlPath }, split: "train" } } });
+  return create(RunSchema, {
+    runId: "cap1",
+    state: RunState.SUCCEEDED,
+    request: { dataset: { source: { case: "jsonlPath", value: jsonlPath }, split: "train" } },
+  });
 }
 
 test("a run's relative dataset path resolves under the data root its summary.json records", () => {
   const user = realpathSync(mkdtempSync(join(tmpdir(), "user-data-")));
   const evalsDir = join(user, "agent-evals");
   mkdirSync(join(evalsDir, "runs", "cap1"), { recursive: true });
-  writeFileSync(join(evalsDir, "runs", "cap1", "summary.json"), JSON.stringify({ run_id: "cap1", data_root: user, dataset_path: join(user, "tasks", "capitals.jsonl") }));
+  writeFileSync(
+    join(evalsDir, "runs", "cap1", "summary.json"),
+    JSON.stringify({ run_id: "cap1", data_root: user, dataset_path: join(user, "tasks", "capitals.jsonl") }),
+  );
   const saved = process.env.PY_TRAINER_DATA_ROOT;
   delete process.env.PY_TRAINER_DATA_ROOT;
   try {

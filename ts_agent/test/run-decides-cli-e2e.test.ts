@@ -21,7 +21,12 @@ const BASE = `embedded:${relative(REPO_ROOT, TICKETS)}`;
 /** runs/<id>/run.json of a SUCCEEDED run trained as `agent demo --tasks ticket_routing.jsonl` trains:
  *  inline train rows of that file on its embedded base. */
 function writeRun(dir: string, runId: string): void {
-  const rows = readFileSync(TICKETS, "utf8").trim().split("\n").map((l) => JSON.parse(l)).filter((r) => r.split === "train").slice(0, 6);
+  const rows = readFileSync(TICKETS, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((r) => r.split === "train")
+    .slice(0, 6);
   mkdirSync(join(dir, "runs", runId), { recursive: true });
   const request = { runId, baseModel: BASE, dataset: { inline: { rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })) } } };
   writeFileSync(join(dir, "runs", runId, "run.json"), JSON.stringify({ runId, state: "RUN_STATE_SUCCEEDED", request }));
@@ -42,7 +47,13 @@ describe("commands given a run id follow the run's task file and base", () => {
             case: "result",
             value: {
               baseModel: "/x/tiny-qwen2-ticket_routing",
-              variants: names.map((name) => ({ name, tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: `<answer>${r.answers[0]}</answer>`, scores: { exact_match: 1, exact_match_lenient: 1, format: 1 } }] })) })),
+              variants: names.map((name) => ({
+                name,
+                tasks: rows.map((r) => ({
+                  taskId: r.id,
+                  samples: [{ completion: `<answer>${r.answers[0]}</answer>`, scores: { exact_match: 1, exact_match_lenient: 1, format: 1 } }],
+                })),
+              })),
               adapters: req.adapters.map((a) => ({ name: a.name, runId: a.source.case === "runId" ? a.source.value : "", sha256: "ab", step: 2n })),
             },
           },
@@ -55,7 +66,12 @@ describe("commands given a run id follow the run's task file and base", () => {
   });
   after(() => fake.close());
 
-  const ticketIds = new Set(readFileSync(TICKETS, "utf8").trim().split("\n").map((l) => JSON.parse(l).id as string));
+  const ticketIds = new Set(
+    readFileSync(TICKETS, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).id as string),
+  );
   const lastRequest = () => {
     const req = seen.at(-1)!;
     const rows = req.tasks?.source.case === "inline" ? req.tasks.source.value.rows : [];
@@ -90,7 +106,10 @@ describe("commands given a run id follow the run's task file and base", () => {
 
   test("a --base-model that conflicts with the run: one line, exit 2, both named, nothing evaluated", { timeout: 60_000 }, async () => {
     const n = seen.length;
-    for (const args of [["compare", "a", "b", "--id", "c2"], ["eval", "a"]]) {
+    for (const args of [
+      ["compare", "a", "b", "--id", "c2"],
+      ["eval", "a"],
+    ]) {
       const r = await agentAsync([...args, "--base-model", "other-model", "--evals-dir", dir, "--address", fake.address]);
       assert.equal(r.code, 2, r.stderr);
       assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
@@ -107,7 +126,20 @@ describe("agent baseline set", () => {
       async *evaluate(req) {
         seen.push(req);
         const rows = req.tasks?.source.case === "inline" ? req.tasks.source.value.rows : [];
-        yield { kind: { case: "result", value: { baseModel: "/x/tiny-qwen2-ticket_routing", variants: [{ name: "base", tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: "", scores: { exact_match: 0, exact_match_lenient: 0, format: 0 } }] })) }] } } };
+        yield {
+          kind: {
+            case: "result",
+            value: {
+              baseModel: "/x/tiny-qwen2-ticket_routing",
+              variants: [
+                {
+                  name: "base",
+                  tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: "", scores: { exact_match: 0, exact_match_lenient: 0, format: 0 } }] })),
+                },
+              ],
+            },
+          },
+        };
       },
     });
     try {

@@ -33,7 +33,12 @@ test("every command given the run follows its task file and embedded base", { ti
   const base = "embedded:tasks/ticket_routing.jsonl";
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-run-decides-"));
   // 60 of the 140 train rows inline (select validates on the rest), as agent demo --tasks sends them
-  const rows = readFileSync(tasks, "utf8").trim().split("\n").map((l) => JSON.parse(l)).filter((r) => r.split === "train").slice(0, 60);
+  const rows = readFileSync(tasks, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((r) => r.split === "train")
+    .slice(0, 60);
   const config = writeTrainConfig(evalsDir, "own", {
     runId: "own-e2e",
     rows: rows.map((r) => ({ id: r.id, prompt: r.prompt, answers: r.answers })),
@@ -82,7 +87,10 @@ test("every command given the run follows its task file and embedded base", { ti
   const md = readFileSync(join(evalsDir, "compare", "one", "compare.md"), "utf8");
   names("compare.md", md);
   assert.ok(md.includes(base), "compare.md does not name the base");
-  const deltas = (id: string) => JSON.parse(readFileSync(join(evalsDir, "compare", id, "compare.json"), "utf8")).pairs.map((p: { meanDiff?: number; delta?: number }) => p.meanDiff ?? p.delta);
+  const deltas = (id: string) =>
+    JSON.parse(readFileSync(join(evalsDir, "compare", id, "compare.json"), "utf8")).pairs.map(
+      (p: { meanDiff?: number; delta?: number }) => p.meanDiff ?? p.delta,
+    );
   assert.deepEqual(deltas("one"), deltas("logs"));
 
   const report = readFileSync(join(evalsDir, "runs", "own-e2e", "report.md"), "utf8");

@@ -18,23 +18,41 @@ import type { SidecarClient } from "../src/sidecar/client.js";
 
 const AML = join(REPO_ROOT, "agent-evals", "tasks", "aml_typology.jsonl");
 const TICKETS = join(REPO_ROOT, "agent-evals", "tasks", "ticket_routing.jsonl");
-const noSidecar = new Proxy({}, { get: () => () => { throw new Error("the sidecar was called"); } }) as unknown as SidecarClient;
+const noSidecar = new Proxy(
+  {},
+  {
+    get: () => () => {
+      throw new Error("the sidecar was called");
+    },
+  },
+) as unknown as SidecarClient;
 
 /** runs/<id>/run.json of SUCCEEDED runs trained on AML train rows sent inline (as agent demo sends them), and eval.json naming the AML file. */
 function evalsDir(ids: string[]): string {
   const dir = mkdtempSync(join(tmpdir(), "run-task-file-"));
-  const rows = readFileSync(AML, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; typology: string })
-    .filter((r) => r.split === "train").slice(0, 12).map((r) => ({ id: r.id, prompt: r.prompt, answers: [r.typology] }));
+  const rows = readFileSync(AML, "utf8")
+    .split("\n")
+    .filter((l) => l)
+    .map((l) => JSON.parse(l) as { id: string; prompt: string; split: string; typology: string })
+    .filter((r) => r.split === "train")
+    .slice(0, 12)
+    .map((r) => ({ id: r.id, prompt: r.prompt, answers: [r.typology] }));
   for (const id of ids) {
     mkdirSync(join(dir, "runs", id), { recursive: true });
-    writeFileSync(join(dir, "runs", id, "run.json"), JSON.stringify({ runId: id, state: "RUN_STATE_SUCCEEDED", request: { runId: id, dataset: { inline: { rows } } } }));
+    writeFileSync(
+      join(dir, "runs", id, "run.json"),
+      JSON.stringify({ runId: id, state: "RUN_STATE_SUCCEEDED", request: { runId: id, dataset: { inline: { rows } } } }),
+    );
     writeFileSync(join(dir, "runs", id, "eval.json"), JSON.stringify({ taskSet: { path: "agent-evals/tasks/aml_typology.jsonl" } }));
   }
   return dir;
 }
 
 async function refusal(p: Promise<unknown>): Promise<string> {
-  const err = await p.then(() => null, (e: unknown) => e);
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e,
+  );
   assert.ok(err instanceof UserError, `expected a UserError (exit 2), got ${String(err)}`);
   assert.ok(!err.message.includes("\n"), err.message);
   return err.message;
@@ -68,13 +86,21 @@ test("a jsonl_path run is judged by its file's bytes", async () => {
   mkdirSync(data);
   writeFileSync(join(data, "aml.jsonl"), readFileSync(AML));
   mkdirSync(join(dir, "runs", "j1"), { recursive: true });
-  writeFileSync(join(dir, "runs", "j1", "run.json"), JSON.stringify({ runId: "j1", state: "RUN_STATE_SUCCEEDED", request: { runId: "j1", dataset: { jsonlPath: "aml.jsonl" } } }));
+  writeFileSync(
+    join(dir, "runs", "j1", "run.json"),
+    JSON.stringify({ runId: "j1", state: "RUN_STATE_SUCCEEDED", request: { runId: "j1", dataset: { jsonlPath: "aml.jsonl" } } }),
+  );
   const before = process.env.PY_TRAINER_DATA_ROOT;
   process.env.PY_TRAINER_DATA_ROOT = data;
   try {
     await checkRunTaskFile(noSidecar, "select", dir, "j1", AML); // the same bytes
     const msg = await refusal(checkRunTaskFile(noSidecar, "select", dir, "j1", TICKETS));
-    assert.match(msg, new RegExp(`^agent select: run j1 trained on ${join(data, "aml.jsonl").replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}, not agent-evals/tasks/ticket_routing\\.jsonl`));
+    assert.match(
+      msg,
+      new RegExp(
+        `^agent select: run j1 trained on ${join(data, "aml.jsonl").replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}, not agent-evals/tasks/ticket_routing\\.jsonl`,
+      ),
+    );
   } finally {
     if (before === undefined) delete process.env.PY_TRAINER_DATA_ROOT;
     else process.env.PY_TRAINER_DATA_ROOT = before;

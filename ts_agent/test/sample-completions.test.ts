@@ -42,7 +42,11 @@ function writeRun(dir: string, runId: string) {
   const run = create(RunSchema, {
     runId,
     state: RunState.SUCCEEDED,
-    request: { baseModel: "", grpo: { beta: 0.04, numGenerations: 8, learningRate: 1e-5, maxCompletionLength: 16 }, runtime: { device: "cpu", precision: "fp32" } },
+    request: {
+      baseModel: "",
+      grpo: { beta: 0.04, numGenerations: 8, learningRate: 1e-5, maxCompletionLength: 16 },
+      runtime: { device: "cpu", precision: "fp32" },
+    },
     result: { stepsCompleted: 10n, trainSeconds: 8, totalParams: 1_000_000n, trainableParams: 5_000n },
   });
   writeFileSync(join(dir, "run.json"), toJsonString(RunSchema, run, { prettySpaces: 2 }));
@@ -166,7 +170,10 @@ test("an adapter given by path (agent eval --adapter): its report.md has the sec
   const right = (i: number) => taskSet.rows[i].answers[0];
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-"));
   const settings = settingsForTaskSet({ ...DEFAULT_EVAL_SETTINGS }, taskSet);
-  const evalPath = writeEvalLog(evalsDir, buildEvalLog("my-adapter", settings, taskSet, graded(taskSet, settings, { base: () => "London", adapter: (i) => right(i) })));
+  const evalPath = writeEvalLog(
+    evalsDir,
+    buildEvalLog("my-adapter", settings, taskSet, graded(taskSet, settings, { base: () => "London", adapter: (i) => right(i) })),
+  );
   const md = readFileSync(writeEvalReport(evalsDir, evalPath).path, "utf8");
   assert.match(section(md), new RegExp(`### Won by the adapter: ${taskSet.rows[0].id}`));
 });

@@ -47,6 +47,7 @@ describe("checkpoint selection controls the family-wise error over its k - 1 com
     const ps = c.curve.filter((p) => p.vsLast).map((p) => p.vsLast!.pHolm);
     assert.equal(ps.length, 3);
     for (const p of ps) assert.ok(p !== null && p >= 0 && p <= 1);
-    for (const p of c.curve) if (p.vsLast && p.vsLast.pHolm !== null && p.vsLast.decision?.p !== null) assert.ok(p.vsLast.pHolm >= p.vsLast.decision!.p! - 1e-15);
+    for (const p of c.curve)
+      if (p.vsLast && p.vsLast.pHolm !== null && p.vsLast.decision?.p !== null) assert.ok(p.vsLast.pHolm >= p.vsLast.decision!.p! - 1e-15);
   });
 });

@@ -28,7 +28,10 @@ test("last-unless-better keeps the last unless an earlier checkpoint beats it be
   const clear = [point(1, scores(40, 30)), point(2, scores(40, 12)), point(3, scores(40, 10))];
   const c = chooseCheckpoint("last-unless-better", clear);
   assert.equal(c.chosenStep, 1);
-  assert.deepEqual(c.curve.map((p) => p.betterThanLast), [true, false, false]);
+  assert.deepEqual(
+    c.curve.map((p) => p.betterThanLast),
+    [true, false, false],
+  );
   assert.ok(c.curve[0].vsLast!.decision!.lower > 0);
   // one task apart: not beyond the interval, the last is kept, though step 1's mean is higher
   const close = [point(1, scores(40, 11)), point(2, scores(40, 10)), point(3, scores(40, 10))];
@@ -42,20 +45,29 @@ test("last-unless-better keeps the last unless an earlier checkpoint beats it be
 
 test("validation rows: train-split rows the run did not train on (the dataset's limit, less the held-out tail)", () => {
   const rows = Array.from({ length: 10 }, (_, i) => ({ id: `r${i}`, prompt: `p${i}`, answers: ["a"], split: "train" as const }));
-  const inline = (n: number, extra: object) => create(TrainRequestSchema, { dataset: { source: { case: "inline", value: { rows: rows.slice(0, n) } } }, ...extra });
+  const inline = (n: number, extra: object) =>
+    create(TrainRequestSchema, { dataset: { source: { case: "inline", value: { rows: rows.slice(0, n) } } }, ...extra });
   // 6 rows sent, the last 2 held out (not trained on): trained on p0..p3
   const a = trainedPrompts(inline(6, { heldOut: { numPrompts: 2 } }), null);
   assert.deepEqual([...a.trained].sort(), ["p0", "p1", "p2", "p3"]);
-  assert.deepEqual(validationRows(rows, a.trained).map((r) => r.id), ["r4", "r5", "r6", "r7", "r8", "r9"]);
+  assert.deepEqual(
+    validationRows(rows, a.trained).map((r) => r.id),
+    ["r4", "r5", "r6", "r7", "r8", "r9"],
+  );
   // a dataset limit applies before the held-out tail
-  const b = trainedPrompts(create(TrainRequestSchema, { dataset: { source: { case: "inline", value: { rows } }, limit: 5 }, heldOut: { numPrompts: 1 } }), null);
+  const b = trainedPrompts(
+    create(TrainRequestSchema, { dataset: { source: { case: "inline", value: { rows } }, limit: 5 }, heldOut: { numPrompts: 1 } }),
+    null,
+  );
   assert.equal(b.trained.size, 4);
   // held-out prompts from their own dataset: every dataset row is trained on
   const c = trainedPrompts(inline(10, { heldOut: { dataset: { source: { case: "inline", value: { rows: [] } } }, numPrompts: 2 } }), null);
   assert.equal(validationRows(rows, c.trained).length, 0);
   // a jsonl_path dataset: its split filter, then its limit
-  const d = trainedPrompts(create(TrainRequestSchema, { dataset: { source: { case: "jsonlPath", value: "x.jsonl" }, split: "train", limit: 3 }, heldOut: { numPrompts: 1 } }),
-    [{ prompt: "q", split: "test" }, ...rows]);
+  const d = trainedPrompts(
+    create(TrainRequestSchema, { dataset: { source: { case: "jsonlPath", value: "x.jsonl" }, split: "train", limit: 3 }, heldOut: { numPrompts: 1 } }),
+    [{ prompt: "q", split: "test" }, ...rows],
+  );
   assert.deepEqual([...d.trained].sort(), ["p0", "p1"]);
 });
 
@@ -65,7 +77,10 @@ test("report: two evaluations of the same run on test produce the warning; one d
   writeReport(dir, "r1");
   assert.doesNotMatch(readFileSync(join(run, "report.md"), "utf8"), /looked at/);
   recordTestEval(dir, { command: "compare", runId: "r1", step: 3, tasks: 8, taskSet: "tasks.jsonl" });
-  assert.deepEqual(readTestEvals(dir, "r1").map((r) => r.command), ["eval", "compare"]);
+  assert.deepEqual(
+    readTestEvals(dir, "r1").map((r) => r.command),
+    ["eval", "compare"],
+  );
   writeReport(dir, "r1");
   const md = readFileSync(join(run, "report.md"), "utf8");
   assert.match(md, /## Checkpoint selection/);
@@ -78,12 +93,21 @@ test("report: the selection section shows the validation curve, the rule, the ch
   const pts = [point(1, scores(40, 30)), point(2, scores(40, 12)), point(3, scores(40, 10))];
   const choice = chooseCheckpoint("last-unless-better", pts);
   const acc = (n: number, k: number) => accuracy(scores(n, k).values());
-  writeFileSync(join(run, SELECTION_FILE), JSON.stringify({
-    schema: SELECTION_SCHEMA, runId: "r1", date: "2026-12-02T00:00:00.000Z", rule: "last-unless-better", ruleText: "the last checkpoint, unless ...",
-    validation: { taskSet: "tasks.jsonl", split: "train", n: 40, excluded: "the 20 train-split prompts the run trained on are excluded", base: acc(40, 5) },
-    curve: choice.curve, chosenStep: choice.chosenStep, why: choice.why,
-    test: { taskSet: "tasks.jsonl", n: 8, base: acc(8, 2), chosen: acc(8, 5), meanDiff: 0.375, decision: null },
-  }));
+  writeFileSync(
+    join(run, SELECTION_FILE),
+    JSON.stringify({
+      schema: SELECTION_SCHEMA,
+      runId: "r1",
+      date: "2026-12-02T00:00:00.000Z",
+      rule: "last-unless-better",
+      ruleText: "the last checkpoint, unless ...",
+      validation: { taskSet: "tasks.jsonl", split: "train", n: 40, excluded: "the 20 train-split prompts the run trained on are excluded", base: acc(40, 5) },
+      curve: choice.curve,
+      chosenStep: choice.chosenStep,
+      why: choice.why,
+      test: { taskSet: "tasks.jsonl", n: 8, base: acc(8, 2), chosen: acc(8, 5), meanDiff: 0.375, decision: null },
+    }),
+  );
   writeReport(dir, "r1");
   assert.doesNotMatch(readFileSync(join(run, "report.md"), "utf8"), /selection-curve\.svg/);
   const svg = selectionSvg(JSON.parse(readFileSync(join(run, SELECTION_FILE), "utf8")));

@@ -39,7 +39,13 @@ test("the sidecar dies under an attached agent train: the run id and the watch/r
   assert.match(r.stdout, /^step 2\/10 /m);
   assert.doesNotMatch(r.stderr, /cancel/i, "nothing says the user cancelled");
   assert.doesNotMatch(r.stderr, /^\s+at /m);
-  assert.match(r.stderr, new RegExp(`^agent: lost the sidecar at ${sc.address} while following run lost-1 \\(last step seen: 2; 5 re-attach attempts failed, the last with unavailable\\)\\.$`, "m"));
+  assert.match(
+    r.stderr,
+    new RegExp(
+      `^agent: lost the sidecar at ${sc.address} while following run lost-1 \\(last step seen: 2; 5 re-attach attempts failed, the last with unavailable\\)\\.$`,
+      "m",
+    ),
+  );
   assert.match(r.stderr, new RegExp(`^  follow it: +agent watch lost-1 --address ${sc.address} --evals-dir ${dir}$`, "m"));
   assert.match(r.stderr, new RegExp(`continue it from its last checkpoint: +agent resume lost-1 --address ${sc.address} --evals-dir ${dir}$`, "m"));
 });

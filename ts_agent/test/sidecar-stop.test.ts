@@ -21,11 +21,22 @@ import { SidecarError, type SidecarClient } from "../src/sidecar/client.js";
 import { sidecarLostLines } from "../src/pipeline/follow.js";
 
 const at = (s: number) => timestampFromMs(1_700_000_000_000 + s * 1000);
-const state = (s: number, st: RunState, reason = "") => create(RunEventSchema, { runId: "r1", time: at(s), kind: { case: "stateChange", value: { state: st, reason } } });
-const step = (s: number, n: number) => create(RunEventSchema, { runId: "r1", time: at(s), kind: { case: "trainStep", value: { step: BigInt(n), maxSteps: 10n, metrics: { reward: 0.5, kl: 0.01 } } } });
+const state = (s: number, st: RunState, reason = "") =>
+  create(RunEventSchema, { runId: "r1", time: at(s), kind: { case: "stateChange", value: { state: st, reason } } });
+const step = (s: number, n: number) =>
+  create(RunEventSchema, {
+    runId: "r1",
+    time: at(s),
+    kind: { case: "trainStep", value: { step: BigInt(n), maxSteps: 10n, metrics: { reward: 0.5, kl: 0.01 } } },
+  });
 
 test("the sidecar stops after the run's CANCELLED end: SidecarLost with the agent resume and agent download commands, not a bare 'unavailable'", async () => {
-  const events: RunEvent[] = [state(0, RunState.RUNNING), step(5, 1), step(7, 2), state(8, RunState.CANCELLED, "the sidecar was stopped (SIGTERM) after step 2")];
+  const events: RunEvent[] = [
+    state(0, RunState.RUNNING),
+    step(5, 1),
+    step(7, 2),
+    state(8, RunState.CANCELLED, "the sidecar was stopped (SIGTERM) after step 2"),
+  ];
   const client = {
     options: { address: "127.0.0.1:50999" },
     train: async function* () {

@@ -90,7 +90,19 @@ describe("P(PASS) / P(CONFIRMED) from the real gate", () => {
       for (let c = 0; c <= 45; c++) {
         const p = pairedComparison(...pairs(n, b, c));
         const d = decisionFor(p);
-        const ev = { n, meanDiff: p.meanDiff, lower: d.lower, upper: d.upper, method: d.method, test: d.test, p: d.p, rejects: d.rejects, requiredN: null, mde: null, baseSource: "x" };
+        const ev = {
+          n,
+          meanDiff: p.meanDiff,
+          lower: d.lower,
+          upper: d.upper,
+          method: d.method,
+          test: d.test,
+          p: d.p,
+          rejects: d.rejects,
+          requiredN: null,
+          mde: null,
+          baseSource: "x",
+        };
         const v = downstreamCriterion(ev).verdict;
         const g = pairedProportionGate(b, c, n, { threshold: DOWNSTREAM_MIN_DELTA });
         assert.equal(g.passes, v === "PASS" || v === "CONFIRMED", `b=${b} c=${c}: ${v}`);

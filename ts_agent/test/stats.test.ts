@@ -115,12 +115,15 @@ describe("descriptive and proportions", () => {
 
   test("Wilson interval: 0 <= lower <= p <= upper <= 1, narrower at lower confidence", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 2000 }).chain((n) => fc.tuple(fc.integer({ min: 0, max: n }), fc.constant(n))), ([k, n]) => {
-        const w = wilsonInterval(k, n);
-        assert.ok(0 <= w.lower && w.lower <= w.estimate + 1e-15 && w.estimate <= w.upper + 1e-15 && w.upper <= 1);
-        const narrow = wilsonInterval(k, n, { confidence: 0.8 });
-        assert.ok(narrow.upper - narrow.lower <= w.upper - w.lower);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 2000 }).chain((n) => fc.tuple(fc.integer({ min: 0, max: n }), fc.constant(n))),
+        ([k, n]) => {
+          const w = wilsonInterval(k, n);
+          assert.ok(0 <= w.lower && w.lower <= w.estimate + 1e-15 && w.estimate <= w.upper + 1e-15 && w.upper <= 1);
+          const narrow = wilsonInterval(k, n, { confidence: 0.8 });
+          assert.ok(narrow.upper - narrow.lower <= w.upper - w.lower);
+        },
+      ),
     );
   });
 });
@@ -194,7 +197,12 @@ describe("missing values and held-out bootstraps", () => {
         else {
           assert.ok(t >= -1 - 1e-15 && t <= 1 + 1e-15);
           assert.equal(kendallTauB(y, x), t);
-          assert.ok(kendallTauB(x, y.map((v) => -v)) === -t); // === : 0 and -0 are one value here
+          assert.ok(
+            kendallTauB(
+              x,
+              y.map((v) => -v),
+            ) === -t,
+          ); // === : 0 and -0 are one value here
         }
       }),
     );
@@ -259,14 +267,19 @@ describe("paired comparison", () => {
         if (n > 1) assert.ok(minimumDetectableEffect(n - 1, sd) > delta);
       }),
     );
-    assert.equal(requiredNForDelta(0.05, 0.3), Math.ceil(((1.959963984540054 + 0.8416212335729143) * 0.3 / 0.05) ** 2));
+    assert.equal(requiredNForDelta(0.05, 0.3), Math.ceil((((1.959963984540054 + 0.8416212335729143) * 0.3) / 0.05) ** 2));
   });
 });
 
 describe("agreement", () => {
-  const labels = fc.integer({ min: 2, max: 40 }).chain((n) =>
-    fc.tuple(fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n }), fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n })),
-  );
+  const labels = fc
+    .integer({ min: 2, max: 40 })
+    .chain((n) =>
+      fc.tuple(
+        fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n }),
+        fc.array(fc.integer({ min: 0, max: 3 }), { minLength: n, maxLength: n }),
+      ),
+    );
   test("Cohen's kappa is symmetric, <= 1, and 1 for perfect agreement", () => {
     fc.assert(
       fc.property(labels, fc.constantFrom<"none" | "linear" | "quadratic">("none", "linear", "quadratic"), ([r1, r2], weights) => {
@@ -288,7 +301,10 @@ describe("agreement", () => {
       fc.property(labels, ([r1, r2]) => {
         const names = ["d", "a", "c", "b"];
         const k = cohenKappa(r1, r2).kappa;
-        const renamed = cohenKappa(r1.map((x) => names[x]), r2.map((x) => names[x])).kappa;
+        const renamed = cohenKappa(
+          r1.map((x) => names[x]),
+          r2.map((x) => names[x]),
+        ).kappa;
         assert.ok(k === null ? renamed === null : close(k, renamed!, 1e-12));
       }),
     );
@@ -377,28 +393,79 @@ describe("training curves", () => {
 
 describe("errors", () => {
   test("bad input has a stable kind", () => {
-    assert.equal(kindOf(() => mean([])), "empty");
-    assert.equal(kindOf(() => sampleSd([1])), "too_few");
-    assert.equal(kindOf(() => pairedComparison([1, 0], [1])), "length_mismatch");
-    assert.equal(kindOf(() => requiredNForDelta(0, 0.3)), "zero_delta");
-    assert.equal(kindOf(() => normalQuantile(1)), "out_of_range");
-    assert.equal(kindOf(() => wilsonInterval(1.5, 3)), "not_integer");
-    assert.equal(kindOf(() => cohenKappa([1, "a"], [1, "a"])), "label_type");
-    assert.equal(kindOf(() => cohenKappa([1], [1], { weights: "cubic" as "linear" })), "bad_option");
-    assert.equal(kindOf(() => nanMean([1, "2" as unknown as number])), "nan");
-    assert.equal(kindOf(() => bootstrapMeanCI([0.2], { seed: -1 })), "out_of_range");
-    assert.equal(kindOf(() => bootstrapMeanCI([0.2, 0.3], { seed: 0, resamples: 0 })), "out_of_range");
-    assert.equal(kindOf(() => relativeChangeCI([1, 0], [1], { seed: 0 })), "length_mismatch");
-    assert.equal(kindOf(() => kendallTauB([1, 2], [1])), "length_mismatch");
-    assert.equal(kindOf(() => kendallTauB([1, NaN], [1, 2])), "nan");
+    assert.equal(
+      kindOf(() => mean([])),
+      "empty",
+    );
+    assert.equal(
+      kindOf(() => sampleSd([1])),
+      "too_few",
+    );
+    assert.equal(
+      kindOf(() => pairedComparison([1, 0], [1])),
+      "length_mismatch",
+    );
+    assert.equal(
+      kindOf(() => requiredNForDelta(0, 0.3)),
+      "zero_delta",
+    );
+    assert.equal(
+      kindOf(() => normalQuantile(1)),
+      "out_of_range",
+    );
+    assert.equal(
+      kindOf(() => wilsonInterval(1.5, 3)),
+      "not_integer",
+    );
+    assert.equal(
+      kindOf(() => cohenKappa([1, "a"], [1, "a"])),
+      "label_type",
+    );
+    assert.equal(
+      kindOf(() => cohenKappa([1], [1], { weights: "cubic" as "linear" })),
+      "bad_option",
+    );
+    assert.equal(
+      kindOf(() => nanMean([1, "2" as unknown as number])),
+      "nan",
+    );
+    assert.equal(
+      kindOf(() => bootstrapMeanCI([0.2], { seed: -1 })),
+      "out_of_range",
+    );
+    assert.equal(
+      kindOf(() => bootstrapMeanCI([0.2, 0.3], { seed: 0, resamples: 0 })),
+      "out_of_range",
+    );
+    assert.equal(
+      kindOf(() => relativeChangeCI([1, 0], [1], { seed: 0 })),
+      "length_mismatch",
+    );
+    assert.equal(
+      kindOf(() => kendallTauB([1, 2], [1])),
+      "length_mismatch",
+    );
+    assert.equal(
+      kindOf(() => kendallTauB([1, NaN], [1, 2])),
+      "nan",
+    );
     fc.assert(
       fc.property(xs, fc.nat(), fc.constantFrom(NaN, Infinity), (v, at, bad) => {
         const w = [...v];
         w[at % w.length] = bad;
         const want = Number.isNaN(bad) ? "nan" : "out_of_range";
-        assert.equal(kindOf(() => mean(w)), want);
-        assert.equal(kindOf(() => pairedComparison(w, v)), want);
-        assert.equal(kindOf(() => trend(w.length >= 3 ? w : [...w, 1])), want);
+        assert.equal(
+          kindOf(() => mean(w)),
+          want,
+        );
+        assert.equal(
+          kindOf(() => pairedComparison(w, v)),
+          want,
+        );
+        assert.equal(
+          kindOf(() => trend(w.length >= 3 ? w : [...w, 1])),
+          want,
+        );
       }),
     );
   });

@@ -50,7 +50,15 @@ interface SweepJson {
   passed: number;
   delta: { n: number; method: string };
   placement: { inFlight: number; maxOverlap: number; concurrent: boolean };
-  seeds: Array<{ seed: number; runId: string; verdict: string; heldOut: unknown; downstream: unknown; heldOutTemplate: unknown; placement: { slots: number[] } }>;
+  seeds: Array<{
+    seed: number;
+    runId: string;
+    verdict: string;
+    heldOut: unknown;
+    downstream: unknown;
+    heldOutTemplate: unknown;
+    placement: { slots: number[] };
+  }>;
 }
 
 /** The sidecar's own RUNNING intervals of two runs overlap. */
@@ -61,7 +69,10 @@ async function overlap(a: string, b: string): Promise<boolean> {
   return t(x, "startTime") < t(y, "endTime") && t(y, "startTime") < t(x, "endTime");
 }
 
-const adapterSha = (runId: string) => createHash("sha256").update(readFileSync(join(evalsDir, "runs", runId, "adapter", "adapter_model.safetensors"))).digest("hex");
+const adapterSha = (runId: string) =>
+  createHash("sha256")
+    .update(readFileSync(join(evalsDir, "runs", runId, "adapter", "adapter_model.safetensors")))
+    .digest("hex");
 
 test("sweep: 2 seeds at once on a 2-slot sidecar, each evaluated and reported, and the replicate section", { timeout: 600_000 }, async () => {
   const { summary, lines } = await sweep("e2e");
@@ -76,7 +87,10 @@ test("sweep: 2 seeds at once on a 2-slot sidecar, each evaluated and reported, a
     assert.match(md, /one draw of the training randomness/);
     assert.match(md, /sweeps\/e2e\/report\.md/);
   }
-  assert.deepEqual(summary.seeds.map((s) => s.seed), [3, 4]);
+  assert.deepEqual(
+    summary.seeds.map((s) => s.seed),
+    [3, 4],
+  );
   assert.equal(summary.seeds.filter((s) => s.verdict === "PASS" || s.verdict === "CONFIRMED").length, summary.passed);
   assert.equal(summary.delta.n, 2);
   assert.match(summary.delta.method, /^t interval over 2 runs/);
@@ -90,7 +104,10 @@ test("sweep: 2 seeds at once on a 2-slot sidecar, each evaluated and reported, a
   assert.match(md, /downstream adapter - base: mean [+-]\d+\.\d pp over 2 seeds \(95% CI .* t interval over 2 runs \(df 1\)\), between-seed SD \d+\.\d pp/);
   assert.match(md, /shown in detail: `e2e-s[34]`/);
   assert.match(md, /\| 3 \| e2e-s3 \|[^\n]*\| slot [01] \|\n\| 4 \| e2e-s4 \|[^\n]*\| slot [01] \|/);
-  assert.ok(lines.some((l) => /^\[sweep\] \d\/2 PASS both criteria/.test(l)), lines.join("\n"));
+  assert.ok(
+    lines.some((l) => /^\[sweep\] \d\/2 PASS both criteria/.test(l)),
+    lines.join("\n"),
+  );
 });
 
 test("sweep --parallel 1 on the same sidecar: one after another, and the same per-seed table (adapter bytes, verdicts)", { timeout: 600_000 }, async () => {
@@ -102,6 +119,10 @@ test("sweep --parallel 1 on the same sidecar: one after another, and the same pe
     assert.equal(adapterSha(`seq-s${seed}`), adapterSha(`e2e-s${seed}`), `seed ${seed}: the adapter bytes differ`);
     const [a, b] = [seq.seeds[i], par.seeds[i]];
     assert.equal(a.seed, seed);
-    assert.deepEqual({ v: a.verdict, h: a.heldOut, d: a.downstream, t: a.heldOutTemplate }, { v: b.verdict, h: b.heldOut, d: b.downstream, t: b.heldOutTemplate }, `seed ${seed}`);
+    assert.deepEqual(
+      { v: a.verdict, h: a.heldOut, d: a.downstream, t: a.heldOutTemplate },
+      { v: b.verdict, h: b.heldOut, d: b.downstream, t: b.heldOutTemplate },
+      `seed ${seed}`,
+    );
   }
 });

@@ -33,9 +33,29 @@ const seed = (s: number, startMs: number | null, endMs: number | null, slots: nu
 
 test("the most RUNNING intervals at one instant: touching end-to-start is not at once; a run that never ran counts nowhere", () => {
   assert.equal(maxOverlap([]), 0);
-  assert.equal(maxOverlap([{ startMs: 0, endMs: 10 }, { startMs: 10, endMs: 20 }]), 1);
-  assert.equal(maxOverlap([{ startMs: 0, endMs: 10 }, { startMs: 5, endMs: 20 }, { startMs: 6, endMs: 7 }]), 3);
-  assert.equal(maxOverlap([{ startMs: 0, endMs: 10 }, { startMs: null, endMs: null }, { startMs: 9, endMs: 12 }]), 2);
+  assert.equal(
+    maxOverlap([
+      { startMs: 0, endMs: 10 },
+      { startMs: 10, endMs: 20 },
+    ]),
+    1,
+  );
+  assert.equal(
+    maxOverlap([
+      { startMs: 0, endMs: 10 },
+      { startMs: 5, endMs: 20 },
+      { startMs: 6, endMs: 7 },
+    ]),
+    3,
+  );
+  assert.equal(
+    maxOverlap([
+      { startMs: 0, endMs: 10 },
+      { startMs: null, endMs: null },
+      { startMs: 9, endMs: 12 },
+    ]),
+    2,
+  );
 });
 
 test("the summary and report say how the seeds were placed: at once with slots, or one after another", () => {
@@ -60,7 +80,10 @@ test("Ctrl-C with several runs of a sweep on the sidecar names each with its wat
   assert.ok(lines.includes("runs sw-s3, sw-s4 keep running on the sidecar (queued ones start as slots free)."), lines.join("\n"));
   for (const id of ["sw-s3", "sw-s4"]) {
     assert.ok(lines.includes(`  cancel ${id}:  agent cancel ${id} --address h:1`), lines.join("\n"));
-    assert.ok(lines.some((l) => l.startsWith(`  follow ${id}:  agent watch ${id} `)), lines.join("\n"));
+    assert.ok(
+      lines.some((l) => l.startsWith(`  follow ${id}:  agent watch ${id} `)),
+      lines.join("\n"),
+    );
   }
   assert.ok(lines.includes("seeds not started: 5"));
   assert.match(interruptLines({ command: "sweep", runId: "", runIds: [], sweepId: "sw", flags: {} }).join("\n"), /no run of the sweep is on the sidecar now/);
@@ -98,10 +121,16 @@ test("a seed the full queue refuses is submitted again when another run of the s
   const never = async () => {
     throw new Error("waited for a run of the sweep that is not on the sidecar");
   };
-  await assert.rejects(untilAdmitted(() => Promise.reject(full()), { othersOnSidecar: () => 0, nextEnd: never }), /queue is full/);
+  await assert.rejects(
+    untilAdmitted(() => Promise.reject(full()), { othersOnSidecar: () => 0, nextEnd: never }),
+    /queue is full/,
+  );
   // another refusal (a bad request) is never retried
   let bad = 0;
   const invalid = () => new SidecarError("grpo.seed: bad", Code.InvalidArgument, undefined);
-  await assert.rejects(untilAdmitted(() => (bad++, Promise.reject(invalid())), { othersOnSidecar: () => 3, nextEnd: async () => undefined }), /grpo\.seed/);
+  await assert.rejects(
+    untilAdmitted(() => (bad++, Promise.reject(invalid())), { othersOnSidecar: () => 3, nextEnd: async () => undefined }),
+    /grpo\.seed/,
+  );
   assert.equal(bad, 1);
 });

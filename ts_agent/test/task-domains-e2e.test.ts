@@ -42,55 +42,74 @@ async function quietly(f: () => Promise<number>): Promise<{ code: number; out: s
   return { code, out, err };
 }
 
-test("agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, per-product tables; agent eval uses the run's base and refuses it when gone", { timeout: 900_000 }, async () => {
-  const evalsDir = mkdtempSync(join(tmpdir(), "evals-tickets-"));
-  const tasks = underDataRoot("ticket_routing");
-  const base = "embedded:tasks/ticket_routing.jsonl";
-  const demo = await quietly(() => main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "tickets-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
-  assert.equal(demo.code, 0, [...demo.out, ...demo.err].join("\n"));
-  assert.ok(demo.out.some((l) => l.startsWith(`[demo] training ${base} on 140 inline train rows`)), demo.out.join("\n"));
+test(
+  "agent demo --tasks ticket_routing.jsonl: the loop on its embedded model, per-product tables; agent eval uses the run's base and refuses it when gone",
+  { timeout: 900_000 },
+  async () => {
+    const evalsDir = mkdtempSync(join(tmpdir(), "evals-tickets-"));
+    const tasks = underDataRoot("ticket_routing");
+    const base = "embedded:tasks/ticket_routing.jsonl";
+    const demo = await quietly(() =>
+      main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "tickets-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]),
+    );
+    assert.equal(demo.code, 0, [...demo.out, ...demo.err].join("\n"));
+    assert.ok(
+      demo.out.some((l) => l.startsWith(`[demo] training ${base} on 140 inline train rows`)),
+      demo.out.join("\n"),
+    );
 
-  const baseline = JSON.parse(readFileSync(join(evalsDir, "baseline.json"), "utf8"));
-  assert.equal(baseline.model.requested, base);
-  assert.match(baseline.model.resolved, /tiny-qwen2-ticket_routing-s0-[0-9a-f]{10}$/);
-  const dir = join(evalsDir, "runs", "tickets-e2e");
-  const run = JSON.parse(readFileSync(join(dir, "run.json"), "utf8"));
-  assert.equal(run.request.baseModel, base);
-  const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
-  assert.equal(ev.model.requested, base);
-  assert.equal(ev.model.resolved, baseline.model.resolved);
-  assert.deepEqual([ev.taskSet.n, ev.taskSet.sliceField, ev.heldOutTemplate.taskSet.n], [60, "product", 60]);
-  const md = readFileSync(join(dir, "report.md"), "utf8");
-  assert.match(md, /Per product \(p from the governing test/);
-  assert.match(md, /\| split \| product \| tasks \|/);
-  assert.match(md, /\| test \| (mobile_app|smart_speaker|web_portal) \| \d+ \|/);
-  assert.match(md, /\| test_heldout_template \| 60 \|/);
-  assert.doesNotMatch(md, /typology/i);
-  assert.doesNotMatch(md, /Skipped for this task set/);
+    const baseline = JSON.parse(readFileSync(join(evalsDir, "baseline.json"), "utf8"));
+    assert.equal(baseline.model.requested, base);
+    assert.match(baseline.model.resolved, /tiny-qwen2-ticket_routing-s0-[0-9a-f]{10}$/);
+    const dir = join(evalsDir, "runs", "tickets-e2e");
+    const run = JSON.parse(readFileSync(join(dir, "run.json"), "utf8"));
+    assert.equal(run.request.baseModel, base);
+    const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));
+    assert.equal(ev.model.requested, base);
+    assert.equal(ev.model.resolved, baseline.model.resolved);
+    assert.deepEqual([ev.taskSet.n, ev.taskSet.sliceField, ev.heldOutTemplate.taskSet.n], [60, "product", 60]);
+    const md = readFileSync(join(dir, "report.md"), "utf8");
+    assert.match(md, /Per product \(p from the governing test/);
+    assert.match(md, /\| split \| product \| tasks \|/);
+    assert.match(md, /\| test \| (mobile_app|smart_speaker|web_portal) \| \d+ \|/);
+    assert.match(md, /\| test_heldout_template \| 60 \|/);
+    assert.doesNotMatch(md, /typology/i);
+    assert.doesNotMatch(md, /Skipped for this task set/);
 
-  // agent eval of the run on its own: the run's base, recorded
-  const again = await quietly(() => main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", tasks, "--limit", "4", "--evals-dir", evalsDir]));
-  assert.equal(again.code, 0, again.err.join("\n"));
-  assert.ok(again.out.some((l) => l.startsWith(`evaluating base (${base}) and tickets-e2e's adapter on 4 test tasks`)), again.out.join("\n"));
-  assert.equal(JSON.parse(readFileSync(join(dir, "eval.json"), "utf8")).model.requested, base);
+    // agent eval of the run on its own: the run's base, recorded
+    const again = await quietly(() => main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", tasks, "--limit", "4", "--evals-dir", evalsDir]));
+    assert.equal(again.code, 0, again.err.join("\n"));
+    assert.ok(
+      again.out.some((l) => l.startsWith(`evaluating base (${base}) and tickets-e2e's adapter on 4 test tasks`)),
+      again.out.join("\n"),
+    );
+    assert.equal(JSON.parse(readFileSync(join(dir, "eval.json"), "utf8")).model.requested, base);
 
-  // the base gone from this sidecar's data root: one line, naming it, nothing written
-  const elsewhere = join(mkdtempSync(join(tmpdir(), "tasks-copy-")), "ticket_routing.jsonl");
-  copyFileSync(tasks, elsewhere);
-  copyFileSync(tasks.replace(/\.jsonl$/, ".meta.json"), elsewhere.replace(/\.jsonl$/, ".meta.json"));
-  rmSync(tasks);
-  const before = readFileSync(join(dir, "eval.json"), "utf8");
-  const gone = await quietly(() => main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", elsewhere, "--limit", "4", "--evals-dir", evalsDir]));
-  assert.equal(gone.code, 2);
-  assert.equal(gone.err.length, 1, gone.err.join("\n"));
-  assert.match(gone.err[0], /^agent eval: tickets-e2e was trained on embedded:tasks\/ticket_routing\.jsonl, which is not available here \(not_found: base_model: .*does not exist\)$/);
-  assert.equal(readFileSync(join(dir, "eval.json"), "utf8"), before);
-});
+    // the base gone from this sidecar's data root: one line, naming it, nothing written
+    const elsewhere = join(mkdtempSync(join(tmpdir(), "tasks-copy-")), "ticket_routing.jsonl");
+    copyFileSync(tasks, elsewhere);
+    copyFileSync(tasks.replace(/\.jsonl$/, ".meta.json"), elsewhere.replace(/\.jsonl$/, ".meta.json"));
+    rmSync(tasks);
+    const before = readFileSync(join(dir, "eval.json"), "utf8");
+    const gone = await quietly(() =>
+      main(["eval", "tickets-e2e", "--address", sidecar().address, "--tasks", elsewhere, "--limit", "4", "--evals-dir", evalsDir]),
+    );
+    assert.equal(gone.code, 2);
+    assert.equal(gone.err.length, 1, gone.err.join("\n"));
+    assert.match(
+      gone.err[0],
+      /^agent eval: tickets-e2e was trained on embedded:tasks\/ticket_routing\.jsonl, which is not available here \(not_found: base_model: .*does not exist\)$/,
+    );
+    assert.equal(readFileSync(join(dir, "eval.json"), "utf8"), before);
+  },
+);
 
 test("agent demo --tasks arithmetic.jsonl: open answers, no templates; the report names what it skips", { timeout: 900_000 }, async () => {
   const evalsDir = mkdtempSync(join(tmpdir(), "evals-arith-"));
   const tasks = underDataRoot("arithmetic");
-  const demo = await quietly(() => main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "arith-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]));
+  const demo = await quietly(() =>
+    main(["demo", "--address", sidecar().address, "--config", tinyConfig(evalsDir, "arith-e2e"), "--tasks", tasks, "--evals-dir", evalsDir]),
+  );
   assert.equal(demo.code, 0, [...demo.out, ...demo.err].join("\n"));
   const dir = join(evalsDir, "runs", "arith-e2e");
   const ev = JSON.parse(readFileSync(join(dir, "eval.json"), "utf8"));

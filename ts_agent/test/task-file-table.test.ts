@@ -14,7 +14,16 @@ import { loadTaskFile } from "../src/agent/eval/tasks.js";
 import { UserError } from "../src/agent/workspace.js";
 import { REPO } from "./helpers/sidecar.js";
 
-interface Case { name: string; lines?: string[]; file_base64?: string; meta?: unknown; line?: number | null; message?: string; meta_file?: boolean; tasks?: number }
+interface Case {
+  name: string;
+  lines?: string[];
+  file_base64?: string;
+  meta?: unknown;
+  line?: number | null;
+  message?: string;
+  meta_file?: boolean;
+  tasks?: number;
+}
 const TABLE = JSON.parse(readFileSync(join(REPO, "tests", "data", "bad_task_files.json"), "utf8")) as { bad: Case[]; good: Case[] };
 
 function write(root: string, c: Case): string {
@@ -33,13 +42,16 @@ describe("the shared table of task files: the agent's loader", () => {
       const path = write(root, c);
       const where = c.meta_file ? path.replace(/\.jsonl$/, ".meta.json") : path;
       const prefix = c.line === null || c.line === undefined ? `${where}: ` : `${where}:${c.line}: `;
-      assert.throws(() => loadTaskFile(path), (err: Error) => {
-        assert.ok(err instanceof UserError, String(err));
-        assert.ok(err.message.startsWith(prefix), `${err.message} (wanted ${prefix})`);
-        assert.ok(err.message.includes(c.message!), err.message);
-        assert.doesNotMatch(err.message, / at\)$/);
-        return true;
-      });
+      assert.throws(
+        () => loadTaskFile(path),
+        (err: Error) => {
+          assert.ok(err instanceof UserError, String(err));
+          assert.ok(err.message.startsWith(prefix), `${err.message} (wanted ${prefix})`);
+          assert.ok(err.message.includes(c.message!), err.message);
+          assert.doesNotMatch(err.message, / at\)$/);
+          return true;
+        },
+      );
     });
   }
   for (const c of TABLE.good) {

@@ -51,7 +51,12 @@ const CASES: Case[] = [
   ["missing prompt", lines(row(1), row(2, { prompt: undefined })), META, /:2: field "prompt" is required/],
   ["answers not a list", lines(row(1), row(2, { answers: "billing" })), META, /:2: field "answers" must be a non-empty array/],
   ["answers empty", lines(row(1), row(2, { answers: [] })), META, /:2: field "answers" must be a non-empty array/],
-  ["label outside the set", lines(row(1), row(2, { label: "refund", answers: ["refund"] })), META, /:2: field "label" must be one of billing, login, got "refund"/],
+  [
+    "label outside the set",
+    lines(row(1), row(2, { label: "refund", answers: ["refund"] })),
+    META,
+    /:2: field "label" must be one of billing, login, got "refund"/,
+  ],
   ["answers not led by the label", lines(row(1), row(2, { answers: ["bills", "billing"] })), META, /:2: field "answers" must start with the label "billing"/],
   ["label missing with a declared set", lines(row(1), row(2, { label: undefined })), META, /:2: field "label" is required: the metadata declares a label set/],
   ["slice field empty", lines(row(1), row(2, { product: "" })), META, /:2: field "product" must be a non-empty string/],
@@ -61,7 +66,12 @@ const CASES: Case[] = [
   ["metadata unknown field", lines(row(1)), { ...META, slices: "product" }, /\.meta\.json: unknown field "slices"/],
   ["metadata not JSON", lines(row(1)), "{labels:", /\.meta\.json: invalid JSON/],
   ["metadata labels not a list", lines(row(1)), { labels: "billing" }, /\.meta\.json: field "labels" must be a non-empty array of non-empty strings/],
-  ["metadata graders not a list", lines(row(1)), { ...META, graders: "final_number_match" }, /\.meta\.json: field "graders" must be a non-empty array of non-empty strings/],
+  [
+    "metadata graders not a list",
+    lines(row(1)),
+    { ...META, graders: "final_number_match" },
+    /\.meta\.json: field "graders" must be a non-empty array of non-empty strings/,
+  ],
 ];
 
 describe("malformed task files: one line, exit 2, the field named", () => {
@@ -96,7 +106,10 @@ describe("a task file without label and template", () => {
 
   test("the format says what is skipped; a labelled, templated, sliced set skips nothing", () => {
     const arith = loadTaskFile(join(REPO, "agent-evals", "tasks", "arithmetic.jsonl")).format;
-    assert.deepEqual({ labels: arith.labels, hasTemplates: arith.hasTemplates, sliceField: arith.sliceField, hasSlices: arith.hasSlices }, { labels: null, hasTemplates: false, sliceField: "operation", hasSlices: true });
+    assert.deepEqual(
+      { labels: arith.labels, hasTemplates: arith.hasTemplates, sliceField: arith.sliceField, hasSlices: arith.hasSlices },
+      { labels: null, hasTemplates: false, sliceField: "operation", hasSlices: true },
+    );
     assert.equal(skippedFeatures(arith).length, 2);
     const tickets = loadTaskFile(join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl")).format;
     assert.deepEqual(skippedFeatures(tickets), []);
@@ -127,7 +140,10 @@ describe("agent eval <run> evaluates on the run's base", () => {
   test("a --base-model other than the run's is refused in one line, before the sidecar", async () => {
     const evals = mkdtempSync(join(tmpdir(), "eval-base-"));
     mkdirSync(join(evals, "runs", "r1"), { recursive: true });
-    writeFileSync(join(evals, "runs", "r1", "run.json"), JSON.stringify({ runId: "r1", state: "RUN_STATE_SUCCEEDED", request: { baseModel: "embedded:agent-evals/tasks/ticket_routing.jsonl" } }));
+    writeFileSync(
+      join(evals, "runs", "r1", "run.json"),
+      JSON.stringify({ runId: "r1", state: "RUN_STATE_SUCCEEDED", request: { baseModel: "embedded:agent-evals/tasks/ticket_routing.jsonl" } }),
+    );
     const tasks = join(REPO, "agent-evals", "tasks", "ticket_routing.jsonl");
     const r = await agent(["eval", "r1", "--tasks", tasks, "--evals-dir", evals, "--base-model", "Qwen/Qwen2.5-0.5B"]);
     assert.equal(r.code, 2, r.stderr);

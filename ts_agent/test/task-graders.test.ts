@@ -20,10 +20,18 @@ test("arithmetic_chat.jsonl's metadata makes final_number_match the primary grad
   assert.equal(ts.rows.length, 200);
   assert.deepEqual(ts.format?.graders, ["final_number_match", "exact_match_lenient", "stops_after_answer", "exact_match"]);
   const s = settingsForTaskSet({ ...DEFAULT_EVAL_SETTINGS }, ts);
-  assert.deepEqual(s.graders.map((g) => g.name), ["final_number_match", "exact_match_lenient", "stops_after_answer", "exact_match"]);
+  assert.deepEqual(
+    s.graders.map((g) => g.name),
+    ["final_number_match", "exact_match_lenient", "stops_after_answer", "exact_match"],
+  );
   checkSettings(s);
-  const fp = buildFingerprint({ settings: s, taskSet: taskSetRef(ts), taskIds: ts.rows.map((r) => r.id), model: { requested: "smollm2-135m-instruct", resolved: null } });
-  assert.equal(fp.grader, "final_number_match (tag=\"answer\")");
+  const fp = buildFingerprint({
+    settings: s,
+    taskSet: taskSetRef(ts),
+    taskIds: ts.rows.map((r) => r.id),
+    model: { requested: "smollm2-135m-instruct", resolved: null },
+  });
+  assert.equal(fp.grader, 'final_number_match (tag="answer")');
 });
 
 test("a file without graders keeps the defaults; the lenient grader is added when a file omits it", () => {
@@ -31,7 +39,10 @@ test("a file without graders keeps the defaults; the lenient grader is added whe
   const d = { ...DEFAULT_EVAL_SETTINGS };
   assert.equal(settingsForTaskSet(d, aml), d);
   const own = settingsForTaskSet(d, { path: aml.path, format: { ...aml.format!, graders: ["final_number_match"] } });
-  assert.deepEqual(own.graders.map((g) => g.name), ["final_number_match", "exact_match_lenient"]);
+  assert.deepEqual(
+    own.graders.map((g) => g.name),
+    ["final_number_match", "exact_match_lenient"],
+  );
   assert.throws(
     () => settingsForTaskSet(d, { path: "tasks/x.jsonl", format: { ...aml.format!, graders: ["bleu"] } }),
     (e) => e instanceof UserError && /^tasks\/x\.meta\.json: field "graders": unknown grader "bleu" \(known: exact_match, /.test(e.message),
@@ -59,6 +70,8 @@ test("agent eval's summary line names the primary grader, not always exact_match
     settings: { ...DEFAULT_EVAL_SETTINGS, graders: [{ name: "final_number_match" }, { name: "exact_match_lenient" }] },
     variants: [{ name: "base", accuracy: { estimate: 0.29, lower: 0.232, upper: 0.356, n: 200, method: "wilson" } }],
   } as unknown as Parameters<typeof evalSummaryLines>[0];
-  const [line] = evalSummaryLines(log, { comparison: null, baselineMatch: { status: "missing" }, splits: [] } as unknown as Parameters<typeof evalSummaryLines>[1]);
+  const [line] = evalSummaryLines(log, { comparison: null, baselineMatch: { status: "missing" }, splits: [] } as unknown as Parameters<
+    typeof evalSummaryLines
+  >[1]);
   assert.equal(line, "base     final_number_match 29.0% (95% CI 23.2-35.6%) on 200 tasks");
 });

@@ -5,15 +5,7 @@ import { join } from "node:path";
 import { after, describe, test } from "node:test";
 
 import { MAX_WORDS, MIN_WORDS } from "../src/task-sets/narratives.js";
-import {
-  DEFAULT_HELDOUT_PER_TYPOLOGY,
-  DEFAULT_PER_TYPOLOGY,
-  amlMeta,
-  generateAmlTasks,
-  main,
-  toJsonl,
-  type AmlRow,
-} from "../src/task-sets/aml-tasks.js";
+import { DEFAULT_HELDOUT_PER_TYPOLOGY, DEFAULT_PER_TYPOLOGY, amlMeta, generateAmlTasks, main, toJsonl, type AmlRow } from "../src/task-sets/aml-tasks.js";
 import { defaultTasksPath, loadTaskFile, loadTasks, metaPathFor, splitTasks } from "../src/agent/eval/tasks.js";
 import { LABELS, PROMPT_INSTRUCTION, TYPOLOGIES, formatPrompt } from "../src/task-sets/typologies.js";
 import { captureConsoleSync } from "./helpers/console.js";
@@ -137,13 +129,29 @@ describe("loadTasks", () => {
     writeFileSync(metaPathFor(path), JSON.stringify(amlMeta()));
     return path;
   }
-  const generic = (r: AmlRow) => ({ id: r.id, split: r.split, prompt: r.prompt, answers: r.answers, label: r.typology, slice: r.typology, template: r.template });
+  const generic = (r: AmlRow) => ({
+    id: r.id,
+    split: r.split,
+    prompt: r.prompt,
+    answers: r.answers,
+    label: r.typology,
+    slice: r.typology,
+    template: r.template,
+  });
 
   test("round-trips a generated file: its metadata makes typology the label and the slice", () => {
     const path = writeAml("ok.jsonl", toJsonl(rows));
     const file = loadTaskFile(path);
     assert.deepEqual(file.rows, rows.map(generic));
-    assert.deepEqual(file.format, { labelField: "typology", labels: [...LABELS], sliceField: "typology", hasSlices: true, hasTemplates: true, splits: ["train", "test", "test_heldout_template"], graders: null });
+    assert.deepEqual(file.format, {
+      labelField: "typology",
+      labels: [...LABELS],
+      sliceField: "typology",
+      hasSlices: true,
+      hasTemplates: true,
+      splits: ["train", "test", "test_heldout_template"],
+      graders: null,
+    });
   });
 
   test("names the file, the 1-based line and the bad field", () => {
@@ -160,11 +168,14 @@ describe("loadTasks", () => {
       const bad = lines.slice();
       bad[3] = JSON.stringify(mutate(JSON.parse(bad[3])));
       const path = writeAml(`bad-${name}.jsonl`, bad.join("\n") + "\n");
-      assert.throws(() => loadTasks(path), (e: Error) => {
-        assert.ok(e.message.startsWith(`${path}:4:`), e.message);
-        assert.match(e.message, fieldRe);
-        return true;
-      });
+      assert.throws(
+        () => loadTasks(path),
+        (e: Error) => {
+          assert.ok(e.message.startsWith(`${path}:4:`), e.message);
+          assert.match(e.message, fieldRe);
+          return true;
+        },
+      );
     }
     const path = writeAml("bad-json.jsonl", lines.slice(0, 2).join("\n") + "\n{not json\n");
     assert.throws(() => loadTasks(path), new RegExp(`^UserError: ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:3: invalid JSON`));

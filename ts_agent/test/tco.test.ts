@@ -23,15 +23,37 @@ test("TCO memory matches hand arithmetic (fp32, beta > 0)", () => {
   assert.equal(grpoLora.total, 5600);
 
   const grpoFull = byName["GRPO + full fine-tuning"];
-  assert.deepEqual(grpoFull.lines.map((l) => [l.role, l.total]), [["policy", 16000], ["reference", 4000]]);
+  assert.deepEqual(
+    grpoFull.lines.map((l) => [l.role, l.total]),
+    [
+      ["policy", 16000],
+      ["reference", 4000],
+    ],
+  );
   assert.equal(grpoFull.total, 20000);
 
   const ppoLora = byName["PPO + LoRA"];
-  assert.deepEqual(ppoLora.lines.map((l) => [l.role, l.total]), [["policy", 5600], ["reference", 0], ["critic", 5600], ["reward model", 4000]]);
+  assert.deepEqual(
+    ppoLora.lines.map((l) => [l.role, l.total]),
+    [
+      ["policy", 5600],
+      ["reference", 0],
+      ["critic", 5600],
+      ["reward model", 4000],
+    ],
+  );
   assert.equal(ppoLora.total, 15200);
 
   const ppoFull = byName["PPO + full fine-tuning"];
-  assert.deepEqual(ppoFull.lines.map((l) => [l.role, l.total]), [["policy", 16000], ["reference", 4000], ["critic", 16000], ["reward model", 4000]]);
+  assert.deepEqual(
+    ppoFull.lines.map((l) => [l.role, l.total]),
+    [
+      ["policy", 16000],
+      ["reference", 4000],
+      ["critic", 16000],
+      ["reward model", 4000],
+    ],
+  );
   assert.equal(ppoFull.total, 40000);
 });
 
@@ -40,11 +62,17 @@ test("bf16 halves weights and gradients but not the fp32 AdamW states; beta = 0 
   assert.equal(ADAMW_BYTES_PER_PARAM, 8);
   const [grpoLora, grpoFull, , ppoFull] = tcoMemory({ baseParams: 1000, loraParams: 100, precision: "bf16", beta: 0 });
   // (1000+100)*2 + 100*2 + 8*100 = 2200 + 200 + 800
-  assert.deepEqual(grpoLora.lines.map((l) => [l.role, l.weights, l.gradients, l.optimizer]), [["policy", 2200, 200, 800]]);
+  assert.deepEqual(
+    grpoLora.lines.map((l) => [l.role, l.weights, l.gradients, l.optimizer]),
+    [["policy", 2200, 200, 800]],
+  );
   // 1000*2 + 1000*2 + 8*1000
   assert.equal(grpoFull.total, 12000);
   // policy 12000 + critic 12000 + reward model 2000; no reference
-  assert.deepEqual(ppoFull.lines.map((l) => l.role), ["policy", "critic", "reward model"]);
+  assert.deepEqual(
+    ppoFull.lines.map((l) => l.role),
+    ["policy", "critic", "reward model"],
+  );
   assert.equal(ppoFull.total, 26000);
 });
 
@@ -57,11 +85,26 @@ test("formatBytes uses binary prefixes", () => {
 test("ranked preference: DPO always carries the reference (free with LoRA, a frozen copy in full FT); PPO-RLHF adds critic and reward model", async () => {
   const { tcoMemoryPreference } = await import("../src/agent/report/tco.js");
   const c = tcoMemoryPreference({ baseParams: 1_000_000, loraParams: 50_000, precision: "fp32", beta: 0.1 });
-  assert.deepEqual(c.map((x) => x.name), ["DPO + LoRA", "DPO + full fine-tuning", "PPO (RLHF) + LoRA", "PPO (RLHF) + full fine-tuning"]);
-  assert.deepEqual(c[0].lines.map((l) => [l.role, l.total]), [["policy", 4_800_000], ["reference", 0]]);
-  assert.deepEqual(c[1].lines.map((l) => l.role), ["policy", "reference"]);
+  assert.deepEqual(
+    c.map((x) => x.name),
+    ["DPO + LoRA", "DPO + full fine-tuning", "PPO (RLHF) + LoRA", "PPO (RLHF) + full fine-tuning"],
+  );
+  assert.deepEqual(
+    c[0].lines.map((l) => [l.role, l.total]),
+    [
+      ["policy", 4_800_000],
+      ["reference", 0],
+    ],
+  );
+  assert.deepEqual(
+    c[1].lines.map((l) => l.role),
+    ["policy", "reference"],
+  );
   assert.equal(c[1].lines[1].total, 4_000_000);
-  assert.deepEqual(c[2].lines.map((l) => l.role), ["policy", "reference", "critic", "reward model"]);
+  assert.deepEqual(
+    c[2].lines.map((l) => l.role),
+    ["policy", "reference", "critic", "reward model"],
+  );
 });
 
 // Hand numbers: 4 steps; totals generation 4, forward 2, backward 3, optimizer 0.4, the rest 0.6 s

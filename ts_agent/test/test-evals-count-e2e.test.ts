@@ -20,7 +20,10 @@ test("agent compare appends one test look to each compared run's test-evals.json
           case: "result",
           value: {
             baseModel: "/x/tiny-aml-qwen2",
-            variants: names.map((name) => ({ name, tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: "", scores: { exact_match: 0, exact_match_lenient: 0, format: 0 } }] })) })),
+            variants: names.map((name) => ({
+              name,
+              tasks: rows.map((r) => ({ taskId: r.id, samples: [{ completion: "", scores: { exact_match: 0, exact_match_lenient: 0, format: 0 } }] })),
+            })),
             adapters: req.adapters.map((a) => ({ name: a.name, runId: a.source.case === "runId" ? a.source.value : "", sha256: "ab", step: 2n })),
           },
         },
@@ -38,8 +41,17 @@ test("agent compare appends one test look to each compared run's test-evals.json
     const r = await agentAsync(["compare", "a", "b", "--limit", "4", "--id", "c1", "--evals-dir", dir, "--address", fake.address]);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.deepEqual(fake.calls, ["evaluate"]);
-    assert.deepEqual(readTestEvals(dir, "a").map((x) => [x.command, x.step, x.tasks]), [["eval", 2, 4], ["compare", 2, 4]]);
-    assert.deepEqual(readTestEvals(dir, "b").map((x) => [x.command, x.step, x.tasks]), [["compare", 2, 4]]);
+    assert.deepEqual(
+      readTestEvals(dir, "a").map((x) => [x.command, x.step, x.tasks]),
+      [
+        ["eval", 2, 4],
+        ["compare", 2, 4],
+      ],
+    );
+    assert.deepEqual(
+      readTestEvals(dir, "b").map((x) => [x.command, x.step, x.tasks]),
+      [["compare", 2, 4]],
+    );
   } finally {
     await fake.close();
   }

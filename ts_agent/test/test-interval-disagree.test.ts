@@ -78,7 +78,13 @@ describe("the governing test and its interval disagree about 0: one rule for bot
     assert.deepEqual(governedExcludesZero({ lower: -0.3, upper: -0.1 }, true, names), { excludes: true, disagreement: "" }); // below 0 excludes 0 too
     assert.deepEqual(governedExcludesZero({ lower: 0.1, upper: 0.2 }, null, names), { excludes: true, disagreement: "" });
     assert.deepEqual(governedExcludesZero({ lower: 0, upper: 0.2 }, undefined, names), { excludes: false, disagreement: "" });
-    assert.deepEqual(governedExcludesZero({ lower: 0, upper: 0.2 }, true, names), { excludes: true, disagreement: "the CI includes 0 but the t test (which governs) rejects it" });
-    assert.deepEqual(governedExcludesZero({ lower: 0.1, upper: 0.2 }, false, names), { excludes: false, disagreement: "the CI excludes 0 but the t test (which governs) does not reject it" });
+    assert.deepEqual(governedExcludesZero({ lower: 0, upper: 0.2 }, true, names), {
+      excludes: true,
+      disagreement: "the CI includes 0 but the t test (which governs) rejects it",
+    });
+    assert.deepEqual(governedExcludesZero({ lower: 0.1, upper: 0.2 }, false, names), {
+      excludes: false,
+      disagreement: "the CI excludes 0 but the t test (which governs) does not reject it",
+    });
   });
 });

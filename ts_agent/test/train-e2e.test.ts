@@ -41,7 +41,10 @@ test("GRPO through the sidecar raises the held-out reward; the adapter loads wit
   const lines: string[] = [];
   const out = await trainViaSidecar(client, request, { evalsDir, log: (l) => lines.push(l) });
   assert.equal(out.state, RunState.SUCCEEDED, out.reason);
-  assert.ok(lines.some((l) => /^step 30\/30 reward \d\.\d{3} kl \d\.\d{4} elapsed \d+:\d\d ETA 0:00$/.test(l)), lines.join("\n"));
+  assert.ok(
+    lines.some((l) => /^step 30\/30 reward \d\.\d{3} kl \d\.\d{4} elapsed \d+:\d\d ETA 0:00$/.test(l)),
+    lines.join("\n"),
+  );
   const r = out.result!;
   const start = r.startReward!.mean;
   const end = r.endReward!.mean;
@@ -51,24 +54,36 @@ test("GRPO through the sidecar raises the held-out reward; the adapter loads wit
   assert.ok(end - start >= 0.15, `held-out reward ${start} -> ${end}`);
   assert.ok(r.relativeChangeCiLow > 0, `relative change CI [${r.relativeChangeCiLow}, ${r.relativeChangeCiHigh}]`);
   // Every artifact arrived and was verified; the events log was kept.
-  for (const rel of ["adapter/adapter_config.json", "adapter/adapter_model.safetensors", "reward-vs-step.png", "reward-vs-step.csv", "summary.json", "run.json", "events.jsonl"]) {
+  for (const rel of [
+    "adapter/adapter_config.json",
+    "adapter/adapter_model.safetensors",
+    "reward-vs-step.png",
+    "reward-vs-step.csv",
+    "summary.json",
+    "run.json",
+    "events.jsonl",
+  ]) {
     assert.ok(existsSync(join(out.localDir, rel)), rel);
   }
   const csv = readFileSync(join(out.localDir, "reward-vs-step.csv"), "utf8").trim().split("\n");
   assert.equal(csv.length, 31);
-  const { stdout } = await run(PYTHON, [
-    "-c",
+  const { stdout } = await run(
+    PYTHON,
     [
-      "import sys, torch",
-      "from transformers import AutoModelForCausalLM",
-      "from peft import PeftModel",
-      "from py_trainer.models.tiny_model import ensure_default_model",
-      "base = AutoModelForCausalLM.from_pretrained(str(ensure_default_model()))",
-      "m = PeftModel.from_pretrained(base, sys.argv[1])",
-      "n = sum(p.numel() for name, p in m.named_parameters() if 'lora_' in name)",
-      "print('lora params', n)",
-    ].join("\n"),
-    join(out.localDir, "adapter"),
-  ], { cwd: REPO, env: { ...process.env, HF_HUB_OFFLINE: "1" } });
+      "-c",
+      [
+        "import sys, torch",
+        "from transformers import AutoModelForCausalLM",
+        "from peft import PeftModel",
+        "from py_trainer.models.tiny_model import ensure_default_model",
+        "base = AutoModelForCausalLM.from_pretrained(str(ensure_default_model()))",
+        "m = PeftModel.from_pretrained(base, sys.argv[1])",
+        "n = sum(p.numel() for name, p in m.named_parameters() if 'lora_' in name)",
+        "print('lora params', n)",
+      ].join("\n"),
+      join(out.localDir, "adapter"),
+    ],
+    { cwd: REPO, env: { ...process.env, HF_HUB_OFFLINE: "1" } },
+  );
   assert.match(stdout, /lora params [1-9]\d*/);
 });

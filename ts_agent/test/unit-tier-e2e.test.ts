@@ -21,8 +21,12 @@ function unitTier(body: string): { code: number | null; out: string; name: strin
   try {
     // a runner of its own, as make test-fast starts it (node refuses --test inside a test's context)
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "NODE_TEST_CONTEXT"));
-    const r = spawnSync(process.execPath, ["--import", "tsx", "--import", "./test/helpers/unit-tier.ts", "--test", relative(TS, file)],
-      { cwd: TS, env, encoding: "utf8", timeout: 120_000 });
+    const r = spawnSync(process.execPath, ["--import", "tsx", "--import", "./test/helpers/unit-tier.ts", "--test", relative(TS, file)], {
+      cwd: TS,
+      env,
+      encoding: "utf8",
+      timeout: 120_000,
+    });
     return { code: r.status, out: r.stdout + r.stderr, name: relative(TS, file) };
   } finally {
     rmSync(dir, { recursive: true, force: true });

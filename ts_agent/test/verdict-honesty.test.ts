@@ -69,7 +69,10 @@ test("a significant -12 pp downstream regression is its own row, and the curve i
   };
   const causes = firedCauses(healthy, d);
   assert.ok(!causes.includes("healthy"), `fired: ${causes.join(" / ")}`);
-  assert.ok(causes.some((c) => /regression/.test(c)), `fired: ${causes.join(" / ")}`);
+  assert.ok(
+    causes.some((c) => /regression/.test(c)),
+    `fired: ${causes.join(" / ")}`,
+  );
 });
 
 test("n=29 with a CI that includes 0 is 'underpowered', not reward hacking", () => {
@@ -85,7 +88,10 @@ test("n=29 with a CI that includes 0 is 'underpowered', not reward hacking", () 
   };
   const causes = firedCauses(healthy, d);
   assert.ok(!causes.includes("reward hacking or loose grader"), `fired: ${causes.join(" / ")}`);
-  assert.ok(causes.some((c) => /underpowered/.test(c)), `fired: ${causes.join(" / ")}`);
+  assert.ok(
+    causes.some((c) => /underpowered/.test(c)),
+    `fired: ${causes.join(" / ")}`,
+  );
 });
 
 test("a 6-step curve is 'undetermined': only the 'too short / too noisy' row fires", () => {
@@ -109,7 +115,10 @@ test("the seed's case (N=29, +10.3 pp): INCONCLUSIVE with required n about 70, a
   assert.ok(m, v.downstream.reason);
   assert.ok(Number(m[1]) >= 65 && Number(m[1]) <= 75, v.downstream.reason);
   const causes = firedCauses(healthy, downstreamSignal(c, reward()));
-  assert.ok(causes.some((x) => /underpowered/.test(x)), `fired: ${causes.join(" / ")}`);
+  assert.ok(
+    causes.some((x) => /underpowered/.test(x)),
+    `fired: ${causes.join(" / ")}`,
+  );
   assert.ok(!causes.includes("reward hacking or loose grader"));
 });
 

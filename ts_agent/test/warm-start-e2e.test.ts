@@ -30,14 +30,34 @@ test("warm start, then GRPO from it, then base vs warm start vs warm start + GRP
   const evals = join(dir, "evals");
   const sft = join(dir, "sft.json");
   writeFileSync(sft, JSON.stringify({ sft: { max_steps: 4, per_device_train_batch_size: 8, seed: 1 }, held_out: { num_prompts: 2, samples_per_prompt: 1 } }));
-  const warm = agent(["warmstart", "--agent-task", TASK, "--config", sft, "--demonstrations", "32", "--run-id", "calc-warm", "--data-root", sidecar().dataRoot, "--evals-dir", evals]);
+  const warm = agent([
+    "warmstart",
+    "--agent-task",
+    TASK,
+    "--config",
+    sft,
+    "--demonstrations",
+    "32",
+    "--run-id",
+    "calc-warm",
+    "--data-root",
+    sidecar().dataRoot,
+    "--evals-dir",
+    evals,
+  ]);
   assert.equal(warm.code, 0, warm.stdout + warm.stderr);
   assert.match(warm.stdout, /warm start of calculator on the embedded default model: \d+ demonstrations from reference\(task\), run through the task's tools/);
   assert.ok(existsSync(join(evals, "runs", "calc-warm", "adapter", "adapter_model.safetensors")));
   assert.equal(JSON.parse(readFileSync(join(evals, "runs", "calc-warm", "run.json"), "utf8")).request.mode, "TRAIN_MODE_SFT");
 
   const grpo = join(dir, "grpo.json");
-  writeFileSync(grpo, JSON.stringify({ grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 }, held_out: { num_prompts: 2, samples_per_prompt: 2 } }));
+  writeFileSync(
+    grpo,
+    JSON.stringify({
+      grpo: { max_steps: 2, num_generations: 4, per_device_train_batch_size: 8, max_completion_length: 32, seed: 1 },
+      held_out: { num_prompts: 2, samples_per_prompt: 2 },
+    }),
+  );
   const rl = agent(["train", "--agent-task", TASK, "--config", grpo, "--init-from", "calc-warm", "--run-id", "calc-rl", "--force", "--evals-dir", evals]);
   assert.equal(rl.code, 0, rl.stdout + rl.stderr);
   assert.match(rl.stdout, /preflight: the warm start calc-warm \(the embedded default model\)/);

@@ -117,7 +117,9 @@ export function codeRevision(): CodeRevision {
 
 /** "0.1.0 @ 1a2b3c4d5e6f (dirty), grader 5e6f7a8b9c0d": one revision in a line. */
 export function describeRevision(rev: CodeRevision): string {
-  const commit = rev.gitCommit ? ` @ ${rev.gitCommit.slice(0, 12)}${rev.gitDirty ? " (dirty)" : rev.gitDirty === null ? " (dirty: unknown)" : ""}` : " (not a git checkout)";
+  const commit = rev.gitCommit
+    ? ` @ ${rev.gitCommit.slice(0, 12)}${rev.gitDirty ? " (dirty)" : rev.gitDirty === null ? " (dirty: unknown)" : ""}`
+    : " (not a git checkout)";
   return `${rev.packageVersion}${commit}, grader ${rev.graderSha256.slice(0, 12)}`;
 }
 

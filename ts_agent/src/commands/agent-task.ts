@@ -45,7 +45,13 @@ async function configOf(path: string | undefined) {
 export async function trainAgentTask(argv: string[], client: SidecarClient): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { ...TASK_FLAGS, resume: { type: "string" }, force: { type: "boolean" }, "accept-changed-task": { type: "boolean" }, "init-from": { type: "string" } },
+    options: {
+      ...TASK_FLAGS,
+      resume: { type: "string" },
+      force: { type: "boolean" },
+      "accept-changed-task": { type: "boolean" },
+      "init-from": { type: "string" },
+    },
     allowPositionals: false,
   });
   const file = values["agent-task"]!;
@@ -59,7 +65,9 @@ export async function trainAgentTask(argv: string[], client: SidecarClient): Pro
     // GRPO from a warm start's adapter, on the base it was trained on
     const warm = await client.getRun(initFrom);
     if (config.baseModel && config.baseModel !== (warm.request?.baseModel ?? "")) {
-      throw new UserError(`--init-from ${initFrom}: it was trained on ${warm.request?.baseModel || "the embedded default model"}, not --config's base_model ${config.baseModel}`);
+      throw new UserError(
+        `--init-from ${initFrom}: it was trained on ${warm.request?.baseModel || "the embedded default model"}, not --config's base_model ${config.baseModel}`,
+      );
     }
     config.baseModel = warm.request?.baseModel ?? "";
   }
@@ -67,7 +75,11 @@ export async function trainAgentTask(argv: string[], client: SidecarClient): Pro
 }
 
 export async function demoAgentTask(argv: string[], client: SidecarClient): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...TASK_FLAGS, "data-root": { type: "string" }, seed: { type: "string" }, force: { type: "boolean" } }, allowPositionals: false });
+  const { values } = parseArgs({
+    args: argv,
+    options: { ...TASK_FLAGS, "data-root": { type: "string" }, seed: { type: "string" }, force: { type: "boolean" } },
+    allowPositionals: false,
+  });
   const file = values["agent-task"]!;
   const seed = values.seed === undefined ? undefined : numberFlag("--seed", values.seed, { min: 0, max: 2 ** 32 - 1, integer: true });
   const config = await configOf(values.config);

@@ -67,7 +67,14 @@ export const help: CommandHelp = {
     ["--base-model M", "base model as the sidecar knows it (default: the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
   ],
-  examples: ["agent baseline set --limit 200", "agent baseline set --force --reason 'task file regenerated'", "agent baseline show", "agent baseline history", "agent baseline check", "agent baseline check run-20261201-101500-ab12cd"],
+  examples: [
+    "agent baseline set --limit 200",
+    "agent baseline set --force --reason 'task file regenerated'",
+    "agent baseline show",
+    "agent baseline history",
+    "agent baseline check",
+    "agent baseline check run-20261201-101500-ab12cd",
+  ],
   notes: "check exits 1 when a difference gates the verdict (docs/verdict.md, the fingerprint), 0 otherwise.",
 };
 
@@ -76,7 +83,9 @@ export function fingerprintLines(rows: ReadonlyArray<FingerprintRow>, against: s
   const width = Math.max(...rows.map((r) => r.field.length));
   const lines = [`${"field".padEnd(width)}  ${"baseline.json".padEnd(16)}  ${against.padEnd(16)}  effect  status`];
   for (const r of rows) {
-    lines.push(`${r.field.padEnd(width)}  ${r.baseline.padEnd(16)}  ${r.eval.padEnd(16)}  ${r.effect.padEnd(6)}  ${r.status}${r.note && r.status !== "same" ? ` (${r.note})` : ""}`);
+    lines.push(
+      `${r.field.padEnd(width)}  ${r.baseline.padEnd(16)}  ${r.eval.padEnd(16)}  ${r.effect.padEnd(6)}  ${r.status}${r.note && r.status !== "same" ? ` (${r.note})` : ""}`,
+    );
   }
   const gates = fingerprintGates(rows);
   lines.push(gates.length ? `GATES the verdict: ${gates.join("; ")}` : "nothing that gates the verdict differs");
@@ -97,7 +106,8 @@ async function check(target: EvalTarget, runId: string | undefined): Promise<num
   console.log(describeBaseline(b));
   if (runId !== undefined) {
     const path = join(target.evalsDir, "runs", runId, EVAL_FILE);
-    if (!existsSync(path)) throw new UserError(`agent baseline check: run ${runId} has no ${EVAL_FILE} under ${target.evalsDir} (evaluate it with: agent eval ${runId})`);
+    if (!existsSync(path))
+      throw new UserError(`agent baseline check: run ${runId} has no ${EVAL_FILE} under ${target.evalsDir} (evaluate it with: agent eval ${runId})`);
     const judged = judgeEvalComparison(readEvalLog(path), b);
     if (!judged.fingerprint) throw new UserError(`agent baseline check: ${path} has no adapter variant to compare`);
     for (const line of fingerprintLines(judged.fingerprint, `eval ${runId}`)) console.log(line);
@@ -126,7 +136,9 @@ export function historyLines(evalsDir: string): string[] | null {
   const lines = [`${history.length} replaced baseline(s) in ${displayPath(join(evalsDir, BASELINE_HISTORY_FILE))}${history.length ? ", oldest first:" : ""}`];
   history.forEach((h, i) => {
     lines.push(`${i + 1}. ${describeBaseline(h.baseline)}`);
-    lines.push(`   replaced ${h.replacedAt}: ${h.reason}; runs judged on it: ${h.runsJudged.length}${h.runsJudged.length ? ` (${h.runsJudged.join(", ")})` : ""}`);
+    lines.push(
+      `   replaced ${h.replacedAt}: ${h.reason}; runs judged on it: ${h.runsJudged.length}${h.runsJudged.length ? ` (${h.runsJudged.join(", ")})` : ""}`,
+    );
   });
   if (current) {
     const judged = runsJudgedOn(evalsDir, current);
@@ -155,11 +167,13 @@ export const command: CommandHandler = async (argv, client) => {
     console.log(describeBaseline(b));
     const judged = runsJudgedOn(target.evalsDir, b);
     console.log(`runs judged on it: ${judged.length}${judged.length ? ` (${judged.join(", ")})` : ""}`);
-    if (b.replaced) console.log(`replaced the baseline of ${b.replaced.previousDate} (${b.replaced.runsJudgedOnPrevious} run(s) judged on it): ${b.replaced.reason}`);
+    if (b.replaced)
+      console.log(`replaced the baseline of ${b.replaced.previousDate} (${b.replaced.runsJudgedOnPrevious} run(s) judged on it): ${b.replaced.reason}`);
     return 0;
   }
   if (positionals[0] === "history") {
-    if (positionals.length > 1) throw new UserError(`agent baseline history: unexpected argument '${positionals[1]}' (usage: agent baseline history [--evals-dir DIR])`);
+    if (positionals.length > 1)
+      throw new UserError(`agent baseline history: unexpected argument '${positionals[1]}' (usage: agent baseline history [--evals-dir DIR])`);
     const lines = historyLines(target.evalsDir);
     if (!lines) {
       console.error(`no baseline at ${baselinePath(target.evalsDir)} and no ${BASELINE_HISTORY_FILE} beside it (run \`agent baseline set\`)`);
@@ -178,14 +192,20 @@ export const command: CommandHandler = async (argv, client) => {
   }
   // a refusal comes before any work (and is a user mistake: exit 2)
   if (!values.force && existsSync(baselinePath(target.evalsDir))) throw new UserError(new BaselineExistsError(baselinePath(target.evalsDir)).message);
-  if (values.force && existsSync(baselinePath(target.evalsDir)) && !(values.reason ?? "").trim()) throw new UserError(new BaselineReasonRequiredError().message);
+  if (values.force && existsSync(baselinePath(target.evalsDir)) && !(values.reason ?? "").trim())
+    throw new UserError(new BaselineReasonRequiredError().message);
   try {
     const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
     // --tasks F names the model too: F's embedded model, unless --base-model says otherwise (an
     // agent task's base is named by --base-model: its embedded model is built from demonstrations)
-    const named = values["base-model"] === undefined && target.tasksGiven && !taskSet.agent ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) } : target.settings;
+    const named =
+      values["base-model"] === undefined && target.tasksGiven && !taskSet.agent
+        ? { ...target.settings, baseModel: embeddedBaseFor(target.tasksPath) }
+        : target.settings;
     const settings = settingsForTaskSet(named, taskSet);
-    console.log(`evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`);
+    console.log(
+      `evaluating the base model (${settings.baseModel || "the embedded default model"}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}`,
+    );
     const { path, baseline } = await setBaseline(client, {
       evalsDir: target.evalsDir,
       settings,

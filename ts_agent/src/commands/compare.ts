@@ -10,7 +10,15 @@ import { parseArgs } from "node:util";
 import { settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { loadEvalTaskSet } from "../agent/eval/agent-task-set.js";
 import { recordTestEval } from "../agent/eval/test-evals.js";
-import { COMPARE_FILE, comparePairs, evaluateTogether, pairLine, readComparedRuns, writeCompare, type ComparedRun } from "../agent/run-comparison/run-comparison.js";
+import {
+  COMPARE_FILE,
+  comparePairs,
+  evaluateTogether,
+  pairLine,
+  readComparedRuns,
+  writeCompare,
+  type ComparedRun,
+} from "../agent/run-comparison/run-comparison.js";
 import { UserError, displayPath } from "../agent/workspace.js";
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 import { targetForRuns } from "../pipeline/run-task-file.js";
@@ -30,7 +38,6 @@ export const help: CommandHelp = {
   examples: ["agent compare run-a run-b --limit 200", "agent compare run-a run-b --from-evals"],
 };
 
-
 function defaultId(now: Date): string {
   return `compare-${now.toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15)}`;
 }
@@ -48,16 +55,27 @@ export const command: CommandHandler = async (argv, client) => {
   const target = evalTargetFromFlags(values);
   const id = values.id ?? defaultId(new Date());
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(id)) throw new UserError(`agent compare: --id ${JSON.stringify(id)}: letters, digits, '.', '_' and '-' only`);
-  if (existsSync(join(target.evalsDir, "compare", id, COMPARE_FILE))) throw new UserError(`agent compare: --id ${id}: ${displayPath(join(target.evalsDir, "compare", id))} already holds a comparison`);
+  if (existsSync(join(target.evalsDir, "compare", id, COMPARE_FILE)))
+    throw new UserError(`agent compare: --id ${id}: ${displayPath(join(target.evalsDir, "compare", id))} already holds a comparison`);
   let runs: ComparedRun[];
   if (values["from-evals"]) {
     runs = readComparedRuns(target.evalsDir, positionals);
   } else {
     const own = await targetForRuns(client, "compare", positionals, target);
     const taskSet = await loadEvalTaskSet(own.tasksPath, own.settings.split, own.settings.limit);
-    console.log(`evaluating base (${own.settings.baseModel || "the embedded default model"}) and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`);
+    console.log(
+      `evaluating base (${own.settings.baseModel || "the embedded default model"}) and ${positionals.length} adapters (${positionals.join(", ")}) on ${taskSet.rows.length} ${taskSet.split} tasks of ${taskSet.path}, in one Evaluate`,
+    );
     runs = await evaluateTogether(client, positionals, settingsForTaskSet(own.settings, taskSet), taskSet);
-    if (taskSet.split === "test") for (const r of runs) recordTestEval(target.evalsDir, { command: "compare", runId: r.runId, step: r.log.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
+    if (taskSet.split === "test")
+      for (const r of runs)
+        recordTestEval(target.evalsDir, {
+          command: "compare",
+          runId: r.runId,
+          step: r.log.adapter?.step ?? null,
+          tasks: taskSet.rows.length,
+          taskSet: taskSet.path,
+        });
   }
   const res = comparePairs(runs);
   const dir = writeCompare(target.evalsDir, id, res);

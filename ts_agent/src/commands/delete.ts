@@ -21,7 +21,10 @@ export const help: CommandHelp = {
   usage: "agent delete <run_id> [--yes] [--evals-dir DIR]",
   flags: [
     ["--yes", "delete without asking"],
-    ["--evals-dir DIR", "where the downloaded copy lives (it is kept; default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
+    [
+      "--evals-dir DIR",
+      "where the downloaded copy lives (it is kept; default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)",
+    ],
   ],
   notes:
     "Only a SUCCEEDED, FAILED or CANCELLED run can be deleted: cancel an active one first (agent cancel).\n" +
@@ -73,13 +76,18 @@ export const command: CommandHandler = async (argv, client) => {
   if (positionals.length !== 1) throw usageError("delete", help, positionals.length ? "one run id, please" : "which run? give its id");
   const runId = positionals[0];
   // the sidecar's run id rule (py_trainer/core/paths.py): '../x' or '' is the user's mistake, refused here
-  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(runId)) throw usageError("delete", help, `${JSON.stringify(runId)} is not a run id ([A-Za-z0-9_-], 1-64 characters)`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(runId))
+    throw usageError("delete", help, `${JSON.stringify(runId)} is not a run id ([A-Za-z0-9_-], 1-64 characters)`);
   if (!values.yes) {
     const run = await client.getRun(runId).catch(refusal);
     if (!isTerminal(run.state)) {
-      throw new UserError(`agent delete: run ${runId} is ${runStateName(run.state)}: only a finished run can be deleted; cancel it first: agent cancel ${runId}${sidecarFlags(values)}`);
+      throw new UserError(
+        `agent delete: run ${runId} is ${runStateName(run.state)}: only a finished run can be deleted; cancel it first: agent cancel ${runId}${sidecarFlags(values)}`,
+      );
     }
-    const answer = await askYesNo(`delete run ${runId} (${describe(run)}) on the sidecar at ${client.options.address}, with its events, checkpoints and adapter? [y/N] `);
+    const answer = await askYesNo(
+      `delete run ${runId} (${describe(run)}) on the sidecar at ${client.options.address}, with its events, checkpoints and adapter? [y/N] `,
+    );
     if (answer === undefined) throw new UserError(`agent delete: no answer on stdin: run ${runId} was not deleted (pass --yes to delete without asking)`);
     if (!answer) {
       console.log(`run ${runId} was not deleted`);

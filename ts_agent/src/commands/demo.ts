@@ -85,7 +85,9 @@ export const command: CommandHandler = async (argv, client) => {
   const source = request.dataset?.source;
   console.log(
     `[demo] training ${request.baseModel || "the embedded default model"} on ` +
-      (source?.case === "inline" ? `${source.value.rows.length} inline train rows` : `dataset ${source?.case === "jsonlPath" ? source.value : "(from config)"}`),
+      (source?.case === "inline"
+        ? `${source.value.rows.length} inline train rows`
+        : `dataset ${source?.case === "jsonlPath" ? source.value : "(from config)"}`),
   );
   const progress = trainProgressPrinter({ stepsOffTty: false });
   const stopWatching = onInterrupt(() => ({ command: "demo", runId: request.runId, flags: values }));

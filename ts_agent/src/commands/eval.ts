@@ -21,14 +21,21 @@ import { evalAdapterPath, evalBaseOnly, evalRun } from "../pipeline/evaluate-ada
 import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
-  summary: "Base model vs an adapter on the test split (Evaluate; a task file re-graded in TS, an agent task scored by its scorers) -> runs/<id>/eval.json, junit.xml.",
+  summary:
+    "Base model vs an adapter on the test split (Evaluate; a task file re-graded in TS, an agent task scored by its scorers) -> runs/<id>/eval.json, junit.xml.",
   usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE (or --tasks FILE) [--name N] [options]",
   flags: [
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
-    ["--name N", "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name); with no run: the base-only record's (default base-<file name>)"],
+    [
+      "--name N",
+      "with --adapter: the record's name, runs/<N>/eval.json (default: the folder's name); with no run: the base-only record's (default base-<file name>)",
+    ],
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
     ["--agent-task FILE", "an agent task file (docs/agents.md) as the task set (default for an agent run: the file it recorded, refused when it changed)"],
-    ["--limit N", "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json"],
+    [
+      "--limit N",
+      "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json",
+    ],
     ["--samples K", "samples (episodes) per task (default 1, greedy; K > 1 samples at temperature 1, the task's mean is its score)"],
     ["--threshold T", "exit 1 when the adapter's primary accuracy (success) is below T, a fraction in [0, 1]"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
@@ -50,7 +57,15 @@ export const help: CommandHelp = {
 export const command: CommandHandler = async (argv, client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { ...EVAL_FLAGS, adapter: { type: "string" }, name: { type: "string" }, run: { type: "string" }, samples: { type: "string" }, threshold: { type: "string" }, ...GLOBAL_FLAGS },
+    options: {
+      ...EVAL_FLAGS,
+      adapter: { type: "string" },
+      name: { type: "string" },
+      run: { type: "string" },
+      samples: { type: "string" },
+      threshold: { type: "string" },
+      ...GLOBAL_FLAGS,
+    },
     allowPositionals: true,
     strict: true,
   });
@@ -61,7 +76,11 @@ export const command: CommandHandler = async (argv, client) => {
   // no run and no adapter, a task file named: the base alone (what it does before any training)
   const baseOnly = !byPath && runIds.length === 0 && tasksGiven !== undefined;
   if (!baseOnly && (byPath ? runIds.length !== 0 : runIds.length !== 1)) {
-    throw usageError("eval", help, byPath ? "give a run id or --adapter, not both" : runIds.length > 1 ? "one run at a time" : "which run? give its id (or --adapter PATH)");
+    throw usageError(
+      "eval",
+      help,
+      byPath ? "give a run id or --adapter, not both" : runIds.length > 1 ? "one run at a time" : "which run? give its id (or --adapter PATH)",
+    );
   }
   if (values.name !== undefined && !byPath && !baseOnly) throw usageError("eval", help, "--name goes with --adapter (or with a base-only eval)");
   const threshold = values.threshold === undefined ? undefined : numberFlag("--threshold", values.threshold, { min: 0, max: 1 });

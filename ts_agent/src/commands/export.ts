@@ -55,7 +55,14 @@ function checkOut(out: string): void {
 export const command: CommandHandler = async (argv, _client) => {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { merge: { type: "boolean" }, out: { type: "string" }, "base-model": { type: "string" }, "check-prompts": { type: "string" }, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
+    options: {
+      merge: { type: "boolean" },
+      out: { type: "string" },
+      "base-model": { type: "string" },
+      "check-prompts": { type: "string" },
+      ...EVALS_DIR_FLAG,
+      ...GLOBAL_FLAGS,
+    },
     allowPositionals: true,
     strict: true,
   });
@@ -65,7 +72,8 @@ export const command: CommandHandler = async (argv, _client) => {
   const run = readLocalRun(evalsDir, runId);
   const adapter = join(runDir(evalsDir, runId), "adapter");
   if (!run) throw new UserError(`agent export: run ${runId} is not downloaded; fetch it with: agent download ${runId}${repeatFlags(values)}`);
-  if (!existsSync(join(adapter, "adapter_config.json"))) throw new UserError(`agent export: run ${runId} has no adapter (it ${run.reason ? `ended: ${run.reason}` : "kept none"})`);
+  if (!existsSync(join(adapter, "adapter_config.json")))
+    throw new UserError(`agent export: run ${runId} has no adapter (it ${run.reason ? `ended: ${run.reason}` : "kept none"})`);
   const out = resolve(values.out ?? join(runDir(evalsDir, runId), values.merge ? "export-merged" : "export-adapter"));
   checkOut(out);
   if (!values.merge) {
@@ -85,7 +93,19 @@ export const command: CommandHandler = async (argv, _client) => {
   const base = values["base-model"] ?? run.request?.baseModel ?? "";
   // an embedded:<file> base names a file under the sidecar's data root, as the run's request does
   const dataRoot = resolve(runDataRoot(runId, evalsDir));
-  const args = ["export", "--adapter", adapter, "--out", out, "--merge", "--base-model", base, "--data-root", dataRoot, ...mergeCheckArgs(await checkTasksFile(runTaskFile(run, evalsDir)), values["check-prompts"])];
+  const args = [
+    "export",
+    "--adapter",
+    adapter,
+    "--out",
+    out,
+    "--merge",
+    "--base-model",
+    base,
+    "--data-root",
+    dataRoot,
+    ...mergeCheckArgs(await checkTasksFile(runTaskFile(run, evalsDir)), values["check-prompts"]),
+  ];
   const code = await new Promise<number>((res, rej) => {
     const child = spawn(pyTrainer(), args, { stdio: "inherit" });
     // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit

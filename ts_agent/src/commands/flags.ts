@@ -117,10 +117,17 @@ export const EVALS_DIR_FLAG = {
 } as const;
 
 /** --evals-dir's help for a command that writes one run's folder (train, watch, resume, download). */
-export const RUN_DIR_FLAG_HELP: [string, string] = ["--evals-dir DIR", "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"];
+export const RUN_DIR_FLAG_HELP: [string, string] = [
+  "--evals-dir DIR",
+  "where runs/<run_id>/ is written (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)",
+];
 
 /** `agent <name> <run_id> [--evals-dir DIR]`: the flags and the one run id (watch, resume, download). */
-export function oneRunId(name: string, help: CommandHelp, argv: string[]): { values: { "evals-dir"?: string; address?: string; token?: string }; runId: string } {
+export function oneRunId(
+  name: string,
+  help: CommandHelp,
+  argv: string[],
+): { values: { "evals-dir"?: string; address?: string; token?: string }; runId: string } {
   const { values, positionals } = parseArgs({ args: argv, options: { ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
   if (positionals.length !== 1) throw usageError(name, help, positionals.length ? "one run id, please" : "which run? give its id");
   return { values, runId: positionals[0] };
@@ -152,7 +159,13 @@ export const EVAL_FLAGS_USAGE = `  --tasks PATH        task file (docs/tasks.md;
   --evals-dir DIR     where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)`;
 
 /** Settings, task file and evals dir from the eval flags. */
-export function evalTargetFromFlags(values: { tasks?: string; "agent-task"?: string; limit?: string; "base-model"?: string; "evals-dir"?: string }): EvalTarget {
+export function evalTargetFromFlags(values: {
+  tasks?: string;
+  "agent-task"?: string;
+  limit?: string;
+  "base-model"?: string;
+  "evals-dir"?: string;
+}): EvalTarget {
   const limit = values.limit === undefined ? 0 : numberFlag("--limit", values.limit, { min: 0, integer: true });
   if (values.tasks !== undefined && values["agent-task"] !== undefined) throw new UserError("--tasks and --agent-task both name the task set: give one");
   const tasks = values.tasks ?? values["agent-task"];

@@ -38,15 +38,23 @@ import { agentPreflight, preflightLines } from "../pipeline/agent-preflight.js";
 
 export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
-  usage: "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json | agent plan --agent-task FILE [--config run.json] [--base-model M]",
+  usage:
+    "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json | agent plan --agent-task FILE [--config run.json] [--base-model M]",
   flags: [
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--evals-dir DIR", "where baseline.json lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
     ["--base-accuracy P", "the base model's accuracy as a fraction, instead of baseline.json's"],
     ["--config FILE", "instead: the memory estimate of this TrainRequest on the sidecar's device (EstimateMemory); with --agent-task, the run's knobs"],
-    ["--agent-task FILE", "instead: the preflight of an agent task (docs/agents.md): G episodes of the base on a few train tasks, the tool-call and well-formed rates, the scorers' means, the groups whose rewards are all equal"],
+    [
+      "--agent-task FILE",
+      "instead: the preflight of an agent task (docs/agents.md): G episodes of the base on a few train tasks, the tool-call and well-formed rates, the scorers' means, the groups whose rewards are all equal",
+    ],
   ],
-  examples: ["agent plan", "agent plan --base-accuracy 0.12", "agent plan --agent-task agent-evals/agent-tasks/calculator.agent.ts --base-model smollm2-135m-instruct"],
+  examples: [
+    "agent plan",
+    "agent plan --base-accuracy 0.12",
+    "agent plan --agent-task agent-evals/agent-tasks/calculator.agent.ts --base-model smollm2-135m-instruct",
+  ],
   notes: "The sd of the differences is bracketed by two models of error overlap (conversions: optimistic; independent: pessimistic).",
 };
 
@@ -90,7 +98,9 @@ export const command: CommandHandler = async (argv, _client) => {
     // a baseline of another task file says nothing about this one's base accuracy
     const sha = createHash("sha256").update(readFileSync(target.tasksPath)).digest("hex");
     if (b.taskSet.sha256 !== sha) {
-      console.error(`agent plan: ${baselinePath(target.evalsDir)} was made on ${b.taskSet.path}, not ${displayPath(target.tasksPath)}: set a baseline for this task file (agent baseline set --tasks ... --evals-dir DIR), or pass --base-accuracy P`);
+      console.error(
+        `agent plan: ${baselinePath(target.evalsDir)} was made on ${b.taskSet.path}, not ${displayPath(target.tasksPath)}: set a baseline for this task file (agent baseline set --tasks ... --evals-dir DIR), or pass --base-accuracy P`,
+      );
       return 1;
     }
     pBase = b.accuracy.estimate;

@@ -19,9 +19,13 @@ export const help: CommandHelp = {
   usage: "agent resume <run_id> [--evals-dir DIR] [--accept-changed-task]",
   flags: [
     RUN_DIR_FLAG_HELP,
-    ["--accept-changed-task", "an agent run whose task file changed since it trained: go on with the file as it is now (refused without it, naming what changed; recorded in runs/<run_id>/agent-task-changes.jsonl)"],
+    [
+      "--accept-changed-task",
+      "an agent run whose task file changed since it trained: go on with the file as it is now (refused without it, naming what changed; recorded in runs/<run_id>/agent-task-changes.jsonl)",
+    ],
   ],
-  notes: "The run must have a complete checkpoint (checkpoints/checkpoint-N); Ctrl-C detaches as in agent watch. " +
+  notes:
+    "The run must have a complete checkpoint (checkpoints/checkpoint-N); Ctrl-C detaches as in agent watch. " +
     "An agent run (agent train --agent-task) is resumed with the agent task file it recorded, which this process serves " +
     "again while the run goes on (refused when the file changed since, naming what changed, unless --accept-changed-task); " +
     "Ctrl-C then cancels the run instead of detaching.",
@@ -30,7 +34,11 @@ export const help: CommandHelp = {
 
 export const command: CommandHandler = async (argv, client) => {
   const accept = argv.includes("--accept-changed-task");
-  const { values, runId } = oneRunId("resume", help, argv.filter((a) => a !== "--accept-changed-task"));
+  const { values, runId } = oneRunId(
+    "resume",
+    help,
+    argv.filter((a) => a !== "--accept-changed-task"),
+  );
   if ((await client.getRun(runId)).request?.agent) return resumeAgentRun(client, values, runId, undefined, accept);
   if (accept) throw new UserError(`run ${runId} is not an agent run: --accept-changed-task does not apply`);
   const run = await client.resumeRun(runId);

@@ -20,7 +20,10 @@ export const help: CommandHelp = {
     ["--rule R", "last-unless-better (default: the last checkpoint unless an earlier one is better beyond its CI) or best (highest validation mean)"],
     ["--val-limit N", "only the first N validation rows (default all)"],
     ["--force", "replace an earlier selection.json (a second selection is a second look at test, counted)"],
-    ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`],
+    [
+      "--tasks PATH",
+      `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH}); validation comes from its train split, test from its test split`,
+    ],
     ["--limit N", "only the first N test tasks (default all)"],
     ["--base-model M", "must be the run's own base (default: it)"],
     ["--evals-dir DIR", "where runs/<run_id>/ lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
@@ -44,7 +47,9 @@ export const command: CommandHandler = async (argv, client) => {
   const target = evalTargetFromFlags(values);
   const previous = readSelection(target.evalsDir, runId);
   if (previous && !values.force) {
-    throw new UserError(`agent select: ${displayPath(join(runDir(target.evalsDir, runId), SELECTION_FILE))} already holds a selection (step ${previous.chosenStep}, ${previous.date.slice(0, 10)}); selecting again looks at test again: add --force to replace it`);
+    throw new UserError(
+      `agent select: ${displayPath(join(runDir(target.evalsDir, runId), SELECTION_FILE))} already holds a selection (step ${previous.chosenStep}, ${previous.date.slice(0, 10)}); selecting again looks at test again: add --force to replace it`,
+    );
   }
   const own = await targetForRun(client, "select", runId, target);
   await selectCheckpoint(client, own.evalsDir, runId, { rule, valLimit, settings: own.settings, tasksPath: own.tasksPath });

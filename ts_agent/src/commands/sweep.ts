@@ -30,19 +30,32 @@ import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageErr
 
 export const help: CommandHelp = {
   summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
-  usage: "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID [--parallel P]",
+  usage:
+    "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID [--parallel P]",
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
-    ["--resume ID", "continue sweep ID (after Ctrl-C or a crash): seeds already evaluated are kept, seeds still on the sidecar are followed, the missing ones are trained"],
+    [
+      "--resume ID",
+      "continue sweep ID (after Ctrl-C or a crash): seeds already evaluated are kept, seeds still on the sidecar are followed, the missing ones are trained",
+    ],
     ["--seeds N", "how many seeds (default 5; the interval over seeds is Student's t at every n)"],
     ["--first-seed S", "seeds S..S+N-1 (default: the request's grpo.seed)"],
     ["--parallel P", "at most P seeds waiting or training on the sidecar at once (default: all of them; 1: one after another)"],
     ["--sweep-id ID", "names sweeps/<ID>/ and the runs <ID>-s<seed> (default sweep-<date>-<time>-<hex>)"],
-    ["--tasks PATH", `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`],
-    ["--agent-task FILE", "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)"],
+    [
+      "--tasks PATH",
+      `task file (docs/tasks.md) to train and evaluate on, on its embedded model unless the request names a base (default ${TASKS_RELATIVE_PATH})`,
+    ],
+    [
+      "--agent-task FILE",
+      "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)",
+    ],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
-    ["--evals-dir DIR", "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
+    [
+      "--evals-dir DIR",
+      "where baseline.json, runs/ and sweeps/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)",
+    ],
   ],
   notes:
     "Every seed is submitted at once and followed together: the sidecar trains as many at once as it\n" +
@@ -89,13 +102,20 @@ export const command: CommandHandler = async (argv, client) => {
   }
   const plan = resume !== undefined ? readPlan(evalsDirOrDefault(values["evals-dir"]), resume) : null;
   const n = plan ? plan.n : values.seeds === undefined ? 5 : numberFlag("--seeds", values.seeds, { min: 1, max: 1000, integer: true });
-  const parallel = Math.min(n, values.parallel === undefined ? (plan?.parallel ?? n) : numberFlag("--parallel", values.parallel, { min: 1, max: 1000, integer: true }));
+  const parallel = Math.min(
+    n,
+    values.parallel === undefined ? (plan?.parallel ?? n) : numberFlag("--parallel", values.parallel, { min: 1, max: 1000, integer: true }),
+  );
   const sweepId = resume ?? values["sweep-id"] ?? defaultSweepId();
   if (!SWEEP_ID.test(sweepId)) throw usageError("sweep", help, `--sweep-id '${sweepId}' must be 1-50 of [A-Za-z0-9_-]`);
   if (values["agent-task"] !== undefined && (values.tasks !== undefined || values["from-run"] !== undefined)) {
     throw usageError("sweep", help, "--agent-task names the task and the request's rows: leave out --tasks and --from-run");
   }
-  let target0 = evalTargetFromFlags({ tasks: plan?.tasksPath ?? values.tasks ?? values["agent-task"], limit: plan ? String(plan.limit) : values.limit, "evals-dir": values["evals-dir"] });
+  let target0 = evalTargetFromFlags({
+    tasks: plan?.tasksPath ?? values.tasks ?? values["agent-task"],
+    limit: plan ? String(plan.limit) : values.limit,
+    "evals-dir": values["evals-dir"],
+  });
   const { request, source } = plan
     ? { request: fromJson(TrainRequestSchema, plan.request), source: plan.source }
     : values["agent-task"] !== undefined
@@ -103,7 +123,11 @@ export const command: CommandHandler = async (argv, client) => {
       : await requestFromFlags(values, target0.evalsDir);
   // --from-run: the run decides the task file (and its base), not the AML default
   if (values["from-run"]) target0 = await targetForRun(client, "sweep", values["from-run"], target0);
-  const first = plan ? plan.first : values["first-seed"] === undefined ? Number(request.grpo?.seed ?? 0n) : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
+  const first = plan
+    ? plan.first
+    : values["first-seed"] === undefined
+      ? Number(request.grpo?.seed ?? 0n)
+      : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
   // an agent's request: this process serves its recorded task file's tools while the seeds train

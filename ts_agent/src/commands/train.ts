@@ -38,7 +38,12 @@ export const help: CommandHelp = {
 
 export const command: CommandHandler = async (argv, client) => {
   if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).trainAgentTask(argv, client);
-  const { values, positionals } = parseArgs({ args: argv, options: { ...TRAIN_FLAGS, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { ...TRAIN_FLAGS, ...EVALS_DIR_FLAG, ...GLOBAL_FLAGS },
+    allowPositionals: true,
+    strict: true,
+  });
   if (positionals.length) throw usageError("train", help, `unexpected argument '${positionals[0]}'`);
   if (!values.config) throw usageError("train", help, "--config FILE is required");
   const request = await loadTrainRequest(values.config);

@@ -315,9 +315,7 @@ export function compareValues(expected: unknown, actual: unknown, tol: Tolerance
     const ek = Object.keys(expected).sort();
     const ak = Object.keys(actual).sort();
     if (ek.join(",") !== ak.join(",")) return [{ path, message: `keys differ: expected ${ek}, got ${ak}` }];
-    return ek.flatMap((k) =>
-      compareValues((expected as Record<string, unknown>)[k], (actual as Record<string, unknown>)[k], tol, diff, `${path}.${k}`),
-    );
+    return ek.flatMap((k) => compareValues((expected as Record<string, unknown>)[k], (actual as Record<string, unknown>)[k], tol, diff, `${path}.${k}`));
   }
   return expected === actual ? [] : [{ path, message: `expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` }];
 }

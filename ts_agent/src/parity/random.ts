@@ -19,137 +19,36 @@ import { pathToFileURL } from "node:url";
 import fc from "fast-check";
 import { FUNCTIONS, makeCase, makeFile, type VectorFile } from "./harness.js";
 import { formatVectorFile } from "./vectors.js";
-
-type Draw = { args: unknown[]; options?: Record<string, unknown> };
-
-// ---------------------------------------------------------------------------------------------
-// Building blocks
-
-/** Mostly `arb`, now and then one of `bad`. */
-function mostly<T, U>(arb: fc.Arbitrary<T>, bad: fc.Arbitrary<U>, badWeight = 1): fc.Arbitrary<T | U> {
-  return fc.oneof({ arbitrary: arb, weight: 40 }, { arbitrary: bad, weight: badWeight });
-}
-
-const badNumber = fc.constantFrom<unknown>(NaN, Infinity, -Infinity, null);
-const finite = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true });
-const score = fc.oneof(fc.constantFrom(0, 1, 0.5, 0.25, -0), finite(0, 1));
-const value = fc.oneof(fc.constantFrom(0, 1, -1, 0.5, -0, 1e-300, 5e-324), finite(-1e3, 1e3), fc.integer({ min: -50, max: 50 }));
-/** Values outside our own generators' comfort zone: integers beyond 2^53 (Python reads them from
- *  JSON as ints, whose exact arithmetic differs from doubles) and magnitudes whose squares or
- *  products overflow (NaN and Infinity must come out the same in both languages). */
-const bigInteger = fc.oneof(
-  fc.constantFrom(2 ** 53 + 2, 2 ** 60, -(2 ** 61), 1e20, 792989053986676539392, 10247644939188637696),
-  fc.integer({ min: 1, max: 2 ** 20 }).map((k) => k * 2 ** 60),
-);
-const huge = fc.constantFrom(1e154, -1e154, 1e200, -1e200, 1.7976931348623157e308, -1.7976931348623157e308);
-const wild = fc.oneof({ arbitrary: value, weight: 6 }, { arbitrary: bigInteger, weight: 2 }, { arbitrary: huge, weight: 1 });
-const confidence = fc.option(fc.oneof(fc.constantFrom(0.95, 0.9, 0.99, 0.5), finite(0.01, 0.999)), { nil: undefined });
-const seed = fc.oneof({ arbitrary: fc.integer({ min: 0, max: 4294967295 }), weight: 40 }, { arbitrary: fc.constantFrom(-1, 4294967296, 0.5), weight: 1 });
-
-function optionsOf(entries: Record<string, unknown>): Record<string, unknown> | undefined {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(entries)) if (v !== undefined) out[k] = v;
-  return Object.keys(out).length === 0 ? undefined : out;
-}
-
-const FRAGMENTS = [
-  "<answer>", "</answer>", "<think>", "</think>", "<label>", "</label>", "<answer", "answer>",
-  "structuring", "Structuring", "STRUCTURING", "cash", "smurfing", "layering", "trade-based", "trade_based",
-  "money", "it is", "the", " ", "  ", "\n", "\t", "\u00a0", ".", ",", "!", "-", "_", ":", "(", ")", "'", "’",
-  "“", "”", "£", "+", "É", "é", "ß", "İ", "Σ", "ς", "Straße", "x", "a b",
-  // assigned after Unicode 14 (CPython 3.11's tables) but in Node 20's: the checked-in table decides
-  "\u{1FAE8}", "\uA7CB", "\u1C89", "\u{16EA0}", "ΟΔΟΣ", "42",
-];
-const text = fc.array(fc.constantFrom(...FRAGMENTS), { maxLength: 14 }).map((parts) => parts.join(""));
-const word = fc.constantFrom("structuring", "Structuring", "cash structuring", "smurfing", "trade-based", "trade based", "layering", "", " ", "x", "É", "it is");
-const answers = mostly(fc.array(word, { minLength: 1, maxLength: 3 }), fc.constant([]));
-const tag = mostly(fc.constantFrom("answer", "label", "think"), fc.constantFrom("a b", "", "<answer>"));
-// completions as a chat model answers arithmetic: numbers, "=", tags, run-on text
-const NUMBER_FRAGMENTS = ["<answer>", "</answer>", "<label>", "</label>", "23", "45", "68", "-", "+", "=", " = ", " ", "\n", "\u00a0", ".", "6.8", "10", "-1", "x", "×", "(", ")", "*", "/", "The answer is ", "\u0664", "١٢", "What is "];
-const numberText = fc.array(fc.constantFrom(...NUMBER_FRAGMENTS), { maxLength: 10 }).map((parts) => parts.join(""));
-const numberWord = fc.constantFrom("68", " 68 ", "-1", "6.8", "", " ", "x", "0");
-const numberAnswers = mostly(fc.array(numberWord, { minLength: 1, maxLength: 3 }), fc.constant([]));
-const PARAM_VALUES: Record<string, fc.Arbitrary<unknown>> = {
-  tag: fc.constantFrom("answer", "label"),
-  require_tag: fc.boolean(),
-  match: fc.constantFrom("exact", "prefix", "contains"),
-  case_sensitive: fc.boolean(),
-  ignore_punctuation: fc.boolean(),
-  think: fc.constantFrom("optional", "required", "forbidden"),
-  partial_credit: fc.boolean(),
-  answer_tag: fc.constantFrom("answer", "label"),
-  think_tag: fc.constantFrom("think", "reasoning", "label"),
-};
-const EXACT_KEYS = ["tag", "require_tag", "match", "case_sensitive", "ignore_punctuation"];
-const REWARD_KEYS: Record<string, string[]> = {
-  exact_match: EXACT_KEYS,
-  exact_match_lenient: EXACT_KEYS,
-  format: ["think", "partial_credit", "answer_tag", "think_tag"],
-  final_number_match: ["tag"], stops_after_answer: ["tag"],
-};
-const badParamValue = fc.constantFrom<unknown>("fuzzy", 1, null, "a b", true);
-const spec = fc.constantFrom(...Object.keys(REWARD_KEYS)).chain((name) => {
-  const keys = REWARD_KEYS[name];
-  const params = fc
-    .subarray(keys)
-    .chain((ks) => fc.record(Object.fromEntries(ks.map((k) => [k, mostly(PARAM_VALUES[k], badParamValue)]))))
-    .chain((p) => mostly(fc.constant(p), fc.constant({ ...p, bogus: true })));
-  return fc.record(
-    {
-      name: mostly(fc.constant(name), fc.constantFrom("bleu", "")),
-      weight: mostly(finite(-2, 2), fc.constantFrom<unknown>(NaN, Infinity, "1", null)),
-      params: mostly(params, fc.constantFrom<unknown>(null, ["x"])),
-    },
-    { requiredKeys: ["name"] },
-  );
-});
-
-/** Arrays of `elem`; about one in 40 has one element replaced by NaN, Infinity or null. */
-const sample = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
-  fc
-    .record({ xs: fc.array(elem, { minLength: min, maxLength: max, size: "medium" }), flag: fc.integer({ min: 0, max: 40 }), bad: badNumber, at: fc.nat() })
-    .map(({ xs, flag, bad, at }) => {
-      if (flag === 0 && xs.length > 0) xs[at % xs.length] = bad;
-      return xs;
-    });
-
-/** Arrays of `elem` with about one missing value (NaN, null, +-Infinity) in nine; now and then
- *  a value that is neither a number nor missing (an error case). */
-const missing = fc.constantFrom<unknown>(NaN, null, Infinity, -Infinity);
-const notANumber = fc.constantFrom<unknown>("0.5", true);
-const withMissing = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
-  fc.array(fc.oneof({ arbitrary: elem, weight: 8 }, { arbitrary: missing, weight: 1 }), { minLength: min, maxLength: max, size: "medium" });
-const withBad = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
-  fc.tuple(withMissing(Math.max(1, min), Math.max(1, max), elem), notANumber, fc.nat()).map(([xs, bad, at]) => {
-    xs[at % xs.length] = bad;
-    return xs;
-  });
-const withMissingOrBad = (min: number, max: number, elem: fc.Arbitrary<unknown> = value) =>
-  mostly(withMissing(min, max, elem), withBad(min, max, elem));
-
-function pair(maxN: number): fc.Arbitrary<[unknown[], unknown[]]> {
-  const binary = fc.integer({ min: 0, max: maxN }).chain((n) =>
-    fc.tuple(fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n }), fc.array(fc.constantFrom(0, 1), { minLength: n, maxLength: n })),
-  );
-  const continuous = fc.integer({ min: 0, max: maxN }).chain((n) =>
-    fc.tuple(sample(n, n, score), sample(n, n, value)),
-  );
-  const mismatched = fc.tuple(sample(0, 5, score), sample(0, 5, score));
-  const outside = fc.integer({ min: 0, max: Math.min(maxN, 8) }).chain((n) => fc.tuple(sample(n, n, wild), sample(n, n, wild)));
-  return fc.oneof(
-    { arbitrary: binary, weight: 10 },
-    { arbitrary: continuous, weight: 10 },
-    { arbitrary: mismatched, weight: 1 },
-    { arbitrary: outside, weight: 3 },
-  );
-}
-
-const probability = mostly(
-  fc.oneof(finite(0, 1), fc.constantFrom(0.5, 0.975, 0.025, 1e-10, 1 - 1e-10, 1e-300, 5e-324), finite(0, 1e-6), finite(0.999999, 1)),
-  fc.constantFrom<unknown>(0, 1, -0.5, 1.5, NaN),
-);
-const alpha = fc.option(mostly(finite(0.001, 0.3), fc.constantFrom<unknown>(0, 1)), { nil: undefined });
-const power = fc.option(mostly(finite(0.3, 0.999), fc.constantFrom<unknown>(0.001, 1)), { nil: undefined });
+import {
+  alpha,
+  answers,
+  bigInteger,
+  confidence,
+  finite,
+  huge,
+  missing,
+  mostly,
+  numberAnswers,
+  numberText,
+  numberWord,
+  optionsOf,
+  pair,
+  power,
+  probability,
+  sample,
+  score,
+  seed,
+  spec,
+  tag,
+  text,
+  value,
+  wild,
+  withBad,
+  withMissing,
+  withMissingOrBad,
+  word,
+  type Draw,
+} from "./random-inputs.js";
 
 // ---------------------------------------------------------------------------------------------
 // One arbitrary per function
@@ -197,7 +96,8 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     })
     .map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
   finalNumber: fc.record({ t: numberText, tag }).map(({ t, tag }) => ({ args: [t, tag] })),
-  finalNumberMatchReward: fc.record({ t: numberText, answers: fc.oneof(numberAnswers, numberWord), tag: fc.option(tag, { nil: undefined }) })
+  finalNumberMatchReward: fc
+    .record({ t: numberText, answers: fc.oneof(numberAnswers, numberWord), tag: fc.option(tag, { nil: undefined }) })
     .map(({ t, answers, ...o }) => ({ args: [t, answers], options: optionsOf(o) })),
   stopsAfterAnswerReward: fc.record({ t: numberText, tag: fc.option(tag, { nil: undefined }) }).map(({ t, ...o }) => ({ args: [t], options: optionsOf(o) })),
   composeRewards: fc
@@ -214,12 +114,16 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .record({ spec, completions: fc.array(text, { minLength: 1, maxLength: 4 }), answers })
     .map(({ spec, completions, answers }) => ({ args: [spec, completions, answers] })),
   composeRewardSpecs: fc
-    .record({ specs: mostly(fc.array(spec, { minLength: 1, maxLength: 3 }), fc.constant([])), completions: fc.array(text, { minLength: 1, maxLength: 4 }), answers })
+    .record({
+      specs: mostly(fc.array(spec, { minLength: 1, maxLength: 3 }), fc.constant([])),
+      completions: fc.array(text, { minLength: 1, maxLength: 4 }),
+      answers,
+    })
     .map(({ specs, completions, answers }) => ({ args: [specs, completions, answers] })),
 
-  normalCdf: mostly(fc.oneof(finite(-40, 40), fc.double({ noNaN: true }), fc.constantFrom(0, -0, 1.5, -1.5, 27.3, -27.3)), fc.constant(NaN)).map(
-    (x) => ({ args: [x] }),
-  ),
+  normalCdf: mostly(fc.oneof(finite(-40, 40), fc.double({ noNaN: true }), fc.constantFrom(0, -0, 1.5, -1.5, 27.3, -27.3)), fc.constant(NaN)).map((x) => ({
+    args: [x],
+  })),
   normalQuantile: probability.map((p) => ({ args: [p] })),
   studentTQuantile: fc
     .record({
@@ -228,7 +132,15 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     })
     .map(({ p, df }) => ({ args: [p, df] })),
   noSpread: fc // near-equal values (one value times 1 + a few ulps) as often as arbitrary ones
-    .record({ xs: fc.oneof(sample(0, 20), fc.tuple(fc.oneof(score, value), fc.array(fc.integer({ min: -80, max: 80 }), { maxLength: 20 })).map(([x, us]) => [x as number, ...us.map((u) => (x as number) * (1 + u * Number.EPSILON))])), scale: fc.option(mostly(fc.oneof(finite(0, 2), fc.constant(0)), fc.constantFrom<unknown>(-1, NaN, Infinity)), { nil: undefined }) })
+    .record({
+      xs: fc.oneof(
+        sample(0, 20),
+        fc
+          .tuple(fc.oneof(score, value), fc.array(fc.integer({ min: -80, max: 80 }), { maxLength: 20 }))
+          .map(([x, us]) => [x as number, ...us.map((u) => (x as number) * (1 + u * Number.EPSILON))]),
+      ),
+      scale: fc.option(mostly(fc.oneof(finite(0, 2), fc.constant(0)), fc.constantFrom<unknown>(-1, NaN, Infinity)), { nil: undefined }),
+    })
     .map(({ xs, scale }) => ({ args: [xs], options: optionsOf({ scale }) })),
   mean: mostly(sample(1, 30), sample(0, 0)).map((xs) => ({ args: [xs] })),
   sampleSd: mostly(sample(2, 30), sample(0, 1)).map((xs) => ({ args: [xs] })),
@@ -251,9 +163,7 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       c: fc.oneof(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 3000 })),
     })
     .map(({ b, c }) => ({ args: [b, c] })),
-  pairedComparison: fc
-    .record({ ab: pair(60), confidence })
-    .map(({ ab, confidence }) => ({ args: [ab[0], ab[1]], options: optionsOf({ confidence }) })),
+  pairedComparison: fc.record({ ab: pair(60), confidence }).map(({ ab, confidence }) => ({ args: [ab[0], ab[1]], options: optionsOf({ confidence }) })),
   pairedBootstrapCI: fc
     .record({ ab: pair(25), resamples: mostly(fc.integer({ min: 1, max: 120 }), fc.constantFrom<unknown>(0, 2.5)), seed, confidence })
     .map(({ ab, ...o }) => ({ args: [ab[0], ab[1]], options: optionsOf(o) })),
@@ -267,7 +177,11 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
   intervalOverRuns: fc
     .record({
-      values: fc.oneof(fc.array(fc.oneof(score, value), { maxLength: 9 }), fc.array(value, { minLength: 10, maxLength: 20 }), fc.constantFrom([0.2, 0.2, 0.2], [0.6 - 0.4, 0.8 - 0.6, 1 - 0.8])),
+      values: fc.oneof(
+        fc.array(fc.oneof(score, value), { maxLength: 9 }),
+        fc.array(value, { minLength: 10, maxLength: 20 }),
+        fc.constantFrom([0.2, 0.2, 0.2], [0.6 - 0.4, 0.8 - 0.6, 1 - 0.8]),
+      ),
       confidence,
     })
     .map(({ values, ...o }) => ({ args: [values], options: optionsOf(o) })),
@@ -284,10 +198,7 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     })
     .chain(({ n, start, extra, bad, ...o }) =>
       fc
-        .tuple(
-          (bad ? withBad : withMissing)(n, n, start),
-          withMissing(n + extra, n + extra, fc.oneof(score, value)),
-        )
+        .tuple((bad ? withBad : withMissing)(n, n, start), withMissing(n + extra, n + extra, fc.oneof(score, value)))
         .map(([a, b]) => ({ args: [a, b], options: optionsOf(o) })),
     ),
   requiredNForDelta: fc
@@ -323,7 +234,15 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
         if (noise === 2) r2.push(labels[0]); // length mismatch
         if (noise === 3 && r1.length > 0) r1[pick % r1.length] = NaN;
         const cats =
-          categories === "exact" ? labels : categories === "extra" ? [...labels, strings ? "zz" : 99] : categories === "reversed" ? [...labels].reverse() : categories === "missing" ? labels.slice(1) : undefined;
+          categories === "exact"
+            ? labels
+            : categories === "extra"
+              ? [...labels, strings ? "zz" : 99]
+              : categories === "reversed"
+                ? [...labels].reverse()
+                : categories === "missing"
+                  ? labels.slice(1)
+                  : undefined;
         return { args: [r1, r2], options: optionsOf({ weights, categories: cats }) };
       });
     }),
@@ -348,7 +267,6 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
           const row = new Array<number>(k).fill(0);
           for (const c of v) row[c] += 1;
           return row.map((x) => x * scale); // huge scales: Python's int products overflowed
-
         });
         if (noise === 1 && table.length > 0) table[0][0] += 1; // different rater counts (or fine if one subject)
         if (noise === 2 && table.length > 0) table[table.length - 1] = table[table.length - 1].slice(1); // ragged
@@ -357,7 +275,12 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       }),
     ),
   startVsEnd: fc
-    .record({ len: mostly(fc.integer({ min: 3, max: 60 }), fc.constantFrom(0, 1, 2)), w: fc.nat(), wild: mostly(fc.constant(0), fc.constantFrom(1, 2)), flat: fc.nat({ max: 9 }) })
+    .record({
+      len: mostly(fc.integer({ min: 3, max: 60 }), fc.constantFrom(0, 1, 2)),
+      w: fc.nat(),
+      wild: mostly(fc.constant(0), fc.constantFrom(1, 2)),
+      flat: fc.nat({ max: 9 }),
+    })
     .chain(({ len, w, wild, flat }) => {
       const half = Math.max(1, Math.floor(len / 2));
       const window = wild === 1 ? half + 1 : wild === 2 ? 0 : 1 + (w % half);
@@ -378,7 +301,13 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     sample(0, 2),
   ).map((xs) => ({ args: [xs] })),
   tangoScoreInterval: fc
-    .record({ n: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 3000 })), u: fc.double({ min: 0, max: 1, noNaN: true }), v: fc.double({ min: 0, max: 1, noNaN: true }), confidence, bad: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
+    .record({
+      n: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 3000 })),
+      u: fc.double({ min: 0, max: 1, noNaN: true }),
+      v: fc.double({ min: 0, max: 1, noNaN: true }),
+      confidence,
+      bad: mostly(fc.constant(0), fc.constantFrom(1, 2)),
+    })
     .map(({ n, u, v, confidence, bad }) => {
       const b = Math.floor(u * n);
       const c = Math.floor(v * (n - b));
@@ -386,7 +315,14 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
       return { args, options: optionsOf({ confidence }) };
     }),
   pairedProportionGate: fc
-    .record({ n: fc.integer({ min: 1, max: 600 }), u: fc.double({ min: 0, max: 0.4, noNaN: true }), v: fc.double({ min: 0, max: 1, noNaN: true }), threshold: mostly(fc.constantFrom(0.05, 0, 0.1), fc.constantFrom<unknown>(NaN)), alpha, bad: mostly(fc.constant(0), fc.constant(1)) })
+    .record({
+      n: fc.integer({ min: 1, max: 600 }),
+      u: fc.double({ min: 0, max: 0.4, noNaN: true }),
+      v: fc.double({ min: 0, max: 1, noNaN: true }),
+      threshold: mostly(fc.constantFrom(0.05, 0, 0.1), fc.constantFrom<unknown>(NaN)),
+      alpha,
+      bad: mostly(fc.constant(0), fc.constant(1)),
+    })
     .map(({ n, u, v, bad, ...o }) => {
       const b = Math.floor(u * n);
       const c = Math.floor(v * (n - b));
@@ -415,7 +351,14 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
     .map(({ trueDelta, sdDiff, n, ...o }) => ({ args: [trueDelta, sdDiff, n], options: optionsOf(o) })),
   passAtK: fc
     .integer({ min: 1, max: 300 })
-    .chain((n) => fc.record({ n: fc.constant(n), c: fc.integer({ min: 0, max: n }), k: fc.integer({ min: 1, max: n }), bad: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)) }))
+    .chain((n) =>
+      fc.record({
+        n: fc.constant(n),
+        c: fc.integer({ min: 0, max: n }),
+        k: fc.integer({ min: 1, max: n }),
+        bad: mostly(fc.constant(0), fc.constantFrom(1, 2, 3)),
+      }),
+    )
     .map(({ n, c, k, bad }) => ({ args: bad === 1 ? [n, n + 1, k] : bad === 2 ? [n, c, n + 1] : bad === 3 ? [n, c, 0] : [n, c, k] })),
   holmAdjust: mostly(
     fc.array(fc.oneof(finite(0, 1), fc.constantFrom(0, 1, 0.05, 0.01, 0.5)), { minLength: 1, maxLength: 12 }),
@@ -424,15 +367,22 @@ const ARBITRARIES: Record<string, fc.Arbitrary<Draw>> = {
   clusteredMeanSE: fc
     .record({ n: fc.integer({ min: 0, max: 30 }), g: fc.integer({ min: 1, max: 6 }), noise: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
     .chain(({ n, g, noise }) =>
-      fc.tuple(sample(n, n, fc.oneof(score, value, fc.constantFrom(-1, 0, 1))), fc.array(fc.integer({ min: 0, max: g - 1 }), { minLength: n, maxLength: n })).map(([xs, cs]) => {
-        const clusters: unknown[] = cs.map((c) => `template/${c}`);
-        if (noise === 1) clusters.push("extra");
-        if (noise === 2 && clusters.length > 0) clusters[0] = 3;
-        return { args: [xs, clusters] };
-      }),
+      fc
+        .tuple(sample(n, n, fc.oneof(score, value, fc.constantFrom(-1, 0, 1))), fc.array(fc.integer({ min: 0, max: g - 1 }), { minLength: n, maxLength: n }))
+        .map(([xs, cs]) => {
+          const clusters: unknown[] = cs.map((c) => `template/${c}`);
+          if (noise === 1) clusters.push("extra");
+          if (noise === 2 && clusters.length > 0) clusters[0] = 3;
+          return { args: [xs, clusters] };
+        }),
     ),
   kendallW: fc
-    .record({ m: mostly(fc.integer({ min: 2, max: 6 }), fc.constantFrom(0, 1)), n: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)), perm: fc.boolean(), noise: mostly(fc.constant(0), fc.constantFrom(1, 2)) })
+    .record({
+      m: mostly(fc.integer({ min: 2, max: 6 }), fc.constantFrom(0, 1)),
+      n: mostly(fc.integer({ min: 2, max: 8 }), fc.constant(1)),
+      perm: fc.boolean(),
+      noise: mostly(fc.constant(0), fc.constantFrom(1, 2)),
+    })
     .chain(({ m, n, perm, noise }) => {
       const row = perm
         ? fc.shuffledSubarray([...Array(n).keys()], { minLength: n, maxLength: n })

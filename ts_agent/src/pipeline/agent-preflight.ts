@@ -45,12 +45,24 @@ export interface Preflight {
 }
 
 /** Sample the base as training would at step 1 and measure the signal GRPO would get. */
-export async function agentPreflight(client: SidecarClient, file: string, request: TrainRequest, opts: { tasks?: number; seed?: number } = {}): Promise<Preflight> {
+export async function agentPreflight(
+  client: SidecarClient,
+  file: string,
+  request: TrainRequest,
+  opts: { tasks?: number; seed?: number } = {},
+): Promise<Preflight> {
   const taskSet = await loadAgentTaskSet(file, "train", opts.tasks ?? PREFLIGHT_TASKS);
   const groupSize = request.grpo?.numGenerations || DEFAULT_GROUP_SIZE;
   const temperature = request.grpo?.temperature ?? 1;
   const settings = settingsForTaskSet(
-    { ...DEFAULT_EVAL_SETTINGS, baseModel: request.baseModel, split: "train", samplesPerTask: groupSize, temperature, seed: opts.seed ?? Number(request.grpo?.seed ?? 0n) },
+    {
+      ...DEFAULT_EVAL_SETTINGS,
+      baseModel: request.baseModel,
+      split: "train",
+      samplesPerTask: groupSize,
+      temperature,
+      seed: opts.seed ?? Number(request.grpo?.seed ?? 0n),
+    },
     taskSet,
   );
   settings.maxNewTokens = request.grpo?.maxCompletionLength || AGENT_MAX_NEW_TOKENS;

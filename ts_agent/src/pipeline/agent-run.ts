@@ -60,13 +60,17 @@ export async function followServing(
   };
   const onSigint = () => {
     if (asked) {
-      console.error(`agent: second Ctrl-C: leaving now; run ${runId || "(not named yet)"} fails at its next tool call (nothing serves its tools)` +
-        (runId ? `; continue it from its last checkpoint with: ${agentResumeCommand(runId, values)}` : ""));
+      console.error(
+        `agent: second Ctrl-C: leaving now; run ${runId || "(not named yet)"} fails at its next tool call (nothing serves its tools)` +
+          (runId ? `; continue it from its last checkpoint with: ${agentResumeCommand(runId, values)}` : ""),
+      );
       process.exit(130);
     }
     asked = true;
-    console.log(`Ctrl-C: an agent run needs this process (it serves ${task.name}'s tools and scorers), so run ${runId || "(starting)"} is cancelled at its next step ` +
-      "instead of detached; waiting for it to stop (Ctrl-C again leaves now)");
+    console.log(
+      `Ctrl-C: an agent run needs this process (it serves ${task.name}'s tools and scorers), so run ${runId || "(starting)"} is cancelled at its next step ` +
+        "instead of detached; waiting for it to stop (Ctrl-C again leaves now)",
+    );
     cancel();
   };
   process.on("SIGINT", onSigint);
@@ -121,12 +125,23 @@ export async function trainAgentRun(
   const preflight = await agentPreflight(client, file, planned);
   for (const line of preflightLines(preflight)) console.log(line);
   if (preflight.groups > 0 && preflight.flatGroups === preflight.groups && !overrides.force) {
-    console.error("agent train: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force trains anyway");
+    console.error(
+      "agent train: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force trains anyway",
+    );
     return { code: 2, outcome: null };
   }
   const ref = agentTaskRef(task, file);
-  console.log(`agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`);
-  return followServing(client, values, task, 0, (toolHost, opts) => trainViaSidecar(client, agentTrainRequest(task, file, config, overrides, toolHost), opts), overrides.runId ?? config.runId);
+  console.log(
+    `agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`,
+  );
+  return followServing(
+    client,
+    values,
+    task,
+    0,
+    (toolHost, opts) => trainViaSidecar(client, agentTrainRequest(task, file, config, overrides, toolHost), opts),
+    overrides.runId ?? config.runId,
+  );
 }
 
 /** The TrainRequest of an agent task: the config's knobs (`rewards` must be empty: the scorers are
@@ -137,7 +152,12 @@ export function agentTrainRequest(task: AgentTask, file: string, config: TrainRe
   if (rows.length === 0) throw new UserError(`${file}: tasks: no rows with split "train" (the default split)`);
   const grpo = overrides.seed === undefined ? config.grpo : { ...config.grpo!, seed: BigInt(overrides.seed) };
   const request: MessageInitShape<typeof TrainRequestSchema> = {
-    baseModel: overrides.baseModel ?? config.baseModel, mode: config.mode, grpo, lora: config.lora, runtime: config.runtime, heldOut: config.heldOut,
+    baseModel: overrides.baseModel ?? config.baseModel,
+    mode: config.mode,
+    grpo,
+    lora: config.lora,
+    runtime: config.runtime,
+    heldOut: config.heldOut,
     runId: overrides.runId ?? config.runId,
     dataset: { source: { case: "inline", value: { rows: taskRows(rows) } } },
     agent: agentSpec(task, toolHost, agentTaskRef(task, file)),
@@ -176,16 +196,25 @@ export async function resumeAgentRun(client: SidecarClient, values: Flags, runId
   const spec = run.request?.agent;
   if (!spec) throw new UserError(`run ${runId} is not an agent run: resume it with agent resume ${runId}`);
   const path = file ?? spec.source?.path ?? "";
-  if (!path) throw new UserError(`run ${runId} does not record its agent task file (an older run): resume it with agent train --agent-task FILE --resume ${runId}`);
+  if (!path)
+    throw new UserError(`run ${runId} does not record its agent task file (an older run): resume it with agent train --agent-task FILE --resume ${runId}`);
   await checkAgentTaskFile(run, "resume", path, { accept, evalsDir: evalsDirOrDefault(values["evals-dir"]) });
   const port = Number(spec.toolHost.split(":").pop());
-  if (!Number.isInteger(port) || port <= 0) throw new UserError(`run ${runId}: its request's agent.tool_host ${JSON.stringify(spec.toolHost)} names no port to serve the tools on again`);
+  if (!Number.isInteger(port) || port <= 0)
+    throw new UserError(`run ${runId}: its request's agent.tool_host ${JSON.stringify(spec.toolHost)} names no port to serve the tools on again`);
   const task = await loadAgentTask(path);
-  const { code } = await followServing(client, values, task, port, async (_address, opts) => {
-    await client.resumeRun(runId);
-    console.log(`agent task ${task.name}: run ${runId} resumed from its last checkpoint; tools served at ${spec.toolHost}`);
-    return watchViaSidecar(client, runId, opts);
-  }, runId).catch((err: unknown) => {
+  const { code } = await followServing(
+    client,
+    values,
+    task,
+    port,
+    async (_address, opts) => {
+      await client.resumeRun(runId);
+      console.log(`agent task ${task.name}: run ${runId} resumed from its last checkpoint; tools served at ${spec.toolHost}`);
+      return watchViaSidecar(client, runId, opts);
+    },
+    runId,
+  ).catch((err: unknown) => {
     if ((err as NodeJS.ErrnoException)?.code === "EADDRINUSE") {
       throw new UserError(`run ${runId}: cannot serve the tools on ${spec.toolHost} again, where the run calls them (the port is in use)`);
     }

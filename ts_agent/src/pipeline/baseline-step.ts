@@ -17,7 +17,12 @@ export async function ensureBaseline(client: SidecarClient, target: EvalTarget, 
   }
   const taskSet = await loadEvalTaskSet(target.tasksPath, target.settings.split, target.settings.limit);
   console.log(`[${tag}] no baseline yet: evaluating the base model on ${taskSet.rows.length} ${taskSet.split} tasks`);
-  const { path, baseline } = await setBaseline(client, { evalsDir: target.evalsDir, settings: settingsForTaskSet(target.settings, taskSet), taskSet, onProgress: progressPrinter("baseline") });
+  const { path, baseline } = await setBaseline(client, {
+    evalsDir: target.evalsDir,
+    settings: settingsForTaskSet(target.settings, taskSet),
+    taskSet,
+    onProgress: progressPrinter("baseline"),
+  });
   console.log(`[${tag}] wrote ${path}: ${describeBaseline(baseline)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 }
 

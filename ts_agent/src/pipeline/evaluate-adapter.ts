@@ -63,8 +63,12 @@ export function evalSummaryLines(log: EvalLog, judged: JudgedComparison): string
 export function warmStartLines(log: EvalLog): string[] {
   return (warmStartStages(log) ?? []).map((s) => {
     const d = s.comparison.decision;
-    return `${s.question} (${s.from} -> ${s.to}): ${s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-"}` +
-      (d ? ` (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}${s.pHolm === null ? "" : `, Holm p=${s.pHolm.toPrecision(2)}`})` : "");
+    return (
+      `${s.question} (${s.from} -> ${s.to}): ${s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-"}` +
+      (d
+        ? ` (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}${s.pHolm === null ? "" : `, Holm p=${s.pHolm.toPrecision(2)}`})`
+        : "")
+    );
   });
 }
 
@@ -91,7 +95,9 @@ function writeAndPrint(target: EvalTarget, log: EvalLog): WrittenEval {
       `a partial eval (${log.taskSet.n} tasks, --limit ${log.settings.limit}) is kept apart in ${basename(path)}: ${displayPath(keptApartFrom.path)} keeps its eval of ${keptApartFrom.n} tasks, which agent report reads`,
     );
   } else if (log.settings.limit > 0) {
-    console.log(`this eval covers the first ${log.taskSet.n} ${log.taskSet.split} tasks (--limit ${log.settings.limit}); a later eval of more tasks replaces it, a smaller one is kept apart`);
+    console.log(
+      `this eval covers the first ${log.taskSet.n} ${log.taskSet.split} tasks (--limit ${log.settings.limit}); a later eval of more tasks replaces it, a smaller one is kept apart`,
+    );
   }
   return { path, record: log, downstream, junit };
 }
@@ -111,7 +117,8 @@ export async function evalRun(client: SidecarClient, runId: string, given: EvalT
     if (warmStart) console.log(`and the warm start it started from, ${warmStart.runId}'s adapter`);
     const out = writeAndPrint(target, await evaluateRun(client, runId, settings, taskSet, progressPrinter("eval"), undefined, warmStart));
     if (warmStart) for (const line of warmStartLines(out.record)) console.log(line);
-    if (taskSet.split === "test") recordTestEval(target.evalsDir, { command: "eval", runId, step: out.record.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
+    if (taskSet.split === "test")
+      recordTestEval(target.evalsDir, { command: "eval", runId, step: out.record.adapter?.step ?? null, tasks: taskSet.rows.length, taskSet: taskSet.path });
     return out;
   } catch (err) {
     // the run's base must load here: a missing one is refused in one line, naming it
@@ -143,7 +150,10 @@ export async function evalAdapterPath(client: SidecarClient, adapterPath: string
   const taskSet = await loadEvalTaskSet(given.tasksPath, given.settings.split, given.settings.limit);
   checkSettings(settingsForTaskSet(given.settings, taskSet), taskSet);
   // --tasks F names the base too (F's embedded model) unless --base-model says otherwise
-  const named = given.tasksGiven && given.settings.baseModel === "" && !taskSet.agent ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } } : given;
+  const named =
+    given.tasksGiven && given.settings.baseModel === "" && !taskSet.agent
+      ? { ...given, settings: { ...given.settings, baseModel: embeddedBaseFor(given.tasksPath) } }
+      : given;
   const target = { ...named, settings: settingsForTaskSet(named.settings, taskSet) };
   const heldOut = heldOutTemplateSetFor(taskSet);
   console.log(
@@ -173,7 +183,9 @@ export async function evalBaseOnly(client: SidecarClient, name: string, given: E
   const log = buildEvalLog(name, settings, taskSet, result);
   const path = writeEvalLog(given.evalsDir, log);
   const a = log.variants[0]?.accuracy;
-  console.log(`base     ${primaryGrader(settings).name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`);
+  console.log(
+    `base     ${primaryGrader(settings).name} ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"} on ${a?.n ?? 0} tasks`,
+  );
   if (log.agentTask) {
     const m = episodeMeans(episodesByTask(log).get("base")?.values() ?? []);
     // a call to an unknown tool is well-formed (a name and an arguments object), a malformed one is not

@@ -52,7 +52,10 @@ export function sidecarLostLines(err: SidecarLost, values: RepeatedFlags): strin
  * Ctrl-C while following a run: the first aborts `controller` (detach); `afterDetach` then prints
  * how to re-attach or cancel and waits 2 s, and a second Ctrl-C in that time cancels the run.
  */
-export function ctrlCDetaches(controller: AbortController): { afterDetach: (client: SidecarClient, runId: string, values: RepeatedFlags) => Promise<number>; dispose: () => void } {
+export function ctrlCDetaches(controller: AbortController): {
+  afterDetach: (client: SidecarClient, runId: string, values: RepeatedFlags) => Promise<number>;
+  dispose: () => void;
+} {
   let first = 0;
   let second: (() => void) | undefined;
   let secondSeen = false;

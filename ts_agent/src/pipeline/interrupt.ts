@@ -23,7 +23,8 @@ export function interruptLines(s: Interrupted): string[] {
   const out = [`agent ${s.command}: interrupted.`];
   if (s.runIds && s.runIds.length > 1) {
     out.push(`runs ${s.runIds.join(", ")} keep running on the sidecar (queued ones start as slots free).`);
-    for (const id of s.runIds) out.push(`  follow ${id}:  agent watch ${id}${repeatFlags(s.flags)}`, `  cancel ${id}:  agent cancel ${id}${sidecarFlags(s.flags)}`);
+    for (const id of s.runIds)
+      out.push(`  follow ${id}:  agent watch ${id}${repeatFlags(s.flags)}`, `  cancel ${id}:  agent cancel ${id}${sidecarFlags(s.flags)}`);
   } else if (s.runIds?.length === 0) {
     out.push("no run of the sweep is on the sidecar now.");
   } else if (s.runIds?.[0] ?? s.runId) {
@@ -37,7 +38,8 @@ export function interruptLines(s: Interrupted): string[] {
     out.push(`no run was started, or the sidecar had not named it yet; see: agent runs${sidecarFlags(s.flags)}`);
   }
   if (s.seedsLeft?.length) out.push(`seeds not started: ${s.seedsLeft.join(", ")}`);
-  if (s.sweepId) out.push(`continue the sweep (follows its runs on the sidecar, trains the seeds not started): agent sweep --resume ${s.sweepId}${repeatFlags(s.flags)}`);
+  if (s.sweepId)
+    out.push(`continue the sweep (follows its runs on the sidecar, trains the seeds not started): agent sweep --resume ${s.sweepId}${repeatFlags(s.flags)}`);
   return out;
 }
 

@@ -15,7 +15,9 @@ export function memoryLines(res: EstimateMemoryResponse): string[] {
   const lines = [`memory estimate on ${res.device} (per process, from the model's config.json):`];
   const width = Math.max(...res.components.map((c) => c.name.length));
   for (const c of res.components) lines.push(`  ${c.name.padEnd(width)}  ${gib(c.bytes).padStart(10)}  ${c.formula}`);
-  lines.push(`  ${"total".padEnd(width)}  ${gib(res.totalBytes).padStart(10)}  (no second model for the reference under LoRA: the adapter is disabled instead)`);
+  lines.push(
+    `  ${"total".padEnd(width)}  ${gib(res.totalBytes).padStart(10)}  (no second model for the reference under LoRA: the adapter is disabled instead)`,
+  );
   lines.push(`free on ${res.device}: ${gib(res.deviceFreeBytes)}: ${res.knobToLower ? `does NOT fit; lower ${res.knobToLower}` : "fits"}`);
   lines.push("not counted: the framework's own footprint (CUDA context, allocator slack, the Python process); docs/benchmarks.md has the measured ratio");
   return lines;

@@ -25,7 +25,6 @@ import type { Run } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import type { EvalTarget } from "./eval-target.js";
 
-
 export { runDataRoot };
 
 const sha256 = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
@@ -72,7 +71,9 @@ export function embeddedBaseFor(tasksPath: string): string {
   const root = resolve(dataRoot());
   const rel = relative(root, resolve(tasksPath));
   if (rel.startsWith("..") || isAbsolute(rel)) {
-    throw new UserError(`--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`);
+    throw new UserError(
+      `--tasks ${tasksPath}: the embedded model of a task file is built by the sidecar from a file under its data root (${root}; set PY_TRAINER_DATA_ROOT if the sidecar has another); put the file there, or name a base_model in --config`,
+    );
   }
   return embeddedBaseModel(rel);
 }
@@ -89,7 +90,9 @@ export async function targetForRun(client: SidecarClient, command: string, runId
   const base = run.request?.baseModel ?? "";
   const asked = target.settings.baseModel;
   if (asked !== "" && asked !== base) {
-    throw new UserError(`agent ${command}: ${runId} was trained on ${baseName(base)}; --base-model ${asked} would score its adapter on another base (leave --base-model out)`);
+    throw new UserError(
+      `agent ${command}: ${runId} was trained on ${baseName(base)}; --base-model ${asked} would score its adapter on another base (leave --base-model out)`,
+    );
   }
   let tasksPath = target.tasksPath;
   if (target.tasksGiven) await checkRunTaskFile(client, command, target.evalsDir, runId, tasksPath);
@@ -115,7 +118,9 @@ export async function checkAgentTaskFile(
   const source = run.request?.agent?.source;
   if (!run.request?.agent) return;
   if (!source?.path) {
-    throw new UserError(`agent ${command}: run ${run.runId} trains an agent task but does not record its file (an older run): pass --agent-task FILE to name it`);
+    throw new UserError(
+      `agent ${command}: run ${run.runId} trains an agent task but does not record its file (an older run): pass --agent-task FILE to name it`,
+    );
   }
   if (!existsSync(tasksPath)) throw new UserError(`agent ${command}: run ${run.runId}'s agent task file ${source.path} is not here: pass --agent-task FILE`);
   const now = sha256(tasksPath);
@@ -131,13 +136,18 @@ export async function checkAgentTaskFile(
   if (!opts.accept) {
     throw new UserError(
       `agent ${command}: ${displayPath(tasksPath)} changed since run ${run.runId} trained on it (${shas}; ${what}): ` +
-        (command === "resume" ? "restore the file the run used, or pass --accept-changed-task to go on with this one (recorded)" : "restore the file the run used"),
+        (command === "resume"
+          ? "restore the file the run used, or pass --accept-changed-task to go on with this one (recorded)"
+          : "restore the file the run used"),
     );
   }
   console.log(`agent ${command}: going on with the changed ${displayPath(tasksPath)} (${shas}; ${what}): recorded in ${AGENT_TASK_CHANGES}`);
   if (opts.evalsDir) {
     mkdirSync(runDir(opts.evalsDir, run.runId), { recursive: true });
-    appendLine(join(runDir(opts.evalsDir, run.runId), AGENT_TASK_CHANGES), JSON.stringify({ date: new Date().toISOString(), command, path: tasksPath, from: source.sha256, to: now, changed }));
+    appendLine(
+      join(runDir(opts.evalsDir, run.runId), AGENT_TASK_CHANGES),
+      JSON.stringify({ date: new Date().toISOString(), command, path: tasksPath, from: source.sha256, to: now, changed }),
+    );
   }
 }
 
@@ -150,10 +160,14 @@ export async function targetForRuns(client: SidecarClient, command: string, runI
   for (const runId of runIds) targets.push(await targetForRun(client, command, runId, target));
   for (const [i, t] of targets.entries()) {
     if (t.settings.baseModel !== targets[0].settings.baseModel) {
-      throw new UserError(`agent ${command}: ${runIds[0]} was trained on ${baseName(targets[0].settings.baseModel)} and ${runIds[i]} on ${baseName(t.settings.baseModel)}: one Evaluate scores every adapter on one base`);
+      throw new UserError(
+        `agent ${command}: ${runIds[0]} was trained on ${baseName(targets[0].settings.baseModel)} and ${runIds[i]} on ${baseName(t.settings.baseModel)}: one Evaluate scores every adapter on one base`,
+      );
     }
     if (t.tasksPath !== targets[0].tasksPath) {
-      throw new UserError(`agent ${command}: ${runIds[0]} trained on ${displayPath(targets[0].tasksPath)} and ${runIds[i]} on ${displayPath(t.tasksPath)}: compare runs of one task file`);
+      throw new UserError(
+        `agent ${command}: ${runIds[0]} trained on ${displayPath(targets[0].tasksPath)} and ${runIds[i]} on ${displayPath(t.tasksPath)}: compare runs of one task file`,
+      );
     }
   }
   return targets[0];

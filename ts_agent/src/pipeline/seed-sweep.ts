@@ -57,7 +57,10 @@ export interface SweepPlan {
 
 export function readPlan(evalsDir: string, sweepId: string): SweepPlan {
   const path = join(evalsDir, SWEEPS_DIR, sweepId, SWEEP_PLAN);
-  if (!existsSync(path)) throw new UserError(`agent sweep: --resume ${sweepId}: no ${SWEEP_PLAN} in ${join(evalsDir, SWEEPS_DIR, sweepId)} (a sweep started by this agent writes it first)`);
+  if (!existsSync(path))
+    throw new UserError(
+      `agent sweep: --resume ${sweepId}: no ${SWEEP_PLAN} in ${join(evalsDir, SWEEPS_DIR, sweepId)} (a sweep started by this agent writes it first)`,
+    );
   return JSON.parse(readFileSync(path, "utf8")) as SweepPlan;
 }
 
@@ -101,7 +104,10 @@ export function defaultSweepId(now = new Date()): string {
   return `sweep-${d}-${randomBytes(2).toString("hex")}`;
 }
 
-export async function requestFromFlags(values: { config?: string; "from-run"?: string; tasks?: string }, evalsDir: string): Promise<{ request: TrainRequest; source: string }> {
+export async function requestFromFlags(
+  values: { config?: string; "from-run"?: string; tasks?: string },
+  evalsDir: string,
+): Promise<{ request: TrainRequest; source: string }> {
   if (values.config && values["from-run"]) throw new UserError("agent sweep: give --config or --from-run, not both");
   if (values.config) {
     const request = await loadTrainRequest(resolve(values.config));
@@ -109,13 +115,18 @@ export async function requestFromFlags(values: { config?: string; "from-run"?: s
   }
   if (values["from-run"]) {
     const run = readLocalRun(evalsDir, values["from-run"]);
-    if (!run?.request) throw new UserError(`agent sweep: --from-run ${values["from-run"]}: no runs/${values["from-run"]}/run.json with a request (download it first: agent download ${values["from-run"]})`);
+    if (!run?.request)
+      throw new UserError(
+        `agent sweep: --from-run ${values["from-run"]}: no runs/${values["from-run"]}/run.json with a request (download it first: agent download ${values["from-run"]})`,
+      );
     return { request: clone(TrainRequestSchema, run.request), source: `the request of run ${values["from-run"]}` };
   }
   return { request: await defaultDemoRequest(values.tasks), source: relative(REPO_ROOT, DEMO_REQUEST_FILE) };
 }
 
-function deltaLine(c: { n: number; paired?: { meanDiff: number } | null; decision?: { lower: number; upper: number; method: string } | null } | null | undefined): DeltaLine | null {
+function deltaLine(
+  c: { n: number; paired?: { meanDiff: number } | null; decision?: { lower: number; upper: number; method: string } | null } | null | undefined,
+): DeltaLine | null {
   if (!c?.paired || !c.decision) return null;
   return { n: c.n, delta: c.paired.meanDiff, ciLow: c.decision.lower, ciHigh: c.decision.upper, method: c.decision.method };
 }
@@ -276,7 +287,15 @@ async function startSweep(client: SidecarClient, spec: SweepSpec, dir: string, d
   );
   mkdirSync(dir, { recursive: true });
   if (!plan) {
-    const written: SweepPlan = { request: toJson(TrainRequestSchema, request), first, n, source, tasksPath: target.tasksPath, limit: target.settings.limit, parallel };
+    const written: SweepPlan = {
+      request: toJson(TrainRequestSchema, request),
+      first,
+      n,
+      source,
+      tasksPath: target.tasksPath,
+      limit: target.settings.limit,
+      parallel,
+    };
     writeFileAtomic(join(dir, SWEEP_PLAN), JSON.stringify(written, null, 2) + "\n");
   }
   return true;
@@ -301,7 +320,13 @@ export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<
   const evaluating = oneAtATime();
   let submitted = 0;
 
-  const summarize = () => summarizeSweep(sweepId, described, [...seeds].sort((a, b) => a.seed - b.seed), parallel);
+  const summarize = () =>
+    summarizeSweep(
+      sweepId,
+      described,
+      [...seeds].sort((a, b) => a.seed - b.seed),
+      parallel,
+    );
 
   /** Train `req` on the sidecar; a full queue waits for another run of this sweep to end. */
   const submit = (req: TrainRequest, seed: number, log: TrainLog, onEvent: (ev: RunEvent) => void): Promise<TrainOutcome> =>
@@ -358,7 +383,14 @@ export async function runSweep(client: SidecarClient, spec: SweepSpec): Promise<
   // seeds already on the sidecar are followed to their end (their records are written)
   const order = [...notStarted];
   let failure: { err: unknown } | undefined;
-  const stopWatching = onInterrupt(() => ({ command: "sweep", runId: "", runIds: [...inFlight], seedsLeft: [...notStarted].sort((a, b) => a - b), sweepId, flags: values }));
+  const stopWatching = onInterrupt(() => ({
+    command: "sweep",
+    runId: "",
+    runIds: [...inFlight],
+    seedsLeft: [...notStarted].sort((a, b) => a - b),
+    sweepId,
+    flags: values,
+  }));
   const lane = async () => {
     while (order.length && !failure) {
       try {

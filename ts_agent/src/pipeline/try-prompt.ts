@@ -66,7 +66,14 @@ export function tryLines(result: EvaluateResult, runId: string, o: TryOptions, g
     const s: GradedSample | undefined = v.tasks[0]?.samples[0];
     const adapter = result.adapters.find((a) => a.name === v.name);
     const name = v.name === "base" ? "base" : `adapter (${runId}${adapter && adapter.step > 0n ? `, step ${adapter.step}` : ""})`;
-    const names = s ? [...graders.filter((g) => g in s.scores), ...Object.keys(s.scores).filter((k) => !graders.includes(k)).sort()] : [];
+    const names = s
+      ? [
+          ...graders.filter((g) => g in s.scores),
+          ...Object.keys(s.scores)
+            .filter((k) => !graders.includes(k))
+            .sort(),
+        ]
+      : [];
     const grades = names.length ? ` — ${names.map((k) => `${k} ${score(s!.scores[k])}`).join(", ")}` : "";
     out.push(`${name}${grades}:`, ...indented(s?.completion ?? ""));
   }
@@ -82,5 +89,11 @@ export async function tryPrompt(client: SidecarClient, runId: string, given: Eva
   console.log(`${o.baseOnly ? "the base" : `${runId}'s adapter and its base`} (${base || "the embedded default model"}) on one prompt`);
   const graders = o.answer === undefined ? [] : gradersOf(target.tasksPath);
   const result = await runEvaluate(client, tryRequest(runId, base, graders, o));
-  for (const line of tryLines(result, runId, o, graders.map((g) => g.name))) console.log(line);
+  for (const line of tryLines(
+    result,
+    runId,
+    o,
+    graders.map((g) => g.name),
+  ))
+    console.log(line);
 }

@@ -62,20 +62,32 @@ function demonstrated(task: AgentTask, heldOut: number): AgentTaskRow[] {
 }
 
 /** Write the warm start's demonstrations; returns their path relative to the data root and how they were made. */
-export async function warmStartDemonstrations(client: SidecarClient, task: AgentTask, file: string, baseModel: string, opts: WarmStartOptions): Promise<{ path: string; count: number; how: string }> {
+export async function warmStartDemonstrations(
+  client: SidecarClient,
+  task: AgentTask,
+  file: string,
+  baseModel: string,
+  opts: WarmStartOptions,
+): Promise<{ path: string; count: number; how: string }> {
   const from = opts.from ?? (task.reference ? "reference" : "sampling");
   const rel = join("sidecar-data", "warm-start", `${task.name}.${from}.jsonl`);
   const abs = resolve(opts.dataRoot, rel);
   mkdirSync(dirname(abs), { recursive: true });
   if (from === "reference") {
     if (!task.reference) throw new UserError(`${file}: reference: --from reference needs the task's reference(task) tool calls (or use --from sampling)`);
-    const count = await writeDemonstrations(task, demonstrated(task, opts.heldOut ?? 0), abs, { ...WARM_START_DEMONSTRATIONS, total: opts.total ?? WARM_START_DEMONSTRATIONS.total });
+    const count = await writeDemonstrations(task, demonstrated(task, opts.heldOut ?? 0), abs, {
+      ...WARM_START_DEMONSTRATIONS,
+      total: opts.total ?? WARM_START_DEMONSTRATIONS.total,
+    });
     return { path: rel, count, how: `${count} demonstrations from reference(task), run through the task's tools` };
   }
   // rejection sampling: the base's own episodes that the task's primary scorer passes
   const taskSet = await loadAgentTaskSet(file, "train");
   taskSet.rows = taskSet.rows.slice(0, Math.max(0, taskSet.rows.length - (opts.heldOut ?? 0))).slice(0, SAMPLING.tasks);
-  const settings = settingsForTaskSet({ ...DEFAULT_EVAL_SETTINGS, baseModel, split: "train", samplesPerTask: SAMPLING.perTask, temperature: 1, seed: 0 }, taskSet);
+  const settings = settingsForTaskSet(
+    { ...DEFAULT_EVAL_SETTINGS, baseModel, split: "train", samplesPerTask: SAMPLING.perTask, temperature: 1, seed: 0 },
+    taskSet,
+  );
   const result = await runEvaluate(client, evaluateRequest(settings, taskSet), progressPrinter("warm start: sampling"), taskSet.agent);
   const primary = primaryScorer(task);
   const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
@@ -88,32 +100,58 @@ export async function warmStartDemonstrations(client: SidecarClient, task: Agent
     }
   }
   if (kept.length === 0) {
-    throw new UserError(`${file}: rejection sampling kept none of the base's ${sampled} episodes (${taskSet.rows.length} train tasks x ${SAMPLING.perTask}): ` +
-      `${primary} passed none; give the task reference(task) calls, or sample a stronger model (--base-model)`);
+    throw new UserError(
+      `${file}: rejection sampling kept none of the base's ${sampled} episodes (${taskSet.rows.length} train tasks x ${SAMPLING.perTask}): ` +
+        `${primary} passed none; give the task reference(task) calls, or sample a stronger model (--base-model)`,
+    );
   }
   writeFileAtomic(abs, kept.join("\n") + "\n");
   return { path: rel, count: kept.length, how: `${kept.length} of the base's ${sampled} sampled episodes that ${primary} passed (rejection sampling)` };
 }
 
 /** The warm start's run: SFT on the demonstrations, followed while this process serves the tools. */
-export async function warmStartRun(client: SidecarClient, values: Flags, file: string, config: TrainRequest, opts: WarmStartOptions): Promise<{ code: number; outcome: TrainOutcome | null }> {
+export async function warmStartRun(
+  client: SidecarClient,
+  values: Flags,
+  file: string,
+  config: TrainRequest,
+  opts: WarmStartOptions,
+): Promise<{ code: number; outcome: TrainOutcome | null }> {
   const task = await loadAgentTask(file);
   const baseModel = opts.baseModel ?? config.baseModel;
   const heldOut = config.heldOut?.numPrompts || DEFAULT_HELD_OUT_PROMPTS;
   const train = rowsOf(task, "train");
-  if (train.length <= heldOut) throw new UserError(`${file}: tasks: ${train.length} train rows, not more than held_out.num_prompts (${heldOut}): nothing left to demonstrate`);
+  if (train.length <= heldOut)
+    throw new UserError(`${file}: tasks: ${train.length} train rows, not more than held_out.num_prompts (${heldOut}): nothing left to demonstrate`);
   const demos = await warmStartDemonstrations(client, task, file, baseModel, { ...opts, heldOut });
-  console.log(`warm start of ${task.name} on ${baseModel || "the embedded default model"}: ${demos.how} -> ${demos.path} (under the data root ${opts.dataRoot}); ` +
-    `the last ${heldOut} train tasks are its held-out tasks, never demonstrated`);
+  console.log(
+    `warm start of ${task.name} on ${baseModel || "the embedded default model"}: ${demos.how} -> ${demos.path} (under the data root ${opts.dataRoot}); ` +
+      `the last ${heldOut} train tasks are its held-out tasks, never demonstrated`,
+  );
   const ref = agentTaskRef(task, file);
-  return followServing(client, values, task, 0, (toolHost, follow) => {
-    const request = create(TrainRequestSchema, {
-      baseModel, mode: TrainMode.SFT, sft: config.sft, lora: config.lora, runtime: config.runtime,
-      heldOut: { samplesPerPrompt: config.heldOut?.samplesPerPrompt, numPrompts: heldOut, dataset: { source: { case: "inline", value: { rows: taskRows(train.slice(-heldOut)) } } } },
-      runId: opts.runId ?? config.runId,
-      dataset: { source: { case: "jsonlPath", value: demos.path } },
-      agent: agentSpec(task, toolHost, ref),
-    });
-    return trainViaSidecar(client, request, follow);
-  }, opts.runId ?? config.runId);
+  return followServing(
+    client,
+    values,
+    task,
+    0,
+    (toolHost, follow) => {
+      const request = create(TrainRequestSchema, {
+        baseModel,
+        mode: TrainMode.SFT,
+        sft: config.sft,
+        lora: config.lora,
+        runtime: config.runtime,
+        heldOut: {
+          samplesPerPrompt: config.heldOut?.samplesPerPrompt,
+          numPrompts: heldOut,
+          dataset: { source: { case: "inline", value: { rows: taskRows(train.slice(-heldOut)) } } },
+        },
+        runId: opts.runId ?? config.runId,
+        dataset: { source: { case: "jsonlPath", value: demos.path } },
+        agent: agentSpec(task, toolHost, ref),
+      });
+      return trainViaSidecar(client, request, follow);
+    },
+    opts.runId ?? config.runId,
+  );
 }

@@ -145,9 +145,7 @@ export class SidecarClient {
     const runs: Run[] = [];
     let pageToken = "";
     do {
-      const res = await this.call(() =>
-        this.raw.listRuns({ pageToken, pageSize: opts?.pageSize ?? 0, state: opts?.state }, this.unary(opts)),
-      );
+      const res = await this.call(() => this.raw.listRuns({ pageToken, pageSize: opts?.pageSize ?? 0, state: opts?.state }, this.unary(opts)));
       runs.push(...res.runs);
       pageToken = res.nextPageToken;
     } while (pageToken);

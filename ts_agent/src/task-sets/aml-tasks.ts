@@ -129,19 +129,21 @@ export function generateAmlTasks(options: GenerateOptions = {}): AmlRow[] {
 
 /** One JSON object per line, fields in the documented order, trailing newline. */
 export function toJsonl(rows: readonly AmlRow[]): string {
-  return rows
-    .map((row) =>
-      JSON.stringify({
-        id: row.id,
-        split: row.split,
-        typology: row.typology,
-        prompt: row.prompt,
-        answers: row.answers,
-        narrative: row.narrative,
-        template: row.template,
-      }),
-    )
-    .join("\n") + "\n";
+  return (
+    rows
+      .map((row) =>
+        JSON.stringify({
+          id: row.id,
+          split: row.split,
+          typology: row.typology,
+          prompt: row.prompt,
+          answers: row.answers,
+          narrative: row.narrative,
+          template: row.template,
+        }),
+      )
+      .join("\n") + "\n"
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,7 +175,10 @@ export function main(argv: string[]): number {
   const metaOut = out.replace(/\.jsonl$/, "") + ".meta.json";
   const meta = JSON.stringify(amlMeta(), null, 2) + "\n";
   if (mode === "check") {
-    for (const [file, want] of [[out, data], [metaOut, meta]]) {
+    for (const [file, want] of [
+      [out, data],
+      [metaOut, meta],
+    ]) {
       let current = "";
       try {
         current = readFileSync(file, "utf8");

@@ -142,7 +142,9 @@ export function generateTicketRouting(seed = DOMAIN_SEED, perQueue = 40, testPer
   for (const row of [...r.shuffle(main), ...r.shuffle(held)]) rows.push({ id: `ticket-${String(rows.length + 1).padStart(4, "0")}`, ...row });
   return {
     path: "agent-evals/tasks/ticket_routing.jsonl",
-    jsonl: jsonl(rows.map((o) => ({ id: o.id, split: o.split, label: o.label, product: o.product, prompt: o.prompt, answers: o.answers, template: o.template }))),
+    jsonl: jsonl(
+      rows.map((o) => ({ id: o.id, split: o.split, label: o.label, product: o.product, prompt: o.prompt, answers: o.answers, template: o.template })),
+    ),
     meta: {
       description: "Support-ticket routing: read a customer ticket, name its queue",
       generator: "cd ts_agent && node_modules/.bin/tsx src/task-sets/demo-domains.ts --write",

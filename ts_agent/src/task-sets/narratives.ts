@@ -22,53 +22,133 @@ export const MAX_WORDS = 90;
 
 // first names with the pronouns the narratives use for them
 const FEMALE_NAMES = [
-  "Maria", "Aisha", "Elena", "Priya", "Mei", "Sofia", "Grace", "Fatima", "Ingrid", "Yuki", "Leila",
-  "Hannah", "Olga", "Nadia", "Chloe", "Anna",
+  "Maria",
+  "Aisha",
+  "Elena",
+  "Priya",
+  "Mei",
+  "Sofia",
+  "Grace",
+  "Fatima",
+  "Ingrid",
+  "Yuki",
+  "Leila",
+  "Hannah",
+  "Olga",
+  "Nadia",
+  "Chloe",
+  "Anna",
 ];
-const MALE_NAMES = [
-  "James", "Daniel", "Omar", "Lucas", "Viktor", "Mateo", "Noah", "Kwame", "Rafael", "Tomas",
-  "Arjun", "Samuel", "Diego", "Ibrahim",
-];
+const MALE_NAMES = ["James", "Daniel", "Omar", "Lucas", "Viktor", "Mateo", "Noah", "Kwame", "Rafael", "Tomas", "Arjun", "Samuel", "Diego", "Ibrahim"];
 const LAST_NAMES = [
-  "Alvarez", "Brennan", "Okafor", "Novak", "Haddad", "Lindqvist", "Moreau", "Petrov", "Tanaka",
-  "Mensah", "Costa", "Weber", "Rahman", "Kowalski", "Duarte", "Fischer", "Nakamura", "Osei",
-  "Romero", "Sato", "Keller", "Ortiz", "Banerjee", "Walsh",
+  "Alvarez",
+  "Brennan",
+  "Okafor",
+  "Novak",
+  "Haddad",
+  "Lindqvist",
+  "Moreau",
+  "Petrov",
+  "Tanaka",
+  "Mensah",
+  "Costa",
+  "Weber",
+  "Rahman",
+  "Kowalski",
+  "Duarte",
+  "Fischer",
+  "Nakamura",
+  "Osei",
+  "Romero",
+  "Sato",
+  "Keller",
+  "Ortiz",
+  "Banerjee",
+  "Walsh",
 ];
 const CITIES = [
-  "Houston", "Miami", "Chicago", "Newark", "Phoenix", "Denver", "Atlanta", "Seattle", "Boston",
-  "San Diego", "El Paso", "Detroit", "Tampa", "Dallas", "Charlotte", "Portland", "Tucson",
-  "Laredo", "Memphis", "Columbus",
+  "Houston",
+  "Miami",
+  "Chicago",
+  "Newark",
+  "Phoenix",
+  "Denver",
+  "Atlanta",
+  "Seattle",
+  "Boston",
+  "San Diego",
+  "El Paso",
+  "Detroit",
+  "Tampa",
+  "Dallas",
+  "Charlotte",
+  "Portland",
+  "Tucson",
+  "Laredo",
+  "Memphis",
+  "Columbus",
 ];
 const BANKS = [
-  "First Harbor Bank", "Granite Trust", "Northbridge Savings", "Meridian Bank", "Coastal Federal",
-  "Pioneer Credit Union", "Summit National", "Riverside Bank", "Lakeshore Bank", "Union Square Bank",
+  "First Harbor Bank",
+  "Granite Trust",
+  "Northbridge Savings",
+  "Meridian Bank",
+  "Coastal Federal",
+  "Pioneer Credit Union",
+  "Summit National",
+  "Riverside Bank",
+  "Lakeshore Bank",
+  "Union Square Bank",
 ];
-const JURISDICTIONS = [
-  "Cyprus", "Latvia", "Hong Kong", "the UAE", "Panama", "Malta", "Singapore", "Estonia",
-  "Lithuania", "Turkey", "Georgia", "Luxembourg",
-];
-const OFFSHORE = [
-  "the British Virgin Islands", "Seychelles", "Belize", "Mauritius", "the Cayman Islands",
-  "Panama", "Cyprus", "the Marshall Islands",
-];
+const JURISDICTIONS = ["Cyprus", "Latvia", "Hong Kong", "the UAE", "Panama", "Malta", "Singapore", "Estonia", "Lithuania", "Turkey", "Georgia", "Luxembourg"];
+const OFFSHORE = ["the British Virgin Islands", "Seychelles", "Belize", "Mauritius", "the Cayman Islands", "Panama", "Cyprus", "the Marshall Islands"];
 const GOODS = [
-  "used cars", "mobile phones", "textiles", "frozen seafood", "auto parts", "medical gloves",
-  "scrap metal", "solar panels", "coffee beans", "laptops", "cosmetics", "machine tools",
+  "used cars",
+  "mobile phones",
+  "textiles",
+  "frozen seafood",
+  "auto parts",
+  "medical gloves",
+  "scrap metal",
+  "solar panels",
+  "coffee beans",
+  "laptops",
+  "cosmetics",
+  "machine tools",
 ];
 const COMPANY_HEADS = [
-  "Apex", "Bluewater", "Crescent", "Delta Star", "Evergreen", "Falcon", "Golden Bay", "Horizon",
-  "Ironwood", "Juniper", "Keystone", "Lakeside", "Northwind", "Silverline", "Redstone", "Orion",
+  "Apex",
+  "Bluewater",
+  "Crescent",
+  "Delta Star",
+  "Evergreen",
+  "Falcon",
+  "Golden Bay",
+  "Horizon",
+  "Ironwood",
+  "Juniper",
+  "Keystone",
+  "Lakeside",
+  "Northwind",
+  "Silverline",
+  "Redstone",
+  "Orion",
 ];
 const COMPANY_TAILS = ["Trading", "Holdings", "Ventures", "Global", "Logistics", "Consulting", "Imports", "Partners"];
 const COMPANY_FORMS = ["LLC", "Ltd", "Inc"];
 const OCCUPATIONS = [
-  "restaurant owner", "car dealer", "nurse", "taxi driver", "contractor", "jeweller",
-  "retired teacher", "barber", "accountant", "shop manager",
+  "restaurant owner",
+  "car dealer",
+  "nurse",
+  "taxi driver",
+  "contractor",
+  "jeweller",
+  "retired teacher",
+  "barber",
+  "accountant",
+  "shop manager",
 ];
-const MONTHS = [
-  "January", "February", "March", "April", "May", "June", "July", "August", "September",
-  "October", "November", "December",
-];
+const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
 const PURPOSES = ["consulting fees", "loan repayment", "service charges", "investment", "software licences", "commission"];
 
 interface Person {

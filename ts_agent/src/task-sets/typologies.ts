@@ -20,14 +20,46 @@ export interface Typology {
 
 // one typology a line: label, accepted answers, description
 export const TYPOLOGIES: readonly Typology[] = [
-  { label: "structuring", answers: ["structuring", "cash structuring", "structured deposits"], description: "one person splits cash into deposits just below the reporting threshold" },
-  { label: "smurfing", answers: ["smurfing", "smurfs", "use of smurfs"], description: "many individuals make small deposits or purchases on behalf of one organiser" },
-  { label: "layering", answers: ["layering", "wire layering", "layering through wires", "wire_layering"], description: "rapid chains of wire transfers across accounts and jurisdictions hide the source" },
-  { label: "trade_based", answers: ["trade_based", "trade-based", "trade based", "tbml", "trade-based money laundering", "trade_based_money_laundering"], description: "value moved by over/under-invoicing or misdescribing goods" },
-  { label: "shell_company", answers: ["shell_company", "shell company", "shell companies", "shell"], description: "an entity with no real operations, nominee officers, hidden beneficial owner" },
-  { label: "funnel_account", answers: ["funnel_account", "funnel account", "funnel"], description: "deposits in many distant places, quickly withdrawn in one other place" },
-  { label: "money_mule", answers: ["money_mule", "money mule", "mule", "money mules"], description: "a recruited person receives third-party funds and forwards them on instruction" },
-  { label: "round_tripping", answers: ["round_tripping", "round-tripping", "round tripping"], description: "money leaves to an offshore entity and returns to the same owner as investment or loan" },
+  {
+    label: "structuring",
+    answers: ["structuring", "cash structuring", "structured deposits"],
+    description: "one person splits cash into deposits just below the reporting threshold",
+  },
+  {
+    label: "smurfing",
+    answers: ["smurfing", "smurfs", "use of smurfs"],
+    description: "many individuals make small deposits or purchases on behalf of one organiser",
+  },
+  {
+    label: "layering",
+    answers: ["layering", "wire layering", "layering through wires", "wire_layering"],
+    description: "rapid chains of wire transfers across accounts and jurisdictions hide the source",
+  },
+  {
+    label: "trade_based",
+    answers: ["trade_based", "trade-based", "trade based", "tbml", "trade-based money laundering", "trade_based_money_laundering"],
+    description: "value moved by over/under-invoicing or misdescribing goods",
+  },
+  {
+    label: "shell_company",
+    answers: ["shell_company", "shell company", "shell companies", "shell"],
+    description: "an entity with no real operations, nominee officers, hidden beneficial owner",
+  },
+  {
+    label: "funnel_account",
+    answers: ["funnel_account", "funnel account", "funnel"],
+    description: "deposits in many distant places, quickly withdrawn in one other place",
+  },
+  {
+    label: "money_mule",
+    answers: ["money_mule", "money mule", "mule", "money mules"],
+    description: "a recruited person receives third-party funds and forwards them on instruction",
+  },
+  {
+    label: "round_tripping",
+    answers: ["round_tripping", "round-tripping", "round tripping"],
+    description: "money leaves to an offshore entity and returns to the same owner as investment or loan",
+  },
 ];
 
 export const LABELS: readonly string[] = TYPOLOGIES.map((t) => t.label);

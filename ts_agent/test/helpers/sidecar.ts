@@ -39,7 +39,11 @@ export async function startSidecar(opts: { dir?: string; args?: string[]; env?: 
   const proc = spawn(
     PYTHON,
     ["-m", "py_trainer.server.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--runs-root", runsRoot, "--data-root", dataRoot, ...(opts.args ?? [])],
-    { cwd: REPO, env: { ...process.env, HF_HUB_OFFLINE: "1", TRANSFORMERS_OFFLINE: "1", PYTHONUNBUFFERED: "1", ...opts.env }, stdio: ["ignore", "pipe", "pipe"] },
+    {
+      cwd: REPO,
+      env: { ...process.env, HF_HUB_OFFLINE: "1", TRANSFORMERS_OFFLINE: "1", PYTHONUNBUFFERED: "1", ...opts.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
   );
   let out = "";
   proc.stdout!.on("data", (d) => (out += d));

@@ -75,8 +75,12 @@ export function agentSpec(task: AgentTask, address: string, ref: AgentTaskRef): 
   return {
     tools: Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parametersJson: JSON.stringify(t.parameters) })),
     scorers: Object.entries(task.scorers).map(([name, s]) => ({ name, weight: s.weight ?? 1 })),
-    maxTurns: limits.maxTurns, maxToolCalls: limits.maxToolCalls, toolTimeoutMs: limits.toolTimeoutMs,
-    maxToolOutputChars: limits.maxToolOutputChars, toolHost: address, systemPrompt: task.systemPrompt ?? "",
+    maxTurns: limits.maxTurns,
+    maxToolCalls: limits.maxToolCalls,
+    toolTimeoutMs: limits.toolTimeoutMs,
+    maxToolOutputChars: limits.maxToolOutputChars,
+    toolHost: address,
+    systemPrompt: task.systemPrompt ?? "",
     source: { name: ref.name, path: ref.path, sha256: ref.sha256, parts: ref.parts ?? {} },
   };
 }

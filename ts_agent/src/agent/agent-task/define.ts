@@ -106,7 +106,10 @@ export const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 /** Each limit's [min, max]: the contract's AgentSpec ranges (config.py's AGENT table), pinned by
  * test/agent-limits-defaults.test.ts against the proto. */
 export const LIMIT_RANGES: Record<keyof AgentLimits, [number, number]> = {
-  maxTurns: [1, 32], maxToolCalls: [0, 64], toolTimeoutMs: [1, 600_000], maxToolOutputChars: [1, 100_000],
+  maxTurns: [1, 32],
+  maxToolCalls: [0, 64],
+  toolTimeoutMs: [1, 600_000],
+  maxToolOutputChars: [1, 100_000],
 };
 
 /** A tool's parameters schema, bounded before it is checked: its JSON text in characters (the whole
@@ -118,7 +121,10 @@ export const SCHEMA_MAX_DEPTH = 32;
 /** The meta-schemas a tool's schema is checked against, by its `$schema` (none: 2020-12); the
  * sidecar's jsonschema checks the same two (agents/spec.py SCHEMA_DRAFTS). Arguments are checked
  * against the schema by the sidecar's episode runner alone, where calls are parsed and counted. */
-const DRAFTS: Record<string, () => { validateSchema(s: object): boolean | Promise<unknown>; errors?: Array<{ instancePath: string; message?: string }> | null }> = {
+const DRAFTS: Record<
+  string,
+  () => { validateSchema(s: object): boolean | Promise<unknown>; errors?: Array<{ instancePath: string; message?: string }> | null }
+> = {
   "https://json-schema.org/draft/2020-12/schema": () => new Ajv2020({ strict: false }),
   "http://json-schema.org/draft-07/schema": () => new Ajv({ strict: false }),
 };
@@ -175,7 +181,8 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
     if (ids.has(r.id as string)) bad(`tasks[${i}].id`, `${JSON.stringify(r.id)} is used twice`);
     ids.add(r.id as string);
     if (typeof r.prompt !== "string" || !r.prompt.trim()) bad(`tasks[${i}].prompt`, "must be a non-empty string");
-    if (r.split !== undefined && r.split !== "train" && r.split !== "test") bad(`tasks[${i}].split`, `must be "train" or "test", got ${JSON.stringify(r.split)}`);
+    if (r.split !== undefined && r.split !== "train" && r.split !== "test")
+      bad(`tasks[${i}].split`, `must be "train" or "test", got ${JSON.stringify(r.split)}`);
   });
   if (typeof t.tools !== "object" || t.tools === null) bad("tools", "must be an object of name -> { description, parameters, run }");
   for (const [name, tool] of Object.entries(t.tools as Record<string, unknown>)) {
@@ -183,7 +190,8 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
     const x = tool as Record<string, unknown>;
     if (typeof x?.run !== "function") bad(`tools.${name}.run`, "must be a function");
     if (typeof x.description !== "string") bad(`tools.${name}.description`, "must be a string");
-    if (typeof x.parameters !== "object" || x.parameters === null || Array.isArray(x.parameters)) bad(`tools.${name}.parameters`, "must be a JSON-schema object");
+    if (typeof x.parameters !== "object" || x.parameters === null || Array.isArray(x.parameters))
+      bad(`tools.${name}.parameters`, "must be a JSON-schema object");
     const problem = schemaProblem(x.parameters as Record<string, unknown>);
     if (problem) bad(`tools.${name}.parameters`, problem);
   }

@@ -100,7 +100,10 @@ export async function scoreEpisode(task: AgentTask, episode: Episode): Promise<R
     try {
       v = await scorer.score(episode);
     } catch (err) {
-      throw new ConnectError(`scorers.${name}: threw on task ${episode.task.id}: ${String((err as Error)?.message ?? err).split("\n")[0]}`, Code.InvalidArgument);
+      throw new ConnectError(
+        `scorers.${name}: threw on task ${episode.task.id}: ${String((err as Error)?.message ?? err).split("\n")[0]}`,
+        Code.InvalidArgument,
+      );
     }
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > 1) {
       throw new ConnectError(`scorers.${name}: gave ${describeValue(v)} on task ${episode.task.id}; a score must be a number in [0, 1]`, Code.InvalidArgument);
@@ -114,7 +117,16 @@ export async function scoreEpisode(task: AgentTask, episode: Episode): Promise<R
 function describeValue(v: unknown): string {
   if (typeof v === "number") return String(v);
   if (v === null || v === undefined) return String(v);
-  const shown = typeof v === "string" ? JSON.stringify(v) : (() => { try { return JSON.stringify(v) ?? String(v); } catch { return String(v); } })();
+  const shown =
+    typeof v === "string"
+      ? JSON.stringify(v)
+      : (() => {
+          try {
+            return JSON.stringify(v) ?? String(v);
+          } catch {
+            return String(v);
+          }
+        })();
   const kind = typeof v === "object" ? (Array.isArray(v) ? "an array" : "an object") : `a ${typeof v}`;
   return `${shown.length > 80 ? `${shown.slice(0, 80)}...` : shown} (${kind})`;
 }
@@ -148,10 +160,19 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
       async scoreEpisode(req) {
         const row = rowOf(req.taskId);
         const s = req.stats;
-        const episode = episodeFrom(row, JSON.parse(req.messagesJson) as EpisodeMessage[], {
-          turns: s?.turns ?? 0, toolCalls: s?.toolCalls ?? 0, toolErrors: s?.toolErrors ?? 0,
-          unknownToolCalls: s?.unknownToolCalls ?? 0, malformedCalls: s?.malformedCalls ?? 0, endedBy: s?.endedBy ?? "",
-        }, req.finalAnswer);
+        const episode = episodeFrom(
+          row,
+          JSON.parse(req.messagesJson) as EpisodeMessage[],
+          {
+            turns: s?.turns ?? 0,
+            toolCalls: s?.toolCalls ?? 0,
+            toolErrors: s?.toolErrors ?? 0,
+            unknownToolCalls: s?.unknownToolCalls ?? 0,
+            malformedCalls: s?.malformedCalls ?? 0,
+            endedBy: s?.endedBy ?? "",
+          },
+          req.finalAnswer,
+        );
         const scores = await scoreEpisode(task, episode);
         counters.episodesScored += 1;
         return { scores };
@@ -171,9 +192,10 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
   return {
     address: `127.0.0.1:${bound}`,
     counters,
-    close: () => new Promise<void>((done) => {
-      server.close(() => done());
-      for (const s of sessions) s.destroy();
-    }),
+    close: () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        for (const s of sessions) s.destroy();
+      }),
   };
 }

@@ -31,7 +31,16 @@ import { SELECTION_SVG, selectionSvg } from "../report/checkpoint-selection-curv
 import { readLocalRun } from "../train/run.js";
 import { pp } from "../verdict/milestone.js";
 import { compareSplits } from "../verdict/verdict.js";
-import { RULE_TEXT, SELECTION_FILE, SELECTION_SCHEMA, chooseCheckpoint, trainedPrompts, validationRows, type SelectionRecord, type SelectionRule } from "../verdict/checkpoint-selection-rule.js";
+import {
+  RULE_TEXT,
+  SELECTION_FILE,
+  SELECTION_SCHEMA,
+  chooseCheckpoint,
+  trainedPrompts,
+  validationRows,
+  type SelectionRecord,
+  type SelectionRule,
+} from "../verdict/checkpoint-selection-rule.js";
 import { UserError, displayPath, runDataRoot, runDir, writeFileAtomic } from "../workspace.js";
 
 const variantOf = (step: number) => `step-${step}`;
@@ -40,7 +49,10 @@ const variantOf = (step: number) => `step-${step}`;
 async function runEvents(client: SidecarClient, evalsDir: string, runId: string): Promise<RunEvent[]> {
   const path = join(runDir(evalsDir, runId), "events.jsonl");
   if (existsSync(path)) {
-    return readFileSync(path, "utf8").split("\n").filter((l) => l.trim() !== "").map((l) => fromJson(RunEventSchema, JSON.parse(l) as JsonValue, { ignoreUnknownFields: true }));
+    return readFileSync(path, "utf8")
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => fromJson(RunEventSchema, JSON.parse(l) as JsonValue, { ignoreUnknownFields: true }));
   }
   const out: RunEvent[] = [];
   for await (const ev of client.watchRun(runId)) out.push(ev);
@@ -59,7 +71,10 @@ export function validationSet(run: Run, train: TaskSet, limit: number, evalsDir:
   let jsonlRows: Array<{ prompt: string; split?: string }> | null = null;
   if (request.dataset?.source.case === "jsonlPath") {
     const path = resolve(runDataRoot(run.runId, evalsDir), request.dataset.source.value);
-    if (!existsSync(path)) throw new UserError(`agent select: run ${run.runId} trained on dataset.jsonl_path ${request.dataset.source.value}, not readable here at ${path} (its summary.json names no data root here; set PY_TRAINER_DATA_ROOT to the sidecar's data root): cannot tell which rows it trained on`);
+    if (!existsSync(path))
+      throw new UserError(
+        `agent select: run ${run.runId} trained on dataset.jsonl_path ${request.dataset.source.value}, not readable here at ${path} (its summary.json names no data root here; set PY_TRAINER_DATA_ROOT to the sidecar's data root): cannot tell which rows it trained on`,
+      );
     jsonlRows = loadTaskFile(path).rows;
   }
   const { trained, heldOut } = trainedPrompts(request, jsonlRows);
@@ -105,7 +120,12 @@ export interface SelectionOptions {
 
 /** Score every kept checkpoint on validation in one Evaluate, choose by the rule, evaluate the
  *  choice once on test (counted in test-evals.jsonl), write selection.json and its curve. */
-export async function selectCheckpoint(client: SidecarClient, evalsDir: string, runId: string, opts: SelectionOptions): Promise<{ record: SelectionRecord; path: string }> {
+export async function selectCheckpoint(
+  client: SidecarClient,
+  evalsDir: string,
+  runId: string,
+  opts: SelectionOptions,
+): Promise<{ record: SelectionRecord; path: string }> {
   const { rule, valLimit, tasksPath, say = console.log } = opts;
   checkSettings(opts.settings);
   const run = readLocalRun(evalsDir, runId) ?? (await client.getRun(runId));
@@ -114,7 +134,11 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   const saved = checkpointSteps(await runEvents(client, evalsDir, runId));
   if (saved.length === 0) throw new UserError(`agent select: run ${runId} saved no checkpoint (set grpo.save_steps below grpo.max_steps to save some)`);
   let { steps, finalStep } = candidateSteps(saved, run);
-  const ref = (name: string, s: number) => ({ name, source: { case: "runId" as const, value: runId }, ...(s === finalStep ? {} : { checkpointStep: BigInt(s) }) });
+  const ref = (name: string, s: number) => ({
+    name,
+    source: { case: "runId" as const, value: runId },
+    ...(s === finalStep ? {} : { checkpointStep: BigInt(s) }),
+  });
 
   say(`rule: ${rule}: ${RULE_TEXT[rule]}`);
   say(`validation: ${val.rows.length} train-split rows of ${val.path} (${excluded}); never the test split`);
@@ -123,7 +147,9 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   for (;;) {
     const req = evaluateRequest(valSettings, val);
     req.adapters = steps.map((s) => ref(variantOf(s), s));
-    say(`evaluating base and ${steps.length} checkpoints (steps ${steps.join(", ")}${finalStep === null ? "" : `; ${finalStep}: the final adapter`}) on validation, in one Evaluate`);
+    say(
+      `evaluating base and ${steps.length} checkpoints (steps ${steps.join(", ")}${finalStep === null ? "" : `; ${finalStep}: the final adapter`}) on validation, in one Evaluate`,
+    );
     try {
       result = await runEvaluate(client, req, progressPrinter("select"), val.agent);
       break;
@@ -132,7 +158,9 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
       if (kept === null) throw err;
       const left = steps.filter((s) => s === finalStep || kept.includes(s));
       if (left.length === 0) throw new UserError(`agent select: run ${runId} keeps none of its checkpoints (${steps.join(", ")}) on the sidecar`);
-      say(`checkpoint(s) at step ${steps.filter((s) => !left.includes(s)).join(", ")} no longer on the sidecar (it keeps the newest ones): selecting among ${left.join(", ")}`);
+      say(
+        `checkpoint(s) at step ${steps.filter((s) => !left.includes(s)).join(", ")} no longer on the sidecar (it keeps the newest ones): selecting among ${left.join(", ")}`,
+      );
       steps = left;
     }
   }
@@ -146,7 +174,9 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
   for (const p of choice.curve) {
     const a = p.accuracy;
     const vs = p.vsLast?.decision ? `; - last ${pp(p.vsLast.meanDiff ?? 0)} (95% CI ${pp(p.vsLast.decision.lower)} to ${pp(p.vsLast.decision.upper)})` : "";
-    say(`  step ${p.step}: validation ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"}${vs}${p.step === choice.chosenStep ? "  <- chosen" : ""}`);
+    say(
+      `  step ${p.step}: validation ${a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-"}${vs}${p.step === choice.chosenStep ? "  <- chosen" : ""}`,
+    );
   }
   say(`chosen: step ${choice.chosenStep} (${choice.why})`);
 
@@ -171,13 +201,22 @@ export async function selectCheckpoint(client: SidecarClient, evalsDir: string, 
     curve: choice.curve,
     chosenStep: choice.chosenStep,
     why: choice.why,
-    test: { taskSet: testSet.path, n: testSet.rows.length, base: acc("base"), chosen: acc(ADAPTER_VARIANT), meanDiff: test?.paired?.meanDiff ?? null, decision: test?.decision ?? null },
+    test: {
+      taskSet: testSet.path,
+      n: testSet.rows.length,
+      base: acc("base"),
+      chosen: acc(ADAPTER_VARIANT),
+      meanDiff: test?.paired?.meanDiff ?? null,
+      decision: test?.decision ?? null,
+    },
   };
   const path = join(runDir(evalsDir, runId), SELECTION_FILE);
   writeFileAtomic(join(runDir(evalsDir, runId), SELECTION_SVG), selectionSvg(rec));
   writeFileAtomic(path, JSON.stringify(rec, null, 2) + "\n");
   const t = rec.test;
-  say(`test: step ${choice.chosenStep} - base ${t.meanDiff === null ? "-" : pp(t.meanDiff)}${t.decision ? ` (95% CI ${pp(t.decision.lower)} to ${pp(t.decision.upper)}, ${t.decision.test})` : ""} on ${t.n} tasks; untouched by the choice (test evaluated once, after it)`);
+  say(
+    `test: step ${choice.chosenStep} - base ${t.meanDiff === null ? "-" : pp(t.meanDiff)}${t.decision ? ` (95% CI ${pp(t.decision.lower)} to ${pp(t.decision.upper)}, ${t.decision.test})` : ""} on ${t.n} tasks; untouched by the choice (test evaluated once, after it)`,
+  );
   say(`wrote ${displayPath(path)}`);
   return { record: rec, path };
 }

@@ -142,7 +142,12 @@ export interface LoggedEpisode {
 }
 
 /** A sample of `result` (proto JSON GradedSample) read as an episode; null for a single-turn sample. */
-export function loggedEpisode(sample: { completion?: string; scores?: Record<string, number | string>; messagesJson?: string; episode?: Record<string, unknown> }): LoggedEpisode | null {
+export function loggedEpisode(sample: {
+  completion?: string;
+  scores?: Record<string, number | string>;
+  messagesJson?: string;
+  episode?: Record<string, unknown>;
+}): LoggedEpisode | null {
   if (!sample.episode && !sample.messagesJson) return null;
   const messages = JSON.parse(sample.messagesJson || "[]") as LoggedMessage[];
   const e = (sample.episode ?? {}) as Record<string, number | string | undefined>;
@@ -258,7 +263,6 @@ export interface ModelRef {
   resolved: string;
 }
 
-
 /** Everything that can change a score. null = not recorded (a file older than the fingerprint). */
 export interface Fingerprint {
   taskSet: {
@@ -330,7 +334,6 @@ export interface TaskSetRef {
   hasTemplates?: boolean;
 }
 
-
 /** A mean score (fraction) with its 95% CI. */
 export interface Accuracy {
   n: number;
@@ -341,7 +344,6 @@ export interface Accuracy {
   /** "wilson" for 0/1 per-task scores, "t" (mean -/+ t_{n-1} se) otherwise */
   method: "wilson" | "t";
 }
-
 
 /** One variant's summary in eval.json. Scores are fractions; null = unscorable. */
 export interface VariantSummary {
@@ -356,7 +358,6 @@ export interface VariantSummary {
    *  primary grader, for k = 1 (= mean accuracy) and k = K; absent with one sample */
   passAtK?: Array<{ k: number; estimate: number; tasks: number }>;
 }
-
 
 /** Cohen's kappa (plain) between two raters over `n` items; null kappa = undefined (one category). */
 export interface Agreement {

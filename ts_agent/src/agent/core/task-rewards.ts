@@ -32,7 +32,6 @@
 import { finalNumberOf, isJustAnAnswer, trimmedGolds } from "./answer-forms.js";
 import { extractAnswer, fail, isBlank, normalizeAnswer, TAG_NAME, validTag } from "./answer-text.js";
 
-
 // ---------------------------------------------------------------------------------------------
 // Exact match (the answer text it compares: answer-text.ts)
 
@@ -72,11 +71,7 @@ function wordsMatch(cand: string[], gold: string[], mode: MatchMode): boolean {
  * requireTag = false the whole completion is the candidate. Gold answers that normalise to ""
  * are ignored; if none is left, throws kind "empty".
  */
-export function exactMatchReward(
-  completion: string,
-  answers: string | ReadonlyArray<string>,
-  options: ExactMatchOptions = {},
-): number {
+export function exactMatchReward(completion: string, answers: string | ReadonlyArray<string>, options: ExactMatchOptions = {}): number {
   checkExactMatchOptions(options);
   const golds = goldWords(typeof answers === "string" ? [answers] : answers, options);
   if (golds.length === 0) fail("empty", "no non-empty gold answer");
@@ -147,7 +142,10 @@ export function formatReward(completion: string, spec: FormatSpec = {}): number 
   }
   const answerTag = spec.answerTag ?? "answer";
   const thinkTag = spec.thinkTag ?? "think";
-  for (const [name, tag] of [["answer_tag", answerTag], ["think_tag", thinkTag]] as const) {
+  for (const [name, tag] of [
+    ["answer_tag", answerTag],
+    ["think_tag", thinkTag],
+  ] as const) {
     if (!validTag(tag)) fail("param_value", `${name} must match ${TAG_NAME.source}, got ${JSON.stringify(tag)}`);
   }
   if (answerTag === thinkTag) fail("param_value", "answer_tag and think_tag must differ");
@@ -171,14 +169,11 @@ export function formatReward(completion: string, spec: FormatSpec = {}): number 
   const noThink = nTO === 0 && nTC === 0;
   const thinkBlock = nTO === 1 && nTC === 1 && iTO < iTC;
   const thinkBeforeAnswer = thinkBlock && iTC < iAO;
-  const thinkRule =
-    think === "forbidden" ? noThink : think === "required" ? thinkBeforeAnswer : noThink || thinkBeforeAnswer;
+  const thinkRule = think === "forbidden" ? noThink : think === "required" ? thinkBeforeAnswer : noThink || thinkBeforeAnswer;
   const thinkOk = answerBlock && thinkRule;
   let clean = false;
   if (thinkOk) {
-    const before = thinkBeforeAnswer
-      ? completion.slice(0, iTO) + completion.slice(iTC + tClose.length, iAO)
-      : completion.slice(0, iAO);
+    const before = thinkBeforeAnswer ? completion.slice(0, iTO) + completion.slice(iTC + tClose.length, iAO) : completion.slice(0, iAO);
     clean = isBlank(before) && isBlank(completion.slice(iAC + aClose.length));
   }
   const checks = [oneOpen, oneClose, nonBlank, thinkOk, clean];

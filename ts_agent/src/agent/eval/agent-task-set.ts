@@ -27,7 +27,9 @@ export function isAgentTaskFile(path: string): boolean {
 export async function loadAgentTaskSet(path: string, split: Split, limit = 0): Promise<TaskSet> {
   const task = await loadAgentTask(path);
   if (split !== "train" && split !== "test") {
-    throw new UserError(`${path}: an agent task has "train" and "test" rows, not ${JSON.stringify(split)}${split === HELDOUT_TEMPLATE_SPLIT ? " (no templates)" : ""}`);
+    throw new UserError(
+      `${path}: an agent task has "train" and "test" rows, not ${JSON.stringify(split)}${split === HELDOUT_TEMPLATE_SPLIT ? " (no templates)" : ""}`,
+    );
   }
   let rows = rowsOf(task, split);
   if (limit > 0) rows = rows.slice(0, limit);

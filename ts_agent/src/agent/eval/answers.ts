@@ -185,7 +185,11 @@ export interface ConfusionMatrices {
   variants: Array<{ name: string; matrix: number[][] }>;
 }
 
-export function confusionMatrices(variants: ReadonlyArray<{ name: string; tasks: ReadonlyArray<LabelledTask> }>, set: LabelSet, reader: AnswerReader = TAG_READER): ConfusionMatrices {
+export function confusionMatrices(
+  variants: ReadonlyArray<{ name: string; tasks: ReadonlyArray<LabelledTask> }>,
+  set: LabelSet,
+  reader: AnswerReader = TAG_READER,
+): ConfusionMatrices {
   const answers = answerColumns(set);
   return {
     gold: [...set.labels],

@@ -204,7 +204,13 @@ export function runsJudgedOn(evalsDir: string, baseline: Baseline): string[] {
     if (!existsSync(p)) continue;
     try {
       const ev = JSON.parse(readFileSync(p, "utf8")) as FingerprintedEval;
-      const m = matchBaseline(baseline, { model: ev.model, taskSet: ev.taskSet, settings: ev.settings, taskIds: evalTaskIds(ev), fingerprint: evalFingerprint(ev) });
+      const m = matchBaseline(baseline, {
+        model: ev.model,
+        taskSet: ev.taskSet,
+        settings: ev.settings,
+        taskIds: evalTaskIds(ev),
+        fingerprint: evalFingerprint(ev),
+      });
       if (m.status === "match") out.push(id);
     } catch {
       // an unreadable eval.json judges nothing

@@ -45,7 +45,8 @@ export function buildEvalLog(
   const main = splitResult(settings, taskSet, result);
   const held = heldOut ? splitResult(settings, heldOut.taskSet, heldOut.result) : null;
   const tasks: Record<string, LoggedTask> = {};
-  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])]) tasks[r.id] = { split: r.split, label: r.label, slice: r.slice, template: r.template, answers: [...r.answers] };
+  for (const r of [...taskSet.rows, ...(heldOut?.taskSet.rows ?? [])])
+    tasks[r.id] = { split: r.split, label: r.label, slice: r.slice, template: r.template, answers: [...r.answers] };
   const model = { requested: settings.baseModel, resolved: result.baseModel };
   const adapter = result.adapters.find((a) => a.name === ADAPTER_VARIANT);
   return {

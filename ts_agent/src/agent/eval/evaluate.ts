@@ -28,7 +28,6 @@ export const PRIMARY_GRADER = "exact_match";
 /** The lenient grader compared with the strict one by Cohen's kappa. */
 export const LENIENT_GRADER = "exact_match_lenient";
 
-
 export const DEFAULT_EVAL_SETTINGS: Readonly<EvalSettings> = {
   baseModel: "",
   split: "test",

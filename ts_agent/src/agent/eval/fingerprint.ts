@@ -35,14 +35,15 @@ export function primaryGraderRef(settings: EvalSettings): GraderRef {
   return { name: built.name, params: built.params };
 }
 
-
 function sha256Hex(text: string): string {
   return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
 /** "exact_match (case_sensitive=false, tag=answer)": params in key order. */
 function graderText(g: GraderRef): string {
-  const params = Object.keys(g.params).sort().map((k) => `${k}=${JSON.stringify(g.params[k])}`);
+  const params = Object.keys(g.params)
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(g.params[k])}`);
   return params.length ? `${g.name} (${params.join(", ")})` : g.name;
 }
 
@@ -64,7 +65,13 @@ export function buildFingerprint(a: {
     grader: graderText(a.grader ?? primaryGraderRef(s)),
     model: { requested: a.model.requested, resolved: a.model.resolved, weightsSha256: r ? r.weightsSha256 : null, revision: r ? r.revision : null },
     prompt: { format: r ? r.promptFormat : null, chatTemplateSha256: r ? r.chatTemplateSha256 : null },
-    decoding: { temperature: s.temperature, topP: r ? r.topP : null, maxNewTokens: s.maxNewTokens, samplesPerTask: s.samplesPerTask, seed: greedy ? null : s.seed },
+    decoding: {
+      temperature: s.temperature,
+      topP: r ? r.topP : null,
+      maxNewTokens: s.maxNewTokens,
+      samplesPerTask: s.samplesPerTask,
+      seed: greedy ? null : s.seed,
+    },
     runtime: {
       device: r ? r.device : null,
       dtype: r ? r.dtype : null,
@@ -124,13 +131,7 @@ function show(x: unknown): string {
 export function compareFingerprints(b: Fingerprint, e: Fingerprint, ids?: { baseline: Iterable<string>; eval: Iterable<string> }): FingerprintRow[] {
   const rows: FingerprintRow[] = [];
   const add = (field: string, x: unknown, y: unknown, effect: FieldEffect, opts: { ignored?: string; note?: string } = {}) => {
-    const status = opts.ignored
-      ? "ignored"
-      : x === null || x === undefined || y === null || y === undefined
-        ? "not recorded"
-        : x === y
-          ? "same"
-          : "differs";
+    const status = opts.ignored ? "ignored" : x === null || x === undefined || y === null || y === undefined ? "not recorded" : x === y ? "same" : "differs";
     const shown = (v: unknown) => (opts.ignored && (v === null || v === undefined) ? "-" : show(v));
     rows.push({ field, baseline: shown(x), eval: shown(y), effect, status, note: opts.ignored ?? opts.note });
   };

@@ -45,9 +45,7 @@ export class RegradeMismatchError extends Error {
           `completion ${JSON.stringify(m.completion.length > 120 ? `${m.completion.slice(0, 120)}...` : m.completion)}`,
       )
       .join("\n");
-    super(
-      `TS re-grading disagrees with the sidecar on ${mismatches.length} of ${checked} scores; first ${Math.min(5, mismatches.length)}:\n${shown}`,
-    );
+    super(`TS re-grading disagrees with the sidecar on ${mismatches.length} of ${checked} scores; first ${Math.min(5, mismatches.length)}:\n${shown}`);
     this.name = "RegradeMismatchError";
   }
 }

@@ -74,5 +74,14 @@ export function heldOutTemplateSetFor(taskSet: TaskSet): TaskSet | null {
 
 export function taskSetRef(ts: TaskSet): TaskSetRef {
   const f = formatOf(ts);
-  return { path: ts.path, sha256: ts.sha256, split: ts.split, n: ts.rows.length, sliceField: f.sliceField, labelField: f.labelField, labels: f.labels, hasTemplates: f.hasTemplates };
+  return {
+    path: ts.path,
+    sha256: ts.sha256,
+    split: ts.split,
+    n: ts.rows.length,
+    sliceField: f.sliceField,
+    labelField: f.labelField,
+    labels: f.labels,
+    hasTemplates: f.hasTemplates,
+  };
 }

@@ -180,18 +180,21 @@ export function loadTaskFile(path: string): TaskFile {
     if (ids.has(id)) fail(path, line, `field "id" duplicates ${JSON.stringify(id)}`);
     ids.add(id);
     const split = o.split;
-    if (typeof split !== "string" || !splits.includes(split)) fail(path, line, `field "split" must be one of ${splits.join(", ")}, got ${JSON.stringify(split)}`);
+    if (typeof split !== "string" || !splits.includes(split))
+      fail(path, line, `field "split" must be one of ${splits.join(", ")}, got ${JSON.stringify(split)}`);
     const prompt = requireString(o, "prompt", path, line);
     const answers = o.answers;
     if (!nonEmptyStrings(answers)) fail(path, line, `field "answers" must be a non-empty array of non-empty strings`);
     const label = optionalString(o, labelField, path, line);
     if (declared && label === undefined) fail(path, line, `field "${labelField}" is required: the metadata declares a label set`);
-    if (label !== undefined && declared && !declared.has(label)) fail(path, line, `field "${labelField}" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(label)}`);
+    if (label !== undefined && declared && !declared.has(label))
+      fail(path, line, `field "${labelField}" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(label)}`);
     if (label !== undefined && answers[0] !== label) fail(path, line, `field "answers" must start with the ${labelField} ${JSON.stringify(label)}`);
     const slice = optionalString(o, sliceField, path, line);
     const template = optionalString(o, "template", path, line);
     const human = optionalString(o, "human_label", path, line);
-    if (human !== undefined && declared && !declared.has(human)) fail(path, line, `field "human_label" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(human)}`);
+    if (human !== undefined && declared && !declared.has(human))
+      fail(path, line, `field "human_label" must be one of ${[...declared].join(", ")}, got ${JSON.stringify(human)}`);
     if (human !== undefined) humanLabels.set(id, human);
     const row: TaskRow = { id, split, prompt, answers: [...answers] };
     if (label !== undefined) row.label = label;

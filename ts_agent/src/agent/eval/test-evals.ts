@@ -31,7 +31,17 @@ export function recordTestEval(evalsDir: string, rec: Omit<TestEvalRecord, "date
   const dir = runDir(evalsDir, rec.runId);
   mkdirSync(dir, { recursive: true });
   const path = join(dir, TEST_EVALS_FILE);
-  appendLine(path, JSON.stringify({ date: rec.date ?? new Date().toISOString(), command: rec.command, runId: rec.runId, step: rec.step, tasks: rec.tasks, taskSet: rec.taskSet }));
+  appendLine(
+    path,
+    JSON.stringify({
+      date: rec.date ?? new Date().toISOString(),
+      command: rec.command,
+      runId: rec.runId,
+      step: rec.step,
+      tasks: rec.tasks,
+      taskSet: rec.taskSet,
+    }),
+  );
 }
 
 /** The records of a run, oldest first ([] without the file; a damaged line is skipped). */

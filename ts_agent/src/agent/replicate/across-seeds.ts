@@ -221,7 +221,10 @@ export function renderReplicateSection(s: SweepSummary, links: ReportLinks): str
     out.push(`- held-out reward relative change: mean ${pctText(r.mean)} over ${r.n} seeds${ci}`);
   }
   out.push(`- shown in detail: \`${s.detailRunId}\` (the median downstream delta): [its report](${links.runs}/${s.detailRunId}/report.md)`);
-  out.push(`- wall time per seed (submitted to reported, queue wait included): median ${s.medianWallSeconds.toFixed(0)} s, max ${s.maxWallSeconds.toFixed(0)} s`, "");
+  out.push(
+    `- wall time per seed (submitted to reported, queue wait included): median ${s.medianWallSeconds.toFixed(0)} s, max ${s.maxWallSeconds.toFixed(0)} s`,
+    "",
+  );
   out.push("| seed | run | held-out reward | relative change (95% CI) | downstream delta (decision CI) | held-out templates | verdict | train s | placement |");
   out.push("|---|---|---|---|---|---|---|---|---|");
   for (const x of s.seeds) {

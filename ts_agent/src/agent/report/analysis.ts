@@ -52,7 +52,9 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
   if (preference && preference.curve.length === 0) pending.push("the held-out pairwise accuracy curve: no logged step in events.jsonl carries it.");
   if (!input.files.some((f) => f.startsWith("adapter/"))) pending.push("the adapter was not downloaded.");
   if (!ev && baselineMatch.status === "own") {
-    pending.push("downstream: a ranked-preference run trained on ranked groups, not test tasks: it is judged on its own held-out groups against step 0 (the ranked-preference section), with no downstream verdict.");
+    pending.push(
+      "downstream: a ranked-preference run trained on ranked groups, not test tasks: it is judged on its own held-out groups against step 0 (the ranked-preference section), with no downstream verdict.",
+    );
   } else if (!ev) pending.push(`base vs adapter: run \`agent eval ${input.runId}\` (writes ${EVAL_FILE}).`);
   else if (ev.taskSet.n < MIN_MILESTONE_TASKS) {
     // --limit is advice only when one was used and it cut the split short (n == limit)
@@ -66,7 +68,9 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
   if (ev && olderLogNote(ev)) pending.push(`${olderLogNote(ev)}.`);
   if (baselineMatch.status === "missing") pending.push("baseline.json: run `agent baseline set` (the verdict is GATED until it exists).");
   if (baselineMatch.status === "mismatch") {
-    pending.push(`baseline.json does not match this eval (${baselineMatch.reasons.join("; ")}): reset it with \`agent baseline set --force --reason TEXT\` using the same settings, or rerun the eval to match it.`);
+    pending.push(
+      `baseline.json does not match this eval (${baselineMatch.reasons.join("; ")}): reset it with \`agent baseline set --force --reason TEXT\` using the same settings, or rerun the eval to match it.`,
+    );
   }
   const looks = input.runsJudged.length;
   if (baselineMatch.status === "match" && looks > 1) {
@@ -89,7 +93,13 @@ function pendingItems(input: ReportInput, v: RunVerdict, features: CurveFeatures
 
 export function analyzeReport(input: ReportInput): ReportAnalysis {
   const preference = preferenceAnalysis(input.run, input.steps);
-  const verdict = judgeRun({ run: input.run, evalLog: input.evalLog, baseline: input.baseline, baselineFile: input.baselineFile, preference: preference !== null });
+  const verdict = judgeRun({
+    run: input.run,
+    evalLog: input.evalLog,
+    baseline: input.baseline,
+    baselineFile: input.baselineFile,
+    preference: preference !== null,
+  });
   const features = curveFeatures(input.steps);
   const tco = tcoFor(input.run);
   const c = verdict.comparison;

@@ -8,7 +8,17 @@
 import { fromJson } from "@bufbuild/protobuf";
 
 import { EvaluateResultSchema } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import { answerDistribution, answerReaderFor, confusionMatrices, labelSetOf, type AnswerDistribution, type AnswerReader, type ConfusionMatrices, type LabelSet, type LabelledTask } from "../eval/answers.js";
+import {
+  answerDistribution,
+  answerReaderFor,
+  confusionMatrices,
+  labelSetOf,
+  type AnswerDistribution,
+  type AnswerReader,
+  type ConfusionMatrices,
+  type LabelSet,
+  type LabelledTask,
+} from "../eval/answers.js";
 import { normalizeAnswer } from "../core/answer-text.js";
 import { ADAPTER_VARIANT } from "../core/base-vs-adapter.js";
 import type { EvalLog } from "../core/eval-log.js";
@@ -65,7 +75,12 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
       ? labelSetOf(Object.values(tasks).map((t) => ({ label: t.label, answers: t.answers ?? [] })))
       : null;
   const reader = answerReaderFor(log.settings.graders[0] ?? { name: "exact_match" });
-  const set = closed ?? openAnswerSet(result.variants.flatMap((v) => v.tasks.flatMap((t) => t.samples.map((x) => x.completion))), reader);
+  const set =
+    closed ??
+    openAnswerSet(
+      result.variants.flatMap((v) => v.tasks.flatMap((t) => t.samples.map((x) => x.completion))),
+      reader,
+    );
   const splitNames = [log.taskSet.split, ...(log.heldOutTemplate ? [log.heldOutTemplate.taskSet.split] : [])];
   const splits: SplitAnswers[] = [];
   for (const split of splitNames) {
@@ -77,7 +92,12 @@ export function answerAnalysis(log: EvalLog | null): AnswerAnalysis | null {
     }));
     const n = variants[0]?.tasks.length ?? 0;
     if (n === 0) continue;
-    splits.push({ split, tasks: n, distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set, reader)), confusion: closed ? confusionMatrices(variants, closed, reader) : null });
+    splits.push({
+      split,
+      tasks: n,
+      distributions: variants.map((v) => answerDistribution(v.name, v.tasks, set, reader)),
+      confusion: closed ? confusionMatrices(variants, closed, reader) : null,
+    });
   }
   return splits.length ? { splits, closed: closed !== null, grader: reader.grader, needsTag: reader.needsTag } : null;
 }

@@ -104,7 +104,9 @@ const klIs = (f: CurveFeatures, test: (kl: number) => boolean, want: string): Co
   f.kl ? [test(f.kl.endMean), `kl ${f4(f.kl.endMean)} (want ${want})`] : [false, "kl not logged"];
 
 const fracIs = (f: CurveFeatures, test: (z: NonNullable<CurveFeatures["fracZeroStd"]>) => boolean, what: string): Condition =>
-  f.fracZeroStd ? [test(f.fracZeroStd), what.replace("$", f.fracZeroStd.mean.toFixed(2)).replace("#", f.fracZeroStd.direction)] : [false, "frac_reward_zero_std not logged"];
+  f.fracZeroStd
+    ? [test(f.fracZeroStd), what.replace("$", f.fracZeroStd.mean.toFixed(2)).replace("#", f.fracZeroStd.direction)]
+    : [false, "frac_reward_zero_std not logged"];
 
 /** "answers money_mule on 264/264 tasks (100%)" */
 function answerText(d: AnswerDistribution): string {
@@ -116,19 +118,48 @@ const formatCondition = (d: AnswerDistribution | null, who: string): Condition =
   d && !d.needsTag
     ? [false, `the primary grader needs no <answer> tag (an open answer is read as given), so the ${who} has no answer format to lose`]
     : d
-    ? [d.formatFailure, `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`]
-    : [false, `no ${who} answers (open-answer task set or no eval)`];
+      ? [
+          d.formatFailure,
+          `${who} gives no <answer> tag (${NO_ANSWER}) on ${Math.round(d.noAnswerShare * d.tasks)}/${d.tasks} tasks (${(d.noAnswerShare * 100).toFixed(0)}%; want > ${(FORMAT_FAILURE_SHARE * 100).toFixed(0)}%)`,
+        ]
+      : [false, `no ${who} answers (open-answer task set or no eval)`];
 
 const constantCondition = (d: AnswerDistribution | null, who: string): Condition =>
-  d ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`] : [false, `no ${who} answers (open-answer task set or no eval)`];
+  d
+    ? [d.constant, `${who} ${answerText(d)} (want >= ${(CONSTANT_ANSWER_SHARE * 100).toFixed(0)}%), ${d.distinct} distinct answer(s)`]
+    : [false, `no ${who} answers (open-answer task set or no eval)`];
 
 /** The rows judged on one side's answers (the base's or the adapter's); every other column is "any".
  *  [side, condition, curve, likely cause, next change] */
 const ANSWER_ROWS: readonly ["base" | "adapter", (d: AnswerDistribution | null, who: string) => Condition, string, string, string][] = [
-  ["base", constantCondition, "any; the base answers one label on >= 90% of tasks", "constant answer (base): the base learned the label prior, not the mapping from input to label", "a base with input-dependent answers (pass@k > pass@1 on the task), more signal per step"],
-  ["adapter", constantCondition, "any; the adapter answers one label on >= 90% of tasks", "constant answer (adapter): training moved the one label the model says, not a mapping from input to label", "more signal per step (raise G or prompts per step), a base with input-dependent answers"],
-  ["base", formatCondition, "any; most of the base's answers lack the answer format", "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)", "teach the format first: the format instruction in the prompt, a format reward or partial credit, max_completion_length if answers are cut off"],
-  ["adapter", formatCondition, "any; most of the adapter's answers lack the answer format", "format failure (adapter): training lost the answer format, so the grader reads no label", "a format reward beside the task reward, a higher beta, fewer steps; check max_completion_length"],
+  [
+    "base",
+    constantCondition,
+    "any; the base answers one label on >= 90% of tasks",
+    "constant answer (base): the base learned the label prior, not the mapping from input to label",
+    "a base with input-dependent answers (pass@k > pass@1 on the task), more signal per step",
+  ],
+  [
+    "adapter",
+    constantCondition,
+    "any; the adapter answers one label on >= 90% of tasks",
+    "constant answer (adapter): training moved the one label the model says, not a mapping from input to label",
+    "more signal per step (raise G or prompts per step), a base with input-dependent answers",
+  ],
+  [
+    "base",
+    formatCondition,
+    "any; most of the base's answers lack the answer format",
+    "format failure (base): most answers carry no <answer> tag, so the grader reads no label (not a label prior)",
+    "teach the format first: the format instruction in the prompt, a format reward or partial credit, max_completion_length if answers are cut off",
+  ],
+  [
+    "adapter",
+    formatCondition,
+    "any; most of the adapter's answers lack the answer format",
+    "format failure (adapter): training lost the answer format, so the grader reads no label",
+    "a format reward beside the task reward, a higher beta, fewer steps; check max_completion_length",
+  ],
 ];
 
 function answerRow([who, condition, curve, likelyCause, nextChange]: (typeof ANSWER_ROWS)[number]): AttributionRow {
@@ -187,7 +218,11 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     likelyCause: "grader too strict, saturation",
     nextChange: "check grader, harder tasks",
     check: (f) =>
-      all(shapeIs(f, "early plateau"), klIs(f, (kl) => kl <= KL_HIGH, `<= ${KL_HIGH}`), fracIs(f, (z) => z.direction === "rising", "frac_reward_zero_std #")),
+      all(
+        shapeIs(f, "early plateau"),
+        klIs(f, (kl) => kl <= KL_HIGH, `<= ${KL_HIGH}`),
+        fracIs(f, (z) => z.direction === "rising", "frac_reward_zero_std #"),
+      ),
   },
   {
     curve: "early plateau",
@@ -195,7 +230,11 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     fracZeroStd: "any",
     likelyCause: "policy drifting, reward hacking",
     nextChange: "raise beta, tighten grader",
-    check: (f) => all(shapeIs(f, "early plateau"), klIs(f, (kl) => kl > KL_HIGH, `> ${KL_HIGH}`)),
+    check: (f) =>
+      all(
+        shapeIs(f, "early plateau"),
+        klIs(f, (kl) => kl > KL_HIGH, `> ${KL_HIGH}`),
+      ),
   },
   {
     curve: "rises, downstream delta not significant",
@@ -224,10 +263,10 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     likelyCause: "underpowered: the test split is too small to tell",
     nextChange: "more test tasks (n >= the required n; see `agent plan`), not a grader change",
     check: (f, d) =>
-      all(
-        roseCondition(f, d),
-        [underpowered(d), d.significant === null ? "no downstream eval" : `downstream ${d.text}: n=${d.n ?? "?"} vs required n=${d.requiredN ?? "?"}`],
-      ),
+      all(roseCondition(f, d), [
+        underpowered(d),
+        d.significant === null ? "no downstream eval" : `downstream ${d.text}: n=${d.n ?? "?"} vs required n=${d.requiredN ?? "?"}`,
+      ]),
   },
   {
     curve: "any, downstream delta significantly below 0",
@@ -236,7 +275,10 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     likelyCause: "regression: the adapter is worse than the base on the test split",
     nextChange: "read the tasks it lost; check the grader and the train/test template overlap; fewer steps or a lower lr",
     check: (_f, d) =>
-      all([regressed(d), d.significant === null ? "no downstream eval" : `downstream ${d.text}: ${regressed(d) ? "significantly below 0" : "not a significant regression"}`]),
+      all([
+        regressed(d),
+        d.significant === null ? "no downstream eval" : `downstream ${d.text}: ${regressed(d) ? "significantly below 0" : "not a significant regression"}`,
+      ]),
   },
   {
     curve: "too short / too noisy to tell",
@@ -245,7 +287,10 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     likelyCause: "undetermined: the curve cannot carry a trend",
     nextChange: `more logged steps (>= ${MIN_STEPS_FOR_SHAPE}) or less noise per step (larger batch, more generations)`,
     check: (f) =>
-      all([f.reward !== null && f.reward.shape === "undetermined", f.reward ? `curve ${f.reward.shape}${f.reward.undeterminedWhy ? ` (${f.reward.undeterminedWhy})` : ""}` : "no reward logged"]),
+      all([
+        f.reward !== null && f.reward.shape === "undetermined",
+        f.reward ? `curve ${f.reward.shape}${f.reward.undeterminedWhy ? ` (${f.reward.undeterminedWhy})` : ""}` : "no reward logged",
+      ]),
   },
   {
     curve: "collapses / oscillates",
@@ -256,7 +301,12 @@ export const ATTRIBUTION_TABLE: readonly AttributionRow[] = [
     check: (f) =>
       all(
         shapeIs(f, "collapses / oscillates"),
-        f.kl ? [f.kl.spikes > 0, `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median of the previous ${KL_SPIKE_WINDOW} steps floored at ${KL_SPIKE_MIN}, and > ${KL_SPIKE_MADS} median absolute deviations over it)`] : [false, "kl not logged"],
+        f.kl
+          ? [
+              f.kl.spikes > 0,
+              `${f.kl.spikes} KL spike(s) (> ${KL_SPIKE_FACTOR}x the median of the previous ${KL_SPIKE_WINDOW} steps floored at ${KL_SPIKE_MIN}, and > ${KL_SPIKE_MADS} median absolute deviations over it)`,
+            ]
+          : [false, "kl not logged"],
       ),
   },
   {

@@ -19,14 +19,22 @@ export function selectionSvg(sel: Pick<SelectionRecord, "runId" | "curve" | "cho
   ];
   for (let k = 0; k <= 5; k++) {
     const v = k / 5;
-    out.push(`<line x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/>`, `<text x="${L - 6}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(1)}</text>`);
+    out.push(
+      `<line x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/>`,
+      `<text x="${L - 6}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(1)}</text>`,
+    );
   }
   out.push(`<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">step</text>`);
   const pts = [
     ...(sel.validation.base ? [{ step: 0, a: sel.validation.base, base: true }] : []),
     ...sel.curve.filter((p) => p.accuracy).map((p) => ({ step: p.step, a: p.accuracy!, base: false })),
   ];
-  out.push(`<polyline fill="none" stroke="#1b9e77" stroke-width="2" points="${pts.filter((p) => !p.base).map((p) => `${x(p.step).toFixed(1)},${y(p.a.estimate).toFixed(1)}`).join(" ")}"/>`);
+  out.push(
+    `<polyline fill="none" stroke="#1b9e77" stroke-width="2" points="${pts
+      .filter((p) => !p.base)
+      .map((p) => `${x(p.step).toFixed(1)},${y(p.a.estimate).toFixed(1)}`)
+      .join(" ")}"/>`,
+  );
   for (const p of pts) {
     const chosen = !p.base && p.step === sel.chosenStep;
     const color = p.base ? "#999" : chosen ? "#d62728" : "#1b9e77";

@@ -229,10 +229,9 @@ export function rewardCurve(r: ReadonlyArray<number>): RewardCurve | null {
   // alone ~4%; a rise needs both
   const rose = sve.changeCi.lower > 0 && sve.change >= RISE_MIN_CHANGE && tr.p < TREND_ALPHA && tr.z > 0;
   const fell = sve.changeCi.upper < 0;
-  const collapsed = fell || (curve.peakGain >= COLLAPSE_MIN_PEAK_GAIN && curve.dropFromPeak >= COLLAPSE_DROP_SHARE * curve.peakGain &&
-    peakIsReal(r, rm.indexOf(peak), w));
-  const oscillates =
-    !rose && tr.p >= TREND_ALPHA && curve.rollingRange >= OSCILLATION_MIN_RANGE && curve.rollingRange >= OSCILLATION_MIN_SE * sve.windowSe;
+  const collapsed =
+    fell || (curve.peakGain >= COLLAPSE_MIN_PEAK_GAIN && curve.dropFromPeak >= COLLAPSE_DROP_SHARE * curve.peakGain && peakIsReal(r, rm.indexOf(peak), w));
+  const oscillates = !rose && tr.p >= TREND_ALPHA && curve.rollingRange >= OSCILLATION_MIN_RANGE && curve.rollingRange >= OSCILLATION_MIN_SE * sve.windowSe;
   const plateau = rose && midShare !== null && midShare >= PLATEAU_MID_SHARE;
   const flat = sve.changeCi.lower > -FLAT_MAX_CHANGE && sve.changeCi.upper < FLAT_MAX_CHANGE;
   if (collapsed || oscillates) curve.shape = "collapses / oscillates";
@@ -256,7 +255,10 @@ export function curveFeatures(steps: ReadonlyArray<StepMetrics>): CurveFeatures 
   const kl = seriesOf(sorted, "kl");
   const klStats = levelStats(kl.values, w);
   // TRL's frac_reward_zero_std misses a constant reward with float noise (thresholds.ts effectiveZeroStd)
-  const frac = levelStats(sorted.map((s) => effectiveZeroStd(s.metrics)).filter((v): v is number => v !== null), w);
+  const frac = levelStats(
+    sorted.map((s) => effectiveZeroStd(s.metrics)).filter((v): v is number => v !== null),
+    w,
+  );
   let klOut: CurveFeatures["kl"] = null;
   if (klStats) {
     // each step against the recent local level, as the sidecar's live kl_spike warning judges it

@@ -97,7 +97,10 @@ export function writeEvalReport(evalsDir: string, evalPath: string, now = new Da
     evalLog: log,
     baseline,
     baselineFile: displayPath(baselinePath(evalsDir)),
-    files: listFiles(dir).filter((f) => f !== EVAL_REPORT_FILE).concat(EVAL_REPORT_FILE).sort(),
+    files: listFiles(dir)
+      .filter((f) => f !== EVAL_REPORT_FILE)
+      .concat(EVAL_REPORT_FILE)
+      .sort(),
     runsJudged: baseline ? runsJudgedOn(evalsDir, baseline) : [],
     now,
     docsDir: relative(dir, join(REPO_ROOT, "docs")).split("\\").join("/"),
@@ -106,7 +109,16 @@ export function writeEvalReport(evalsDir: string, evalPath: string, now = new Da
   };
   const analysis = analyzeReport(input);
   analysis.answersPlotNote = "an adapter eval's report draws no figures; see the tables";
-  const md = [header(input, analysis, log), downstream(input, analysis), answers(input, analysis), episodes(input, analysis), sampleCompletions(input, analysis), files(input, analysis)].flat().join("\n");
+  const md = [
+    header(input, analysis, log),
+    downstream(input, analysis),
+    answers(input, analysis),
+    episodes(input, analysis),
+    sampleCompletions(input, analysis),
+    files(input, analysis),
+  ]
+    .flat()
+    .join("\n");
   const path = join(dir, EVAL_REPORT_FILE);
   writeFileAtomic(path, md);
   return { path, analysis, log };

@@ -123,9 +123,7 @@ export function loadReportInput(evalsDir: string, runId: string, now = new Date(
   const dir = join(evalsDir, "runs", runId);
   if (!existsSync(dir)) throw new Error(`${dir} does not exist (train with \`agent train\` or \`agent demo\` first)`);
   const runPath = join(dir, "run.json");
-  const run = existsSync(runPath)
-    ? fromJson(RunSchema, JSON.parse(readFileSync(runPath, "utf8")) as JsonValue, { ignoreUnknownFields: true })
-    : null;
+  const run = existsSync(runPath) ? fromJson(RunSchema, JSON.parse(readFileSync(runPath, "utf8")) as JsonValue, { ignoreUnknownFields: true }) : null;
   const steps: StepMetrics[] = [];
   const warnings: RunWarningLine[] = [];
   const eventsPath = join(dir, "events.jsonl");

@@ -57,7 +57,9 @@ export function junitXml(log: EvalLog, verdict: CriterionResult | null): string 
     } else if (score < PASS_SCORE) {
       failures++;
       const first = samples.get(id)?.[0];
-      const body = log.agentTask ? `final answer: ${first?.completion ?? ""}; ended by ${first?.episode?.endedBy ?? "?"}` : `completion: ${first?.completion ?? ""}`;
+      const body = log.agentTask
+        ? `final answer: ${first?.completion ?? ""}; ended by ${first?.episode?.endedBy ?? "?"}`
+        : `completion: ${first?.completion ?? ""}`;
       cases.push(`${open}<failure message="${xml(`${primary} = ${score.toFixed(2)} < ${PASS_SCORE}`)}">${xml(body)}</failure></testcase>`);
     } else {
       cases.push(`${open}</testcase>`);
@@ -68,7 +70,12 @@ export function junitXml(log: EvalLog, verdict: CriterionResult | null): string 
     ["candidate", candidate?.name ?? ""],
     ["primary_scorer", primary],
     ...log.variants.map((v): [string, string] => [`${v.name}_accuracy`, v.accuracy ? String(v.accuracy.estimate) : ""]),
-    ...(verdict ? ([["verdict", verdict.verdict], ["verdict_reason", verdict.reason]] as Array<[string, string]>) : []),
+    ...(verdict
+      ? ([
+          ["verdict", verdict.verdict],
+          ["verdict_reason", verdict.reason],
+        ] as Array<[string, string]>)
+      : []),
   ];
   return (
     `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n` +

@@ -4,11 +4,7 @@ const cell = (s: string) => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
 
 /** A Markdown table; `|` in a cell is escaped, a newline becomes a space. */
 export function table(head: string[], rows: string[][]): string {
-  return [
-    `| ${head.map(cell).join(" | ")} |`,
-    `|${head.map(() => "---").join("|")}|`,
-    ...rows.map((r) => `| ${r.map(cell).join(" | ")} |`),
-  ].join("\n");
+  return [`| ${head.map(cell).join(" | ")} |`, `|${head.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.map(cell).join(" | ")} |`)].join("\n");
 }
 
 /** A fraction as a percentage with one decimal, e.g. 0.123 -> "12.3%". */

@@ -72,8 +72,7 @@ export function preferenceAnalysis(run: Run | null, steps: ReadonlyArray<StepMet
   }
   let winCi: Interval | null = null;
   let winMethod = "";
-  const unitCi = (xs: ReadonlyArray<number> | undefined): Interval | null =>
-    xs && xs.length >= 2 ? bootstrapMeanCI(xs, { seed: 0, resamples: 2000 }) : null;
+  const unitCi = (xs: ReadonlyArray<number> | undefined): Interval | null => (xs && xs.length >= 2 ? bootstrapMeanCI(xs, { seed: 0, resamples: 2000 }) : null);
   if (pm && pm.perGroupWin.length >= 2) {
     winCi = unitCi(pm.perGroupWin);
     winMethod = `percentile bootstrap over ${pm.perGroupWin.length} groups, 2000 resamples, seed 0`;

@@ -60,8 +60,7 @@ export function renderReport(input: ReportInput, a: ReportAnalysis): string {
  *  unit tests that are not about the figure put an in-process stand-in here (they start no
  *  process); nothing else changes it. */
 export const confusionPlotter = {
-  run: (bin: string, args: string[]): { status: number | null; stderr: string; error?: Error } =>
-    spawnSync(bin, args, { encoding: "utf8", timeout: 120_000 }),
+  run: (bin: string, args: string[]): { status: number | null; stderr: string; error?: Error } => spawnSync(bin, args, { encoding: "utf8", timeout: 120_000 }),
 };
 
 /** confusion-matrix.png of the first split's answers, through `py-trainer plot confusion`;

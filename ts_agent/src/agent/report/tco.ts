@@ -95,7 +95,13 @@ export function tcoMemory(t: TcoInput): MemoryConfig[] {
         lines.push(trained("critic", t, tuning));
         lines.push(frozen("reward model", t));
       }
-      configs.push({ name: `${algorithm} + ${tuning === "LoRA" ? "LoRA" : "full fine-tuning"}`, algorithm, tuning, lines, total: lines.reduce((s, l) => s + l.total, 0) });
+      configs.push({
+        name: `${algorithm} + ${tuning === "LoRA" ? "LoRA" : "full fine-tuning"}`,
+        algorithm,
+        tuning,
+        lines,
+        total: lines.reduce((s, l) => s + l.total, 0),
+      });
     }
   }
   return configs;

@@ -26,7 +26,10 @@ export function klLocalLevel(previous: ReadonlyArray<number>, window: number): n
 export function klLocalSpread(previous: ReadonlyArray<number>, window: number): number | null {
   const level = klLocalLevel(previous, window);
   if (level === null) return null;
-  const dev = previous.slice(previous.length - window).map((x) => Math.abs(x - level)).sort((a, b) => a - b);
+  const dev = previous
+    .slice(previous.length - window)
+    .map((x) => Math.abs(x - level))
+    .sort((a, b) => a - b);
   return dev[Math.floor(dev.length / 2)];
 }
 
@@ -36,8 +39,7 @@ export function klLocalSpread(previous: ReadonlyArray<number>, window: number): 
 export function isKlSpike(kl: number, previous: ReadonlyArray<number>, t: Readonly<CurveThresholds> = CURVE_THRESHOLDS): boolean {
   const level = klLocalLevel(previous, t.kl_spike_window);
   const spread = klLocalSpread(previous, t.kl_spike_window);
-  return level !== null && spread !== null && kl > t.kl_spike_factor * Math.max(level, t.kl_spike_min) &&
-    kl > level + t.kl_spike_mads * spread;
+  return level !== null && spread !== null && kl > t.kl_spike_factor * Math.max(level, t.kl_spike_min) && kl > level + t.kl_spike_mads * spread;
 }
 
 /** The curve thresholds; each field says what crosses it and why it matters. */

@@ -74,13 +74,16 @@ export function checkComparable(runs: ReadonlyArray<ComparedRun>): string[] {
   const first = runs[0];
   const warnings: string[] = [];
   for (const r of runs) {
-    if (!r.log.fingerprint) throw new UserError(`agent compare: run ${r.runId}'s eval.json has no fingerprint (an older agent wrote it); rerun agent eval ${r.runId}`);
+    if (!r.log.fingerprint)
+      throw new UserError(`agent compare: run ${r.runId}'s eval.json has no fingerprint (an older agent wrote it); rerun agent eval ${r.runId}`);
   }
   for (const r of runs.slice(1)) {
     const rows = compareFingerprints(first.log.fingerprint!, r.log.fingerprint!);
     const gates = fingerprintGates(rows);
     if (gates.length) {
-      throw new UserError(`agent compare: ${first.runId} vs ${r.runId}: not comparable, their evals' fingerprints differ: ${gates.join("; ")} (${first.runId} first)`);
+      throw new UserError(
+        `agent compare: ${first.runId} vs ${r.runId}: not comparable, their evals' fingerprints differ: ${gates.join("; ")} (${first.runId} first)`,
+      );
     }
     for (const w of fingerprintWarnings(rows)) warnings.push(`${first.runId} vs ${r.runId}: ${w}`);
   }
@@ -120,7 +123,9 @@ export function comparePairs(runs: ReadonlyArray<ComparedRun>): CompareResult {
 function evalRecords(evalsDir: string, runId: string): string[] {
   const dir = runDir(evalsDir, runId);
   if (!existsSync(dir)) return [];
-  return readdirSync(dir).filter((f) => f === EVAL_FILE || /^eval-limit-\d+\.json$/.test(f)).map((f) => join(dir, f));
+  return readdirSync(dir)
+    .filter((f) => f === EVAL_FILE || /^eval-limit-\d+\.json$/.test(f))
+    .map((f) => join(dir, f));
 }
 
 /**
@@ -151,7 +156,11 @@ export function readComparedRuns(evalsDir: string, runIds: ReadonlyArray<string>
 /** The base and every run's adapter in ONE Evaluate; each run's part as its own eval log. */
 export async function evaluateTogether(client: SidecarClient, runIds: string[], settings: EvalSettings, taskSet: TaskSet): Promise<ComparedRun[]> {
   checkSettings(settings, taskSet);
-  const request = evaluateRequest(settings, taskSet, runIds.map((id) => ({ name: id, runId: id })));
+  const request = evaluateRequest(
+    settings,
+    taskSet,
+    runIds.map((id) => ({ name: id, runId: id })),
+  );
   const result = await runEvaluate(client, request, progressPrinter("compare"), taskSet.agent);
   return runIds.map((id) => ({ runId: id, log: buildEvalLog(id, settings, taskSet, partFor(result, id)) }));
 }
@@ -190,39 +199,77 @@ export function renderCompare(id: string, res: CompareResult, opts: { plotted: s
   );
   const base = log0.model.requested || "the embedded default model";
   out.push(`Base model: ${base}${log0.model.resolved ? ` (loaded as ${log0.model.resolved})` : ""}. Task file: ${log0.taskSet.path}.`, "");
-  out.push(`Every eval's fingerprint agrees with ${res.runs[0].runId}'s on every field that gates (task set, grader, model, prompt format, decoding, device, dtype).`);
+  out.push(
+    `Every eval's fingerprint agrees with ${res.runs[0].runId}'s on every field that gates (task set, grader, model, prompt format, decoding, device, dtype).`,
+  );
   for (const w of res.warnings) out.push(`- warns only: ${w}`);
   out.push("", "## Accuracy", "");
   const acc = (name: string, log: EvalLog) => {
     const a = log.variants.find((v) => v.name === name)?.accuracy;
     return a ? `${(a.estimate * 100).toFixed(1)}% (95% CI ${(a.lower * 100).toFixed(1)}-${(a.upper * 100).toFixed(1)}%)` : "-";
   };
-  out.push(table(["variant", "adapter step", "exact match", "tasks"], [
-    ["base", "-", acc("base", log0), String(log0.variants.find((v) => v.name === "base")?.accuracy?.n ?? 0)],
-    ...res.runs.map((r) => [r.runId, r.log.adapter?.step === null || r.log.adapter?.step === undefined ? "-" : String(r.log.adapter.step), acc(ADAPTER_VARIANT, r.log), String(r.log.variants.find((v) => v.name === ADAPTER_VARIANT)?.accuracy?.n ?? 0)]),
-  ]));
+  out.push(
+    table(
+      ["variant", "adapter step", "exact match", "tasks"],
+      [
+        ["base", "-", acc("base", log0), String(log0.variants.find((v) => v.name === "base")?.accuracy?.n ?? 0)],
+        ...res.runs.map((r) => [
+          r.runId,
+          r.log.adapter?.step === null || r.log.adapter?.step === undefined ? "-" : String(r.log.adapter.step),
+          acc(ADAPTER_VARIANT, r.log),
+          String(r.log.variants.find((v) => v.name === ADAPTER_VARIANT)?.accuracy?.n ?? 0),
+        ]),
+      ],
+    ),
+  );
   out.push("", "## Pairwise differences", "");
   out.push(
     `Each row is B - A on the same tasks, paired by task id, in percentage points, with its decision interval and the test that governs "excludes 0". ` +
       `Holm's step-down adjustment runs across the ${res.pairs.filter((p) => p.p !== null).length} comparison(s) with a defined p of the ${m} made; a pair differs only when its Holm-adjusted p < ${DECISION_ALPHA}.`,
     "",
   );
-  out.push(table(["A", "B", "n", "B - A", "95% decision interval", "governing test", "p", "Holm-adjusted p", "verdict"], res.pairs.map((r) => {
-    const c = r.comparison;
-    const d = c.decision;
-    return [r.a, r.b, String(c.n), c.paired ? pp(c.paired.meanDiff) : "-", d ? `${pp(d.lower)} to ${pp(d.upper)} (${d.method})` : "-", d?.test ?? "-", p3(r.p), r.holm === null ? "-" : p3(r.holm),
-      r.differs ? (c.paired!.meanDiff > 0 ? "B better" : "A better") : "not distinguishable"];
-  })));
+  out.push(
+    table(
+      ["A", "B", "n", "B - A", "95% decision interval", "governing test", "p", "Holm-adjusted p", "verdict"],
+      res.pairs.map((r) => {
+        const c = r.comparison;
+        const d = c.decision;
+        return [
+          r.a,
+          r.b,
+          String(c.n),
+          c.paired ? pp(c.paired.meanDiff) : "-",
+          d ? `${pp(d.lower)} to ${pp(d.upper)} (${d.method})` : "-",
+          d?.test ?? "-",
+          p3(r.p),
+          r.holm === null ? "-" : p3(r.holm),
+          r.differs ? (c.paired!.meanDiff > 0 ? "B better" : "A better") : "not distinguishable",
+        ];
+      }),
+    ),
+  );
   out.push("");
   if (opts.plotted) out.push(`_${COMPARE_PNG} not drawn: ${opts.plotted}. The table holds the same numbers._`);
   else out.push(`![pairwise differences with their decision intervals](${COMPARE_PNG})`);
-  out.push("", "Filled points: the Holm-adjusted test rejects 0; hollow: it does not. Each interval is that pair's own 95% interval, not adjusted for the other comparisons: an interval that excludes 0 with a Holm-adjusted p >= 0.05 is a difference this table does not claim.", "");
+  out.push(
+    "",
+    "Filled points: the Holm-adjusted test rejects 0; hollow: it does not. Each interval is that pair's own 95% interval, not adjusted for the other comparisons: an interval that excludes 0 with a Holm-adjusted p >= 0.05 is a difference this table does not claim.",
+    "",
+  );
   return out.join("\n");
 }
 
 /** compare.png through `py-trainer plot compare`; "" when drawn, else why not. */
 function drawPlot(dir: string, id: string, res: CompareResult): string {
-  const rows = res.pairs.filter((r) => r.comparison.decision).map((r) => ({ label: `${r.b} - ${r.a}`, estimate: r.comparison.paired!.meanDiff, lower: r.comparison.decision!.lower, upper: r.comparison.decision!.upper, rejects: r.differs }));
+  const rows = res.pairs
+    .filter((r) => r.comparison.decision)
+    .map((r) => ({
+      label: `${r.b} - ${r.a}`,
+      estimate: r.comparison.paired!.meanDiff,
+      lower: r.comparison.decision!.lower,
+      upper: r.comparison.decision!.upper,
+      rejects: r.differs,
+    }));
   if (!rows.length) return "no comparison has an interval";
   const spec = join(dir, "compare-plot.json");
   writeFileAtomic(spec, JSON.stringify({ title: `${id}: pairwise differences (Holm across ${res.pairs.length})`, rows }) + "\n");
@@ -243,11 +290,19 @@ export function writeCompare(evalsDir: string, id: string, res: CompareResult, d
     date: date.toISOString(),
     codeRevision: codeRevision(),
     runs: res.runs.map((r) => ({ runId: r.runId, adapter: r.log.adapter ?? null, fingerprint: r.log.fingerprint })),
-    pairs: res.pairs.map((r) => ({ a: r.a, b: r.b, n: r.comparison.n, meanDiff: r.comparison.paired?.meanDiff ?? null, decision: r.comparison.decision, p: r.p, holm: r.holm, differs: r.differs })),
+    pairs: res.pairs.map((r) => ({
+      a: r.a,
+      b: r.b,
+      n: r.comparison.n,
+      meanDiff: r.comparison.paired?.meanDiff ?? null,
+      decision: r.comparison.decision,
+      p: r.p,
+      holm: r.holm,
+      differs: r.differs,
+    })),
     warnings: res.warnings,
   };
   writeFileAtomic(join(dir, "compare.json"), JSON.stringify(json, null, 2) + "\n");
   writeFileAtomic(join(dir, COMPARE_FILE), renderCompare(id, res, { plotted, date }));
   return dir;
 }
-

@@ -22,13 +22,27 @@ export function clock(seconds: number): string {
  *  mode's held-out pairwise accuracy, margin and DPO loss: never "reward nan kl nan". */
 export function lineMetrics(metrics: Record<string, number>): Array<[string, number]> {
   if (!("reward" in metrics) && "heldout/pairwise_accuracy" in metrics) {
-    return [["heldout/pairwise_accuracy", 3], ["rewards/margins", 3], ["loss", 4]];
+    return [
+      ["heldout/pairwise_accuracy", 3],
+      ["rewards/margins", 3],
+      ["loss", 4],
+    ];
   }
   // an agent run (docs/agents.md): what its episodes did this step beside the reward
   if ("episodes/turns" in metrics) {
-    return [["reward", 3], ["kl", 4], ["episodes/turns", 2], ["tools/call_frequency", 2], ["tools/failure_frequency", 2], ["episodes/limit_hit", 2]];
+    return [
+      ["reward", 3],
+      ["kl", 4],
+      ["episodes/turns", 2],
+      ["tools/call_frequency", 2],
+      ["tools/failure_frequency", 2],
+      ["episodes/limit_hit", 2],
+    ];
   }
-  return [["reward", 3], ["kl", 4]];
+  return [
+    ["reward", 3],
+    ["kl", 4],
+  ];
 }
 
 /** The progress line's words for a metric ("tools/call_frequency" -> "tool calls/episode"). */
@@ -42,7 +56,9 @@ const METRIC_WORDS: Record<string, string> = {
 /** Render one progress line: "step 3/30 reward 0.125 kl 0.0012 elapsed 0:05 ETA 0:41". */
 export function progressLine(step: number, maxSteps: number, metrics: Record<string, number>, elapsedS: number, etaS: number | undefined): string {
   const fmt = (x: number | undefined, d: number) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(d));
-  const shown = lineMetrics(metrics).map(([k, d]) => `${METRIC_WORDS[k] ?? k} ${fmt(metrics[k], d)}`).join(" ");
+  const shown = lineMetrics(metrics)
+    .map(([k, d]) => `${METRIC_WORDS[k] ?? k} ${fmt(metrics[k], d)}`)
+    .join(" ");
   return `step ${step}/${maxSteps} ${shown} elapsed ${clock(elapsedS)} ETA ${etaS === undefined ? "-:--" : clock(etaS)}`;
 }
 

@@ -169,11 +169,7 @@ export interface FollowOptions {
   onEvent?: (ev: RunEvent) => void;
 }
 
-async function followAndDownload(
-  client: SidecarClient,
-  stream: AsyncIterable<RunEvent>,
-  opts: FollowOptions & { runId?: string },
-): Promise<TrainOutcome> {
+async function followAndDownload(client: SidecarClient, stream: AsyncIterable<RunEvent>, opts: FollowOptions & { runId?: string }): Promise<TrainOutcome> {
   const log = opts.log ?? (() => undefined);
   const logger = eventLogger(log);
   const onEvent = opts.onEvent ? (ev: RunEvent) => (logger.onEvent(ev), opts.onEvent!(ev)) : logger.onEvent;
@@ -338,4 +334,3 @@ export async function loadTrainRequest(path: string): Promise<TrainRequest> {
     throw new UserError(`${path}: ${msg}`);
   }
 }
-

@@ -28,7 +28,8 @@ export const RULES = ["last-unless-better", "best"] as const;
 export type SelectionRule = (typeof RULES)[number];
 
 export const RULE_TEXT: Record<SelectionRule, string> = {
-  "last-unless-better": "the last checkpoint, unless an earlier one is better on validation by its governing test with Holm's adjustment over the k - 1 comparisons with the last (family-wise 5%; paired, same tasks; among several, the highest mean)",
+  "last-unless-better":
+    "the last checkpoint, unless an earlier one is better on validation by its governing test with Holm's adjustment over the k - 1 comparisons with the last (family-wise 5%; paired, same tasks; among several, the highest mean)",
   best: "the checkpoint with the highest validation mean (a tie goes to the later step)",
 };
 
@@ -71,17 +72,27 @@ export interface SelectionRecord {
 }
 
 /** Pick a checkpoint by `rule` from per-step validation scores (pure). `scores` in step order. */
-export function chooseCheckpoint(rule: SelectionRule, points: ReadonlyArray<{ step: number; scores: Map<string, number>; accuracy: Accuracy | null }>): { curve: CurvePoint[]; chosenStep: number; why: string } {
+export function chooseCheckpoint(
+  rule: SelectionRule,
+  points: ReadonlyArray<{ step: number; scores: Map<string, number>; accuracy: Accuracy | null }>,
+): { curve: CurvePoint[]; chosenStep: number; why: string } {
   if (points.length === 0) throw new Error("chooseCheckpoint: no checkpoints");
   const sorted = [...points].sort((a, b) => a.step - b.step);
   const last = sorted[sorted.length - 1];
-  const earlier = sorted.slice(0, -1).map((p) => ({ p, c: compareScores(last.scores, p.scores, { base: `step ${last.step}`, candidate: `step ${p.step}` }, undefined, { bootstrap: false }) }));
+  const earlier = sorted
+    .slice(0, -1)
+    .map((p) => ({ p, c: compareScores(last.scores, p.scores, { base: `step ${last.step}`, candidate: `step ${p.step}` }, undefined, { bootstrap: false }) }));
   // one family: the k - 1 comparisons with the last, Holm-adjusted (an undefined p is 1)
   const adjusted = earlier.length ? holmAdjust(earlier.map(({ c }) => c.decision?.p ?? 1)) : [];
   const curve: CurvePoint[] = earlier.map(({ p, c }, i) => {
     const pHolm = c.decision ? adjusted[i] : null;
     const better = !!(c.paired && c.paired.meanDiff > 0 && pHolm !== null && pHolm < DECISION_ALPHA);
-    return { step: p.step, accuracy: p.accuracy, vsLast: { n: c.n, meanDiff: c.paired?.meanDiff ?? null, decision: c.decision, pHolm }, betterThanLast: better };
+    return {
+      step: p.step,
+      accuracy: p.accuracy,
+      vsLast: { n: c.n, meanDiff: c.paired?.meanDiff ?? null, decision: c.decision, pHolm },
+      betterThanLast: better,
+    };
   });
   curve.push({ step: last.step, accuracy: last.accuracy, vsLast: null, betterThanLast: false });
   const mean = (p: CurvePoint) => p.accuracy?.estimate ?? -Infinity;
@@ -92,9 +103,14 @@ export function chooseCheckpoint(rule: SelectionRule, points: ReadonlyArray<{ st
   }
   const better = curve.filter((p) => p.betterThanLast);
   const family = `Holm-adjusted over ${earlier.length} comparison${earlier.length === 1 ? "" : "s"} with the last`;
-  if (better.length === 0) return { curve, chosenStep: last.step, why: `no earlier checkpoint is better than the last (step ${last.step}) by its governing test, ${family}` };
+  if (better.length === 0)
+    return { curve, chosenStep: last.step, why: `no earlier checkpoint is better than the last (step ${last.step}) by its governing test, ${family}` };
   const b = highest(better);
-  return { curve, chosenStep: b.step, why: `step ${b.step} beats the last (step ${last.step}) on validation by its governing test (p ${b.vsLast!.pHolm!.toPrecision(2)}, ${family})` };
+  return {
+    curve,
+    chosenStep: b.step,
+    why: `step ${b.step} beats the last (step ${last.step}) on validation by its governing test (p ${b.vsLast!.pHolm!.toPrecision(2)}, ${family})`,
+  };
 }
 
 /**
@@ -103,7 +119,10 @@ export function chooseCheckpoint(rule: SelectionRule, points: ReadonlyArray<{ st
  * limit applied here), less the held-out tail when the held-out prompts come from the dataset (the
  * last held_out.num_prompts rows, default 32: never trained on).
  */
-export function trainedPrompts(request: TrainRequest, jsonlRows: ReadonlyArray<{ prompt: string; split?: string }> | null): { trained: Set<string>; heldOut: number } {
+export function trainedPrompts(
+  request: TrainRequest,
+  jsonlRows: ReadonlyArray<{ prompt: string; split?: string }> | null,
+): { trained: Set<string>; heldOut: number } {
   const ds = request.dataset;
   let rows: Array<{ prompt: string }>;
   if (ds?.source.case === "inline") rows = [...ds.source.value.rows];

@@ -75,7 +75,9 @@ const pp1 = (x: number) => `${(x * 100).toFixed(1)} pp`;
 
 export function planLines(p: Plan): string[] {
   const lines: string[] = [];
-  lines.push(`base accuracy ${(p.pBase * 100).toFixed(1)}% (${p.baseSource}); milestone +${DOWNSTREAM_MIN_DELTA_PP} pp, alpha .05 two-sided, power .8, n >= ${MIN_MILESTONE_TASKS}`);
+  lines.push(
+    `base accuracy ${(p.pBase * 100).toFixed(1)}% (${p.baseSource}); milestone +${DOWNSTREAM_MIN_DELTA_PP} pp, alpha .05 two-sided, power .8, n >= ${MIN_MILESTONE_TASKS}`,
+  );
   for (const s of p.scenarios) {
     const what = s.model === "conversions" ? "conversions only (optimistic)" : "independent errors (pessimistic)";
     const floor = s.requiredN < MIN_MILESTONE_TASKS ? ` (the milestone's floor is ${MIN_MILESTONE_TASKS})` : "";
@@ -84,13 +86,18 @@ export function planLines(p: Plan): string[] {
       const head = `  ${b.split} (${b.n} tasks): MDE ${pp1(b.mde)} (power .8 to reject 0), P(PASS | true +${DOWNSTREAM_MIN_DELTA_PP} pp) = ${b.pPass.toFixed(2)}, P(CONFIRMED) = ${b.pConfirm.toFixed(2)} (simulated)`;
       if (b.detectable) lines.push(`${head}: can detect it`);
       else if (b.n < MIN_MILESTONE_TASKS) lines.push(`${head}: cannot detect it (below the milestone's ${MIN_MILESTONE_TASKS} tasks)`);
-      else lines.push(`${head}: cannot reliably detect it; P(PASS) reaches ${PLAN_PASS_PROBABILITY} from a true +${(b.deltaForPass * 100).toFixed(1)} pp at this n (normal approximation)`);
+      else
+        lines.push(
+          `${head}: cannot reliably detect it; P(PASS) reaches ${PLAN_PASS_PROBABILITY} from a true +${(b.deltaForPass * 100).toFixed(1)} pp at this n (normal approximation)`,
+        );
     }
   }
   const test = p.scenarios.map((s) => s.bySplit.find((b) => b.split === "test"));
   if (test.every((b) => b?.detectable)) lines.push(`verdict: the test split can detect +${DOWNSTREAM_MIN_DELTA_PP} pp under both models.`);
-  else if (test.some((b) => b?.detectable)) lines.push(`verdict: the test split can detect +${DOWNSTREAM_MIN_DELTA_PP} pp only if the adapter's errors overlap the base's; plan for the other model.`);
-  else if (test.some((b) => b && b.n < MIN_MILESTONE_TASKS)) lines.push(`verdict: the test split is too small for the milestone (< ${MIN_MILESTONE_TASKS} tasks); add test tasks.`);
+  else if (test.some((b) => b?.detectable))
+    lines.push(`verdict: the test split can detect +${DOWNSTREAM_MIN_DELTA_PP} pp only if the adapter's errors overlap the base's; plan for the other model.`);
+  else if (test.some((b) => b && b.n < MIN_MILESTONE_TASKS))
+    lines.push(`verdict: the test split is too small for the milestone (< ${MIN_MILESTONE_TASKS} tasks); add test tasks.`);
   else {
     lines.push(
       `verdict: no n gets P(PASS | true +${DOWNSTREAM_MIN_DELTA_PP} pp) to ${PLAN_PASS_PROBABILITY}: PASS needs the estimate itself >= +${DOWNSTREAM_MIN_DELTA_PP} pp, ` +

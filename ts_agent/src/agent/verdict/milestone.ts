@@ -203,7 +203,8 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
   if (!r) return { verdict: "INCONCLUSIVE", reason: "the run has no held-out start/end reward (run.json result)" };
   const absolute = r.endMean - r.startMean;
   const prompts = r.scorablePrompts ?? r.numPrompts;
-  const scorable = r.scorablePrompts !== undefined && r.scorablePrompts !== null && r.scorablePrompts !== r.numPrompts ? ` (${r.scorablePrompts} scorable)` : "";
+  const scorable =
+    r.scorablePrompts !== undefined && r.scorablePrompts !== null && r.scorablePrompts !== r.numPrompts ? ` (${r.scorablePrompts} scorable)` : "";
   const size = `${r.numPrompts} prompt${r.numPrompts === 1 ? "" : "s"}${scorable} x ${r.samplesPerPrompt}`;
   if (prompts < MIN_HELDOUT_PROMPTS) {
     return {
@@ -225,15 +226,15 @@ export function judgeReward(r: RewardEvidence | null): CriterionResult {
     `(95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}, ${size}${testText})`;
   if (Number.isNaN(r.relativeChangeCiLow) || Number.isNaN(r.relativeChangeCiHigh)) return { verdict: "INCONCLUSIVE", reason: `${est}: the CI is undefined` };
   const need = pct(REWARD_MIN_RELATIVE_CHANGE, 0);
-  if (r.relativeChangeCiHigh < REWARD_MIN_RELATIVE_CHANGE) return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.relativeChangeCiHigh)} < ${need}` };
+  if (r.relativeChangeCiHigh < REWARD_MIN_RELATIVE_CHANGE)
+    return { verdict: "FAIL", reason: `${est}: CI upper bound ${pct(r.relativeChangeCiHigh)} < ${need}` };
   // the deterministic test governs "excludes 0" when there is one; the seeded CI only describes
   const zero = governedExcludesZero({ lower: r.relativeChangeCiLow, upper: r.relativeChangeCiHigh }, r.rejects, { interval: "CI", test: r.test ?? "test" });
   const note = zero.disagreement ? `; ${zero.disagreement}` : "";
-  if (zero.excludes && r.relativeChangeCiLow >= REWARD_MIN_RELATIVE_CHANGE) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}${note}` };
+  if (zero.excludes && r.relativeChangeCiLow >= REWARD_MIN_RELATIVE_CHANGE)
+    return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need}${note}` };
   const oc =
-    r.pPassAtThreshold === undefined || r.pPassAtThreshold === null
-      ? ""
-      : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${prompts} prompts`;
+    r.pPassAtThreshold === undefined || r.pPassAtThreshold === null ? "" : `; P(PASS | true ${need}) = ${r.pPassAtThreshold.toFixed(2)} at ${prompts} prompts`;
   const which = r.rejects === undefined || r.rejects === null ? "the CI" : `the ${r.test} (which governs)`;
   if (r.relativeChange >= REWARD_MIN_RELATIVE_CHANGE && zero.excludes) {
     return { verdict: "PASS", reason: `${est}: >= ${need} and ${which} excludes 0 (${POINT_GATE}${oc})${note}` };
@@ -268,7 +269,8 @@ export function downstreamCriterion(d: DownstreamEvidence | null): CriterionResu
   // per-task means that all moved by the same amount give a t interval of width 0: it bounds
   // nothing, so it cannot confirm; the governing test (exact sign test) may still say PASS
   const zeroWidth = d.lower === d.upper;
-  if (rejects && d.lower >= DOWNSTREAM_MIN_DELTA && !zeroWidth) return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
+  if (rejects && d.lower >= DOWNSTREAM_MIN_DELTA && !zeroWidth)
+    return { verdict: "CONFIRMED", reason: `${est}: the CI's lower bound clears ${need} (${test} governs)` };
   const noWidth = zeroWidth
     ? "; the interval has zero width (every task's difference is the same, no spread): it bounds nothing, so it cannot confirm; " +
       "more samples per task or more tasks would give it a width"
@@ -312,9 +314,7 @@ export function judgeMilestone(input: MilestoneInput): MilestoneVerdict {
   const reward: CriterionResult = input.rewardNotApplicable
     ? { verdict: "INCONCLUSIVE", reason: `not applicable: ${input.rewardNotApplicable}` }
     : judgeReward(input.reward);
-  const downstream: CriterionResult = input.adapterChanged
-    ? { verdict: "INCONCLUSIVE", reason: input.adapterChanged }
-    : downstreamCriterion(input.downstream);
+  const downstream: CriterionResult = input.adapterChanged ? { verdict: "INCONCLUSIVE", reason: input.adapterChanged } : downstreamCriterion(input.downstream);
   const parts = (pred: (c: CriterionResult) => boolean) =>
     [
       ["reward", reward],

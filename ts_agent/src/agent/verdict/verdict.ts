@@ -62,8 +62,14 @@ const IDS_SHOWN = 5;
 /** Greedy decoding is deterministic, so the same model and prompts give the same scores: no
  *  task may disagree. With sampling, a task may, but the two must not differ as a whole: the
  *  governing paired test of baseline.json vs the eval's base must not reject 0. */
-export function baseConsistency(baselinePerTask: Record<string, number | null>, evalBasePerTask: Record<string, number | null>, greedy: boolean): BaseConsistency {
-  const ids = Object.keys(evalBasePerTask).filter((id) => Object.prototype.hasOwnProperty.call(baselinePerTask, id)).sort();
+export function baseConsistency(
+  baselinePerTask: Record<string, number | null>,
+  evalBasePerTask: Record<string, number | null>,
+  greedy: boolean,
+): BaseConsistency {
+  const ids = Object.keys(evalBasePerTask)
+    .filter((id) => Object.prototype.hasOwnProperty.call(baselinePerTask, id))
+    .sort();
   const disagreeing = ids.filter((id) => baselinePerTask[id] !== evalBasePerTask[id]);
   let gates: boolean;
   let allowed: string;
@@ -100,7 +106,10 @@ const EVAL_LABELS = { base: "base (this eval)", candidate: ADAPTER_VARIANT };
 /** A split's base vs adapter from its variants' per-task scores and its tasks (for the templates
  *  of the clustered SE, only when every task has one, and the slices). The one computation of an
  *  eval's comparison: eval.json stores none (core/eval-log.ts). */
-export function compareSplit(split: { taskSet: TaskSetRef; variants: VariantSummary[] }, tasks: ReadonlyArray<Pick<LoggedTask, "template" | "slice"> & { id: string }>): SplitComparison {
+export function compareSplit(
+  split: { taskSet: TaskSetRef; variants: VariantSummary[] },
+  tasks: ReadonlyArray<Pick<LoggedTask, "template" | "slice"> & { id: string }>,
+): SplitComparison {
   const base = split.variants.find((v) => v.name === "base");
   const adapter = split.variants.find((v) => v.name === ADAPTER_VARIANT);
   if (!base || !adapter) return { taskSet: split.taskSet, variants: split.variants, comparison: null, bySlice: [] };
@@ -116,7 +125,10 @@ export function compareSplits(log: EvalLog): SplitComparison[] {
   const logged = Object.entries(log.tasks ?? {}).map(([id, t]) => ({ ...t, id }));
   const held = log.heldOutTemplate;
   return [log, ...(held ? [held] : [])].map((s) =>
-    compareSplit(s, logged.filter((t) => t.split === s.taskSet.split)),
+    compareSplit(
+      s,
+      logged.filter((t) => t.split === s.taskSet.split),
+    ),
   );
 }
 
@@ -143,9 +155,23 @@ export interface JudgedComparison {
 export function judgeEvalComparison(log: EvalLog | null, baseline: Baseline | null, runBaseModel = ""): JudgedComparison {
   const adapter = log?.variants.find((v) => v.name === ADAPTER_VARIANT) ?? null;
   const evalBase = log?.variants.find((v) => v.name === "base") ?? null;
-  const out: JudgedComparison = { baselineMatch: { status: "missing" }, comparison: null, splits: [], baseSource: "", baseDisagreements: null, consistency: null, fingerprint: null };
+  const out: JudgedComparison = {
+    baselineMatch: { status: "missing" },
+    comparison: null,
+    splits: [],
+    baseSource: "",
+    baseDisagreements: null,
+    consistency: null,
+    fingerprint: null,
+  };
   if (log && adapter && baseline) {
-    out.fingerprint = compareWithBaseline(baseline, { model: log.model, taskSet: log.taskSet, settings: log.settings, taskIds: evalTaskIds(log), fingerprint: log.fingerprint });
+    out.fingerprint = compareWithBaseline(baseline, {
+      model: log.model,
+      taskSet: log.taskSet,
+      settings: log.settings,
+      taskIds: evalTaskIds(log),
+      fingerprint: log.fingerprint,
+    });
     const reasons = fingerprintGates(out.fingerprint);
     if (evalBase) {
       out.consistency = baseConsistency(baseline.perTask, evalBase.perTask, log.settings.temperature === 0);
@@ -205,7 +231,10 @@ export function adapterCheck(run: Run | null, log: EvalLog | null): AdapterCheck
   const runStep = run.result && run.result.stepsCompleted > 0n ? Number(run.result.stepsCompleted) : null;
   const ev = log.adapter;
   if (!ev || (!ev.sha256 && ev.step === null)) {
-    return { status: "not recorded", text: "eval.json does not record which adapter it scored (an older eval): whether the run's adapter changed since cannot be checked" };
+    return {
+      status: "not recorded",
+      text: "eval.json does not record which adapter it scored (an older eval): whether the run's adapter changed since cannot be checked",
+    };
   }
   const shaDiffers = !!ev.sha256 && !!runSha && ev.sha256 !== runSha;
   const stepDiffers = ev.step !== null && runStep !== null && ev.step !== runStep;

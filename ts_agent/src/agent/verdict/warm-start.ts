@@ -31,8 +31,20 @@ export function warmStartStages(log: EvalLog | null): WarmStartStage[] | null {
   const rl = v(ADAPTER_VARIANT);
   if (!base || !warm || !rl) return null;
   const stages: WarmStartStage[] = [
-    { question: "what the warm start gave", from: "base", to: WARM_START_VARIANT, comparison: compareScores(scoresOf(base.perTask), scoresOf(warm.perTask), { base: "base", candidate: WARM_START_VARIANT }), pHolm: null },
-    { question: "what RL added", from: WARM_START_VARIANT, to: `${WARM_START_VARIANT} + GRPO`, comparison: compareScores(scoresOf(warm.perTask), scoresOf(rl.perTask), { base: WARM_START_VARIANT, candidate: ADAPTER_VARIANT }), pHolm: null },
+    {
+      question: "what the warm start gave",
+      from: "base",
+      to: WARM_START_VARIANT,
+      comparison: compareScores(scoresOf(base.perTask), scoresOf(warm.perTask), { base: "base", candidate: WARM_START_VARIANT }),
+      pHolm: null,
+    },
+    {
+      question: "what RL added",
+      from: WARM_START_VARIANT,
+      to: `${WARM_START_VARIANT} + GRPO`,
+      comparison: compareScores(scoresOf(warm.perTask), scoresOf(rl.perTask), { base: WARM_START_VARIANT, candidate: ADAPTER_VARIANT }),
+      pHolm: null,
+    },
   ];
   const withP = stages.filter((s) => s.comparison.decision?.p !== null && s.comparison.decision?.p !== undefined);
   if (withP.length) holmAdjust(withP.map((s) => s.comparison.decision!.p!)).forEach((p, i) => (withP[i].pHolm = p));

@@ -175,7 +175,14 @@ export function intervalOverRuns(values: ReadonlyArray<number>, options: { confi
   const m = sumOf(values) / n;
   if (n < 2) return { n, mean: m, sd: NaN, lower: NaN, upper: NaN, method: "one run: no interval" };
   if (noSpread(values)) {
-    return { n, mean: m, sd: 0, lower: NaN, upper: NaN, method: `no interval: the ${n} runs have no spread (equal up to rounding), and a zero-width interval would read certainty` };
+    return {
+      n,
+      mean: m,
+      sd: 0,
+      lower: NaN,
+      upper: NaN,
+      method: `no interval: the ${n} runs have no spread (equal up to rounding), and a zero-width interval would read certainty`,
+    };
   }
   const sd = Math.sqrt(sumSquaredDeviations(values, m) / (n - 1));
   const half = (studentTQuantile(1 - (1 - confidence) / 2, n - 1) * sd) / Math.sqrt(n);

@@ -4,7 +4,7 @@
  * the conventions, the PRNG and the percentile rule are documented once, in index.ts.
  */
 
-const LN2_HI = 6.93147180369123816490e-1; // high bits of ln 2 (fdlibm), k * LN2_HI is exact
+const LN2_HI = 6.9314718036912381649e-1; // high bits of ln 2 (fdlibm), k * LN2_HI is exact
 const LN2_LO = 1.90821492927058770002e-10;
 const INV_LN2 = 1.4426950408889634;
 export const SQRT1_2 = 0.7071067811865476;
@@ -98,7 +98,7 @@ export function log(x: number): number {
 }
 
 // atan(0.5), atan(1), atan(1.5), atan(inf) as hi + lo (fdlibm's atanhi/atanlo)
-const ATAN_HI = [4.63647609000806093515e-1, 7.85398163397448278999e-1, 9.82793723247329054082e-1, 1.570796326794896558e0];
+const ATAN_HI = [4.63647609000806093515e-1, 7.85398163397448278999e-1, 9.82793723247329054082e-1, 1.570796326794896558];
 const ATAN_LO = [2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17, 6.12323399573676603587e-17];
 const ATAN_COEF: number[] = (() => {
   const c: number[] = [];

@@ -55,7 +55,16 @@ export { mcnemarExactP, pairedComparison, pairedBootstrapCI, tangoScoreInterval 
 export type { RelativeChange } from "./resampling.js";
 export { bootstrapMeanCI, relativeChangeCI } from "./resampling.js";
 export type { OperatingCharacteristic, PairedProportionGate, SimulatedOperatingCharacteristic, PlannedPairedSd } from "./power.js";
-export { requiredNForDelta, minimumDetectableEffect, operatingCharacteristic, pairedProportionGate, GATE_SIMULATION_DRAWS, GATE_SIMULATION_SEED, simulatedOperatingCharacteristic, plannedPairedSd } from "./power.js";
+export {
+  requiredNForDelta,
+  minimumDetectableEffect,
+  operatingCharacteristic,
+  pairedProportionGate,
+  GATE_SIMULATION_DRAWS,
+  GATE_SIMULATION_SEED,
+  simulatedOperatingCharacteristic,
+  plannedPairedSd,
+} from "./power.js";
 export type { ClusteredMean } from "./multiplicity.js";
 export { passAtK, holmAdjust, clusteredMeanSE } from "./multiplicity.js";
 export type { Label, KappaWeights, CohenKappa, FleissKappa, KendallW } from "./agreement.js";

@@ -100,11 +100,7 @@ function bigIntTimesPow2(num: bigint, e: number): number {
  * mean difference b - a, its SE, normal and t intervals, Pearson correlation, and for 0/1 scores
  * the discordant counts with the exact McNemar p. Needs n >= 2.
  */
-export function pairedComparison(
-  a: ReadonlyArray<number>,
-  b: ReadonlyArray<number>,
-  options: { confidence?: number } = {},
-): PairedComparison {
+export function pairedComparison(a: ReadonlyArray<number>, b: ReadonlyArray<number>, options: { confidence?: number } = {}): PairedComparison {
   checkPair(a, b, 2);
   const confidence = checkProbability("confidence", options.confidence ?? 0.95);
   const n = a.length;

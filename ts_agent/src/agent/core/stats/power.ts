@@ -64,12 +64,7 @@ export interface OperatingCharacteristic {
  * pConfirm = Phi((trueDelta - threshold - z se) / se). At trueDelta = threshold and a large n,
  * pPass tends to 1/2: a point-estimate gate. With sdDiff = 0 both are 0 or 1. Default alpha 0.05.
  */
-export function operatingCharacteristic(
-  trueDelta: number,
-  sdDiff: number,
-  n: number,
-  options: { threshold: number; alpha?: number },
-): OperatingCharacteristic {
+export function operatingCharacteristic(trueDelta: number, sdDiff: number, n: number, options: { threshold: number; alpha?: number }): OperatingCharacteristic {
   checkNumber("trueDelta", trueDelta);
   checkNumber("sdDiff", sdDiff);
   if (sdDiff < 0) fail("out_of_range", `sdDiff must be >= 0, got ${sdDiff}`);

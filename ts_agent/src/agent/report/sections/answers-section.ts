@@ -28,11 +28,14 @@ function splitLines(s: SplitAnswers): string[] {
   out.push(
     table(
       ["answer", ...names],
-      labels.map((l) => [l, ...s.distributions.map((d) => {
-        if (l === OTHERS) return `${rest(d)} (${pct0(rest(d) / (d.tasks || 1))})`;
-        const x = d.shares.find((y) => y.label === l);
-        return x ? `${x.count} (${pct0(x.share)})` : "0";
-      })]),
+      labels.map((l) => [
+        l,
+        ...s.distributions.map((d) => {
+          if (l === OTHERS) return `${rest(d)} (${pct0(rest(d) / (d.tasks || 1))})`;
+          const x = d.shares.find((y) => y.label === l);
+          return x ? `${x.count} (${pct0(x.share)})` : "0";
+        }),
+      ]),
     ),
   );
   out.push("");
@@ -45,7 +48,12 @@ function splitLines(s: SplitAnswers): string[] {
   out.push("");
   for (const v of s.confusion?.variants ?? []) {
     out.push(`Confusion matrix, ${v.name} (rows: gold label; columns: answer):`, "");
-    out.push(table(["gold \\ answer", ...s.confusion!.answers], v.matrix.map((row, i) => [s.confusion!.gold[i], ...row.map(String)])));
+    out.push(
+      table(
+        ["gold \\ answer", ...s.confusion!.answers],
+        v.matrix.map((row, i) => [s.confusion!.gold[i], ...row.map(String)]),
+      ),
+    );
     out.push("");
   }
   return out;
@@ -66,7 +74,8 @@ export const answers: ReportSection = (input, a) => {
   );
   out.push("");
   if (a.answers.closed && a.answersPlotNote) out.push(`_${CONFUSION_PNG} not drawn: ${a.answersPlotNote}. The tables below hold the same counts._`, "");
-  else if (a.answers.closed && input.files.includes(CONFUSION_PNG)) out.push(`![confusion matrices, gold label x answer, ${a.answers.splits[0].split} split](${CONFUSION_PNG})`, "");
+  else if (a.answers.closed && input.files.includes(CONFUSION_PNG))
+    out.push(`![confusion matrices, gold label x answer, ${a.answers.splits[0].split} split](${CONFUSION_PNG})`, "");
   for (const s of a.answers.splits) out.push(...splitLines(s));
   return out;
 };

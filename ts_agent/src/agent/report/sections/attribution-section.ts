@@ -11,7 +11,9 @@ export const attribution: ReportSection = (input, a) => {
   out.push(`The table, each row's conditions and thresholds: [docs/attribution.md](${docs}/attribution.md).`);
   out.push("");
   if (a.preference) {
-    out.push("_Not applicable to a ranked-preference run: the table reads GRPO's reward curve, KL and frac_reward_zero_std. See the ranked-preference section._");
+    out.push(
+      "_Not applicable to a ranked-preference run: the table reads GRPO's reward curve, KL and frac_reward_zero_std. See the ranked-preference section._",
+    );
     out.push("");
   }
   out.push("What the curves show:");
@@ -27,14 +29,18 @@ export const attribution: ReportSection = (input, a) => {
       out.push("Nearest rows (every condition held but one; read together, they say what this run looks like):");
       out.push("");
       for (const x of near) {
-        out.push(`- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}** (likely cause _${x.row.likelyCause}_; next change _${x.row.nextChange}_): every condition held except this run's "${x.missed[0]}".`);
+        out.push(
+          `- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}** (likely cause _${x.row.likelyCause}_; next change _${x.row.nextChange}_): every condition held except this run's "${x.missed[0]}".`,
+        );
       }
     }
   } else {
     out.push("Rows that fired:");
     out.push("");
     for (const x of fired) {
-      out.push(`- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}**: likely cause _${x.row.likelyCause}_; next change: _${x.row.nextChange}_ (${x.evidence}).`);
+      out.push(
+        `- **${x.row.curve} / KL ${x.row.kl} / frac_reward_zero_std ${x.row.fracZeroStd}**: likely cause _${x.row.likelyCause}_; next change: _${x.row.nextChange}_ (${x.evidence}).`,
+      );
     }
   }
   out.push("");

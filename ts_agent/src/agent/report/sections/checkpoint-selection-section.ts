@@ -30,17 +30,22 @@ export const selectionSection: ReportSection = (input) => {
     "",
   );
   const last = sel.curve[sel.curve.length - 1]?.step;
-  out.push(table(["step", "validation exact match", `step - last (step ${last})`, "95% decision interval", "better than last", ""], [
-    ["0 (base)", pct(sel.validation.base), "-", "-", "-", ""],
-    ...sel.curve.map((p) => [
-      String(p.step),
-      pct(p.accuracy),
-      p.vsLast?.meanDiff === null || p.vsLast?.meanDiff === undefined ? "-" : pp(p.vsLast.meanDiff),
-      p.vsLast?.decision ? `${pp(p.vsLast.decision.lower)} to ${pp(p.vsLast.decision.upper)} (${p.vsLast.decision.test}${holm(p.vsLast.pHolm)})` : "-",
-      p.vsLast ? (p.betterThanLast ? "yes" : "no") : "-",
-      p.step === sel.chosenStep ? "**chosen**" : "",
-    ]),
-  ]));
+  out.push(
+    table(
+      ["step", "validation exact match", `step - last (step ${last})`, "95% decision interval", "better than last", ""],
+      [
+        ["0 (base)", pct(sel.validation.base), "-", "-", "-", ""],
+        ...sel.curve.map((p) => [
+          String(p.step),
+          pct(p.accuracy),
+          p.vsLast?.meanDiff === null || p.vsLast?.meanDiff === undefined ? "-" : pp(p.vsLast.meanDiff),
+          p.vsLast?.decision ? `${pp(p.vsLast.decision.lower)} to ${pp(p.vsLast.decision.upper)} (${p.vsLast.decision.test}${holm(p.vsLast.pHolm)})` : "-",
+          p.vsLast ? (p.betterThanLast ? "yes" : "no") : "-",
+          p.step === sel.chosenStep ? "**chosen**" : "",
+        ]),
+      ],
+    ),
+  );
   const t = sel.test;
   if (input.files.includes(SELECTION_SVG)) out.push("", `![validation exact match per checkpoint, the chosen one in red](${SELECTION_SVG})`);
   out.push(
@@ -48,7 +53,8 @@ export const selectionSection: ReportSection = (input) => {
     `Chosen: **step ${sel.chosenStep}** (${sel.why}).`,
     "",
     `On test (${t.n} tasks of ${t.taskSet}): base ${pct(t.base)}, step ${sel.chosenStep} ${pct(t.chosen)}; difference ${t.meanDiff === null ? "-" : pp(t.meanDiff)}` +
-      (t.decision ? ` (95% decision interval ${pp(t.decision.lower)} to ${pp(t.decision.upper)}, ${t.decision.test})` : "") + ".",
+      (t.decision ? ` (95% decision interval ${pp(t.decision.lower)} to ${pp(t.decision.upper)}, ${t.decision.test})` : "") +
+      ".",
     "",
     "The test number is untouched by the choice: the checkpoint was chosen on validation only, and test was evaluated once, after selection.",
     "",

@@ -18,7 +18,13 @@ import { f3, pct1, table } from "../markdown.js";
 /** What the task set cannot have, each with the field that would enable it (older logs: none). */
 export function taskSetSkips(ref: TaskSetRef): string[] {
   if (ref.hasTemplates === undefined) return [];
-  return skippedFeatures({ labels: ref.labels ?? null, hasTemplates: ref.hasTemplates, hasSlices: true, sliceField: ref.sliceField ?? "slice", labelField: ref.labelField ?? "label" });
+  return skippedFeatures({
+    labels: ref.labels ?? null,
+    hasTemplates: ref.hasTemplates,
+    hasSlices: true,
+    sliceField: ref.sliceField ?? "slice",
+    labelField: ref.labelField ?? "label",
+  });
 }
 
 function splitRow(label: string, n: number, c: Comparison | null | undefined, variants: EvalLog["variants"]): string[] {
@@ -75,7 +81,11 @@ function splitsSection(ev: EvalLog, splits: ReadonlyArray<SplitComparison>): str
       t.baseAccuracy === null ? "-" : pct1(t.baseAccuracy),
       t.adapterAccuracy === null ? "-" : pct1(t.adapterAccuracy),
       t.delta === null ? "-" : pp(t.delta),
-      t.lower === null || t.upper === null ? (t.test === NO_VARIANCE_TEST || t.test === UNDEFINED_TEST ? "- (no variance)" : "-") : `${pp(t.lower)} to ${pp(t.upper)}`,
+      t.lower === null || t.upper === null
+        ? t.test === NO_VARIANCE_TEST || t.test === UNDEFINED_TEST
+          ? "- (no variance)"
+          : "-"
+        : `${pp(t.lower)} to ${pp(t.upper)}`,
       t.p === null ? (t.test === UNDEFINED_TEST ? UNDEFINED_TEST : "-") : `${t.p.toPrecision(2)}${t.test === NO_VARIANCE_TEST ? ` (${NO_VARIANCE_TEST})` : ""}`,
       t.pHolm === null ? "-" : t.pHolm.toPrecision(2),
     ]);
@@ -121,13 +131,22 @@ function fingerprintSection(a: Parameters<ReportSection>[1]): string[] {
   out.push(
     table(
       ["field", "baseline.json", "this eval", "a difference", "status"],
-      a.fingerprint.map((r) => [r.field, r.baseline, r.eval, r.effect, r.status === "differs" ? `**differs**${r.note ? ` (${r.note})` : ""}` : r.note && r.status !== "same" ? `${r.status}: ${r.note}` : r.status]),
+      a.fingerprint.map((r) => [
+        r.field,
+        r.baseline,
+        r.eval,
+        r.effect,
+        r.status === "differs" ? `**differs**${r.note ? ` (${r.note})` : ""}` : r.note && r.status !== "same" ? `${r.status}: ${r.note}` : r.status,
+      ]),
     ),
   );
   out.push("");
   const unchecked = fingerprintUnchecked(a.fingerprint);
   if (unchecked.length) {
-    out.push(`Fingerprint incomplete: ${unchecked.join(", ")} not recorded on one side (a file written before the fingerprint existed), so these checks could not be made; they do not gate.`, "");
+    out.push(
+      `Fingerprint incomplete: ${unchecked.join(", ")} not recorded on one side (a file written before the fingerprint existed), so these checks could not be made; they do not gate.`,
+      "",
+    );
   }
   const warnings = fingerprintWarnings(a.fingerprint);
   if (warnings.length) out.push(`Warning: ${warnings.join("; ")} (shown, does not gate).`, "");
@@ -144,7 +163,14 @@ function selfComparison(what: string): boolean {
 function agreementRows(list: Array<Agreement | null>): string[][] {
   return list
     .filter((a): a is Agreement => a !== null)
-    .map((a) => [a.what, String(a.n), pct1(a.observedAgreement), a.kappa === null ? "undefined" : a.kappa.toFixed(3), a.se === null ? "-" : a.se.toFixed(3), a.note]);
+    .map((a) => [
+      a.what,
+      String(a.n),
+      pct1(a.observedAgreement),
+      a.kappa === null ? "undefined" : a.kappa.toFixed(3),
+      a.se === null ? "-" : a.se.toFixed(3),
+      a.note,
+    ]);
 }
 
 export const downstream: ReportSection = (input, a) => {
@@ -185,7 +211,8 @@ export const downstream: ReportSection = (input, a) => {
   out.push(table(["variant", `${graders[0]} accuracy (95% CI)`, "tasks", ...graders.slice(1).map((gname) => `${gname} mean`)], accRows));
   out.push("");
   const c = a.comparison;
-  if (c?.paired && c.bootstrap) out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null, a.downstream?.powerMethod));
+  if (c?.paired && c.bootstrap)
+    out.push(...comparisonTable(c, a.baseSource, a.downstream?.pPassAtThreshold ?? null, a.downstream?.pConfirmAtThreshold ?? null, a.downstream?.powerMethod));
   else out.push(`_No paired comparison: ${c ? c.requiredNNote : "the eval has no base or no adapter variant"}._`);
   out.push("");
   out.push(...fingerprintSection(a));
@@ -224,7 +251,16 @@ function comparisonTable(c: Comparison, baseSource: string, pPass: number | null
   ];
   if (dec) {
     rows.push([`**95% CI, ${dec.method} (the decision interval)**`, `**${decisionInterval(dec)}**`]);
-    rows.push([`**governing test: ${dec.test}**`, dec.p === null ? (dec.test === UNDEFINED_TEST ? "p undefined: every difference is 0" : dec.rejects ? "rejects 0 (alpha .05)" : "does not reject 0 (alpha .05)") : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`]);
+    rows.push([
+      `**governing test: ${dec.test}**`,
+      dec.p === null
+        ? dec.test === UNDEFINED_TEST
+          ? "p undefined: every difference is 0"
+          : dec.rejects
+            ? "rejects 0 (alpha .05)"
+            : "does not reject 0 (alpha .05)"
+        : `p = ${dec.p.toPrecision(3)}: ${dec.rejects ? "rejects" : "does not reject"} 0 (alpha .05)`,
+    ]);
   }
   // The bootstrap's Monte Carlo error on a 2.5% quantile is ~sqrt(q(1-q)/R)/f(x): about 0.1 pp here,
   // so it is shown to 0.1 pp and never decides.
@@ -235,7 +271,10 @@ function comparisonTable(c: Comparison, baseSource: string, pPass: number | null
     rows.push(["discordant pairs", `base right & adapter wrong ${p.discordant.b}, base wrong & adapter right ${p.discordant.c}`]);
     rows.push(["exact McNemar p (two-sided)", p.mcnemarP.toPrecision(3)]);
   }
-  rows.push(["required n for the observed delta (alpha .05 two-sided, power .8)", c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`]);
+  rows.push([
+    "required n for the observed delta (alpha .05 two-sided, power .8)",
+    c.requiredN === null ? `- (${c.requiredNNote})` : `${c.requiredN}${c.requiredNNote ? ` (${c.requiredNNote})` : ""}`,
+  ]);
   rows.push([`minimum detectable effect at n=${c.n}`, c.mde === null ? "- (the differences have no spread)" : pp(c.mde).replace("+", "")]);
   if (c.clustered) {
     rows.push([

@@ -18,7 +18,9 @@ export const SHOWN_EPISODES = { won: 1, lost: 1, changed: 1 } as const;
 export const MAX_MESSAGE_CHARS = 400;
 
 type Sample = Parameters<typeof loggedEpisode>[0];
-interface ResultJson { variants?: Array<{ name: string; tasks?: Array<{ taskId: string; samples?: Sample[] }> }> }
+interface ResultJson {
+  variants?: Array<{ name: string; tasks?: Array<{ taskId: string; samples?: Sample[] }> }>;
+}
 
 /** Every variant's episodes by task id, from the log's `result`. */
 export function episodesByTask(log: EvalLog): Map<string, Map<string, LoggedEpisode[]>> {
@@ -30,7 +32,15 @@ export function episodesByTask(log: EvalLog): Map<string, Map<string, LoggedEpis
 }
 
 /** Per-episode means of one variant's episodes. */
-export function episodeMeans(episodes: Iterable<LoggedEpisode[]>): { episodes: number; turns: number; toolCalls: number; toolErrors: number; unknownToolCalls: number; malformedCalls: number; limitsHit: number } {
+export function episodeMeans(episodes: Iterable<LoggedEpisode[]>): {
+  episodes: number;
+  turns: number;
+  toolCalls: number;
+  toolErrors: number;
+  unknownToolCalls: number;
+  malformedCalls: number;
+  limitsHit: number;
+} {
   const all = [...episodes].flat();
   const mean = (f: (e: LoggedEpisode) => number) => (all.length ? all.reduce((s, e) => s + f(e), 0) / all.length : NaN);
   return {
@@ -51,10 +61,15 @@ function transcript(e: LoggedEpisode | undefined): string[] {
     .map((m) => {
       const calls = (m.tool_calls ?? []).map((c) => ` -> ${c.function.name}(${JSON.stringify(c.function.arguments)})`).join("");
       const text = Array.from(m.content.replace(/\n/g, " "));
-      const shown = text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS).join("")} [cut at ${MAX_MESSAGE_CHARS} of ${text.length} characters]` : text.join("");
+      const shown =
+        text.length > MAX_MESSAGE_CHARS
+          ? `${text.slice(0, MAX_MESSAGE_CHARS).join("")} [cut at ${MAX_MESSAGE_CHARS} of ${text.length} characters]`
+          : text.join("");
       return `${m.role}${m.name ? ` (${m.name})` : ""}: ${shown}${calls}`;
     });
-  const scores = Object.entries(e.scores).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toFixed(2)}`).join(", ");
+  const scores = Object.entries(e.scores)
+    .map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toFixed(2)}`)
+    .join(", ");
   return fenced(`${lines.join("\n")}\n[ended by ${e.endedBy || "?"}; ${scores}]`, 100_000);
 }
 
@@ -63,8 +78,16 @@ function transcript(e: LoggedEpisode | undefined): string[] {
 function baseTranscripts(log: EvalLog, base: Map<string, LoggedEpisode[]>, primary: string): string[] {
   const scores = log.variants.find((v) => v.name === "base")?.perTask ?? {};
   const ids = [...base.keys()].filter((id) => typeof scores[id] === "number");
-  const out = ["## Transcripts", "", `The base alone: the first task it solved and the first it did not (\`${primary}\`'s per-task score, ${ids.length} tasks); every episode is in eval.json (\`result\`).`, ""];
-  for (const [title, id] of [["Solved", ids.find((i) => (scores[i] as number) >= 0.5)], ["Not solved", ids.find((i) => (scores[i] as number) < 0.5)]] as const) {
+  const out = [
+    "## Transcripts",
+    "",
+    `The base alone: the first task it solved and the first it did not (\`${primary}\`'s per-task score, ${ids.length} tasks); every episode is in eval.json (\`result\`).`,
+    "",
+  ];
+  for (const [title, id] of [
+    ["Solved", ids.find((i) => (scores[i] as number) >= 0.5)],
+    ["Not solved", ids.find((i) => (scores[i] as number) < 0.5)],
+  ] as const) {
     out.push(`### ${title}${id ? `: ${id}` : ""}`, "", ...(id ? transcript(base.get(id)?.[0]) : ["(none in this eval)"]), "");
   }
   return out;
@@ -92,16 +115,19 @@ export const episodes: ReportSection = (input) => {
       `limits: ${log.agentTask.limits.maxTurns} turns, ${log.agentTask.limits.maxToolCalls} tool calls, ${log.agentTask.limits.toolTimeoutMs} ms per call, ` +
       `${log.agentTask.limits.maxToolOutputChars} characters of tool output. Success is the primary scorer \`${primary}\` (per-task mean over ${log.settings.samplesPerTask} episode(s)); the rest are means per episode.`,
     "",
-    table(["per episode", ...variants], [
-      row(`success (${primary})`, (i) => p(success[i])),
-      row("turns", (i) => f2(means[i].turns)),
-      row("tool calls", (i) => f2(means[i].toolCalls)),
-      row("tool errors", (i) => f2(means[i].toolErrors)),
-      row("calls to unknown tools", (i) => f2(means[i].unknownToolCalls)),
-      row("malformed calls", (i) => f2(means[i].malformedCalls)),
-      row("limits hit", (i) => p(means[i].limitsHit)),
-      row("episodes", (i) => String(means[i].episodes)),
-    ]),
+    table(
+      ["per episode", ...variants],
+      [
+        row(`success (${primary})`, (i) => p(success[i])),
+        row("turns", (i) => f2(means[i].turns)),
+        row("tool calls", (i) => f2(means[i].toolCalls)),
+        row("tool errors", (i) => f2(means[i].toolErrors)),
+        row("calls to unknown tools", (i) => f2(means[i].unknownToolCalls)),
+        row("malformed calls", (i) => f2(means[i].malformedCalls)),
+        row("limits hit", (i) => p(means[i].limitsHit)),
+        row("episodes", (i) => String(means[i].episodes)),
+      ],
+    ),
     "",
   ];
   if (base && !adapter) return [...out, ...baseTranscripts(log, base, primary)];
@@ -124,7 +150,18 @@ export const episodes: ReportSection = (input) => {
   const show = (title: string, none: string, picked: string[], n: number) => {
     if (picked.length === 0) out.push(`### ${title}`, "", `(none: ${none})`, "");
     for (const id of picked.slice(0, n)) {
-      out.push(`### ${title}: ${id}`, "", `Base (${primary} ${b[id]}):`, "", ...transcript(base.get(id)?.[0]), "", `Adapter (${primary} ${a[id]}):`, "", ...transcript(adapter.get(id)?.[0]), "");
+      out.push(
+        `### ${title}: ${id}`,
+        "",
+        `Base (${primary} ${b[id]}):`,
+        "",
+        ...transcript(base.get(id)?.[0]),
+        "",
+        `Adapter (${primary} ${a[id]}):`,
+        "",
+        ...transcript(adapter.get(id)?.[0]),
+        "",
+      );
     }
   };
   show("Won by the adapter", "the adapter won no task", won, SHOWN_EPISODES.won);

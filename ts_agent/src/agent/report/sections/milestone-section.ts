@@ -1,12 +1,6 @@
 /** The milestone verdict: each criterion with its threshold, verdict and numbers, the baseline's
  *  state, the headline, and how to read it (rules: docs/verdict.md). */
-import {
-  DOWNSTREAM_MIN_DELTA_PP,
-  MIN_HELDOUT_PROMPTS,
-  MIN_MILESTONE_TASKS,
-  REWARD_MIN_RELATIVE_CHANGE,
-  pct,
-} from "../../verdict/milestone.js";
+import { DOWNSTREAM_MIN_DELTA_PP, MIN_HELDOUT_PROMPTS, MIN_MILESTONE_TASKS, REWARD_MIN_RELATIVE_CHANGE, pct } from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { table } from "../markdown.js";
 import { POWER_CSV, POWER_SVG } from "../power-curve.js";
@@ -33,15 +27,15 @@ export const milestone: ReportSection = (input, a) => {
         a.baselineMatch.status === "own"
           ? ["baseline", "the run's own", "OWN", a.baselineMatch.text]
           : [
-          "baseline.json",
-          "present and matching",
-          a.baselineMatch.status === "match" ? "OK" : "GATED",
-          (a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status) +
-            (input.baseline ? `; ${input.runsJudged.length} run(s) judged on it` : "") +
-            (input.baseline?.replaced
-              ? `; it REPLACED the baseline of ${input.baseline.replaced.previousDate} (${input.baseline.replaced.runsJudgedOnPrevious} run(s) had been judged on that one): "${input.baseline.replaced.reason}"`
-              : ""),
-        ],
+              "baseline.json",
+              "present and matching",
+              a.baselineMatch.status === "match" ? "OK" : "GATED",
+              (a.baselineMatch.status === "mismatch" ? a.baselineMatch.reasons.join("; ") : a.baselineMatch.status) +
+                (input.baseline ? `; ${input.runsJudged.length} run(s) judged on it` : "") +
+                (input.baseline?.replaced
+                  ? `; it REPLACED the baseline of ${input.baseline.replaced.previousDate} (${input.baseline.replaced.runsJudgedOnPrevious} run(s) had been judged on that one): "${input.baseline.replaced.reason}"`
+                  : ""),
+            ],
       ],
     ),
   );

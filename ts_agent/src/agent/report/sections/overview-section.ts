@@ -102,7 +102,9 @@ export const overview: ReportSection = (input, a) => {
   out.push("");
   out.push(`Generated ${input.now.toISOString()} by \`agent report\`. Run state: ${run ? RunState[run.state] : "unknown"}, ended ${dateOf(run)}.`);
   out.push(codeLine(input.evalLog?.fingerprint?.code?.sidecar));
-  out.push("Accuracies and exact-match scores are fractions; differences in accuracy are in percentage points (pp); relative changes in %; a reward is a weighted sum (its range below).");
+  out.push(
+    "Accuracies and exact-match scores are fractions; differences in accuracy are in percentage points (pp); relative changes in %; a reward is a weighted sum (its range below).",
+  );
   out.push("");
   out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
   out.push("");
@@ -125,7 +127,11 @@ export const overview: ReportSection = (input, a) => {
         `; base model ${run.request?.baseModel || "(embedded default)"}.`,
     );
     out.push("");
-    if (!p) out.push(...rewardsLines(run.request, { grader: input.evalLog?.fingerprint?.grader ?? "exact_match", taskFile: input.evalLog?.taskSet.path ?? null }), "");
+    if (!p)
+      out.push(
+        ...rewardsLines(run.request, { grader: input.evalLog?.fingerprint?.grader ?? "exact_match", taskFile: input.evalLog?.taskSet.path ?? null }),
+        "",
+      );
   }
   if (input.warnings.length) {
     out.push("Warnings the sidecar raised during training:");

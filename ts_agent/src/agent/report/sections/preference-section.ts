@@ -22,11 +22,41 @@ export const preferenceSection: ReportSection = (_input, a) => {
     table(
       ["metric", "step 0", "end", "95% CI", "what it is"],
       [
-        ["pairwise accuracy", num(p.startPairwise), num(p.endPairwise), `${ci(p.endPairwiseCi)} (bootstrap over groups)`, "share of ordered pairs whose better response scores higher (ties 1/2)"],
-        ["pairwise accuracy, end - step 0", "", `${p.change >= 0 ? "+" : ""}${num(p.change)}`, `${ci(p.changeCi)} (paired bootstrap over groups, 2000 resamples, seed 0)`, "the learning signal"],
-        ["group win rate", "", num(p.groupWinRate), p.groupWinRateCi ? `${ci(p.groupWinRateCi)} (${p.groupWinRateMethod})` : "-", "share of groups whose top-scored response is in the human top 2"],
-        ["win margin", "", num(p.winMargin), p.winMarginCi ? `${ci(p.winMarginCi)} (percentile bootstrap over groups, 2000 resamples, seed 0)` : "- (no per-group margins from the sidecar)", "mean human-rank gap between the model's pick and its runner-up"],
-        ["preference consistency", "", num(p.consistency), p.consistencyCi ? `${ci(p.consistencyCi)} (percentile bootstrap over prompts, 2000 resamples, seed 0)` : "- (no per-prompt values from the sidecar)", "mean sd of the implicit score across repeated scoring passes (lower = more consistent)"],
+        [
+          "pairwise accuracy",
+          num(p.startPairwise),
+          num(p.endPairwise),
+          `${ci(p.endPairwiseCi)} (bootstrap over groups)`,
+          "share of ordered pairs whose better response scores higher (ties 1/2)",
+        ],
+        [
+          "pairwise accuracy, end - step 0",
+          "",
+          `${p.change >= 0 ? "+" : ""}${num(p.change)}`,
+          `${ci(p.changeCi)} (paired bootstrap over groups, 2000 resamples, seed 0)`,
+          "the learning signal",
+        ],
+        [
+          "group win rate",
+          "",
+          num(p.groupWinRate),
+          p.groupWinRateCi ? `${ci(p.groupWinRateCi)} (${p.groupWinRateMethod})` : "-",
+          "share of groups whose top-scored response is in the human top 2",
+        ],
+        [
+          "win margin",
+          "",
+          num(p.winMargin),
+          p.winMarginCi ? `${ci(p.winMarginCi)} (percentile bootstrap over groups, 2000 resamples, seed 0)` : "- (no per-group margins from the sidecar)",
+          "mean human-rank gap between the model's pick and its runner-up",
+        ],
+        [
+          "preference consistency",
+          "",
+          num(p.consistency),
+          p.consistencyCi ? `${ci(p.consistencyCi)} (percentile bootstrap over prompts, 2000 resamples, seed 0)` : "- (no per-prompt values from the sidecar)",
+          "mean sd of the implicit score across repeated scoring passes (lower = more consistent)",
+        ],
       ],
     ),
   );
@@ -40,7 +70,9 @@ export const preferenceSection: ReportSection = (_input, a) => {
     out.push("");
   }
   if (p.groups < MIN_HELDOUT_PROMPTS) {
-    out.push(`_Only ${p.groups} held-out groups: too few for these intervals to mean much (raise preference.num_held_out_groups to >= ${MIN_HELDOUT_PROMPTS})._`);
+    out.push(
+      `_Only ${p.groups} held-out groups: too few for these intervals to mean much (raise preference.num_held_out_groups to >= ${MIN_HELDOUT_PROMPTS})._`,
+    );
     out.push("");
   }
   return out;

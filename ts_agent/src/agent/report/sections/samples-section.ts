@@ -59,7 +59,10 @@ const score = (x: number) => (Number.isNaN(x) ? "unscorable" : Number.isInteger(
 /** "exact_match 1, format 0" in the log's grader order (the primary first). */
 function grades(sample: GradedSample, graders: string[]): string {
   const names = [...graders, ...Object.keys(sample.scores).filter((k) => !graders.includes(k))];
-  return names.filter((n) => n in sample.scores).map((n) => `${n} ${score(sample.scores[n])}`).join(", ");
+  return names
+    .filter((n) => n in sample.scores)
+    .map((n) => `${n} ${score(sample.scores[n])}`)
+    .join(", ");
 }
 
 function expected(task: LoggedTask | undefined): string {

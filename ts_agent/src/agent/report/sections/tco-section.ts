@@ -36,7 +36,16 @@ export const tco: ReportSection = (input, a) => {
   );
   out.push("");
   if (a.compute) out.push(...renderCompute(a.compute, input.run?.request?.grpo?.numGenerations ?? 0), "");
-  out.push(table(["", "PPO", "GRPO (this project)"], tcoQualitative((input.run?.request?.rewards?.length ? input.run.request.rewards : SIDECAR_DEFAULT_REWARDS).map((r) => r.name)).map((q) => [q.aspect, q.ppo, q.grpo])));
+  out.push(
+    table(
+      ["", "PPO", "GRPO (this project)"],
+      tcoQualitative((input.run?.request?.rewards?.length ? input.run.request.rewards : SIDECAR_DEFAULT_REWARDS).map((r) => r.name)).map((q) => [
+        q.aspect,
+        q.ppo,
+        q.grpo,
+      ]),
+    ),
+  );
   out.push("");
   return out;
 };
@@ -57,7 +66,11 @@ function renderCompute(c: ComputeSide, numGenerations: number): string[] {
       ["", "s per step", "share of this run's step"],
       [
         [`GRPO pays: generation of ${g} rollouts per prompt (measured)`, (c.generationShare * c.stepSeconds).toFixed(4), pct(c.generationShare)],
-        ["PPO would add: a policy-sized critic's value forward on the rollout + forward and backward in the update (estimated: 2 x forward + backward as measured here)", c.criticSeconds.toFixed(4), `+${pct(c.criticShare)}`],
+        [
+          "PPO would add: a policy-sized critic's value forward on the rollout + forward and backward in the update (estimated: 2 x forward + backward as measured here)",
+          c.criticSeconds.toFixed(4),
+          `+${pct(c.criticShare)}`,
+        ],
       ],
     ),
     "",

@@ -26,13 +26,28 @@ export const warmStart: ReportSection = (input) => {
       `(\`${log.settings.graders[0]?.name}\`, the task as the unit). Each step is a paired comparison (its decision interval and governing test, as the milestone's); ` +
       "the two p-values are Holm-adjusted together.",
     "",
-    table(["variant", "success"], [["base", acc("base")], ["warm start", acc("warm-start")], ["warm start + GRPO", acc("adapter")]]),
+    table(
+      ["variant", "success"],
+      [
+        ["base", acc("base")],
+        ["warm start", acc("warm-start")],
+        ["warm start + GRPO", acc("adapter")],
+      ],
+    ),
     "",
     table(
       ["question", "from -> to", "delta", "95% interval", "governing test", "p", "p (Holm, 2)"],
       stages.map((s) => {
         const d = s.comparison.decision;
-        return [s.question, `${s.from} -> ${s.to}`, s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-", d ? `${decisionInterval(d)} (${d.method})` : "-", d?.test ?? "-", p(d?.p), p(s.pHolm)];
+        return [
+          s.question,
+          `${s.from} -> ${s.to}`,
+          s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-",
+          d ? `${decisionInterval(d)} (${d.method})` : "-",
+          d?.test ?? "-",
+          p(d?.p),
+          p(s.pHolm),
+        ];
       }),
     ),
     "",
