@@ -103,6 +103,8 @@ test("an agent run is a run: train, baseline, eval (one verdict, eval log, junit
     assert.ok(md.includes(heading), heading);
   }
   assert.match(md, /Picked by the base-vs-adapter pair/);
+  // the calculator's base never acts: every group of every step was flat, and the report says so first
+  assert.match(md, /\*\*No signal: in every one of the 2 logged steps every group's rewards were equal/);
 
   // an edited agent task file is refused, naming both sha256
   const edited = besideTask("edited", readFileSync(TASK, "utf8") + "\n// edited\n");

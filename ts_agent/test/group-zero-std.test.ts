@@ -17,3 +17,12 @@ test("effectiveZeroStd prefers the sidecar's per-group share", () => {
   // a step logged without it (older runs): the batch-wide fallback as before
   assert.equal(effectiveZeroStd({ reward: 0.2, reward_std: 1.5e-8, frac_reward_zero_std: 0 }), 1);
 });
+
+test("a run whose every step had only flat groups says so at the top of its report, whatever its state (issue 53 item 1)", async () => {
+  const { noSignalWarning } = await import("../src/agent/report/sections/overview-section.js");
+  const flat = [1, 2, 3].map((step) => ({ step, metrics: { reward: 0, reward_std: 0, frac_reward_zero_std: 1 } }));
+  assert.match(noSignalWarning(flat), /^\*\*No signal: in every one of the 3 logged steps every group's rewards were equal/);
+  // one step with a spread, or nothing logged: no warning
+  assert.equal(noSignalWarning([...flat, { step: 4, metrics: { reward: 0.5, reward_std: 0.3, frac_reward_zero_std: 0.5 } }]), "");
+  assert.equal(noSignalWarning([]), "");
+});

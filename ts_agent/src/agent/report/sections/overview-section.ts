@@ -11,6 +11,8 @@ import type { ReportInput } from "../input.js";
 import { f3 } from "../markdown.js";
 import { PREFERENCE_CSV, PREFERENCE_SVG } from "../preference-curve.js";
 import type { PreferenceAnalysis } from "../preference.js";
+import type { StepMetrics } from "../curve-features.js";
+import { effectiveZeroStd } from "../thresholds.js";
 
 function dateOf(run: Run | null): string {
   const t = run?.endTime ?? run?.startTime ?? run?.createTime;
@@ -95,6 +97,23 @@ export function rewardsLines(request: TrainRequest | undefined, judged: { grader
   return lines;
 }
 
+/**
+ * The warning of a run in which GRPO had nothing to learn from: every logged step's groups all
+ * had equal rewards (thresholds.ts effectiveZeroStd = 1 at every step). A SUCCEEDED state says
+ * nothing about it; this says it first. "" when some step had a group with a spread, or no step
+ * logged the share.
+ */
+export function noSignalWarning(steps: ReadonlyArray<StepMetrics>): string {
+  const shares = steps.map((s) => effectiveZeroStd(s.metrics));
+  if (shares.length === 0 || shares.some((x) => x === null || x < 1)) return "";
+  return (
+    `**No signal: in every one of the ${shares.length} logged steps every group's rewards were equal (frac_reward_zero_std 1.00): ` +
+    "GRPO's advantages were all 0, so training changed nothing, whatever the run's state says.** A base that never succeeds (or always does) " +
+    "gives GRPO nothing to learn: run the preflight (`agent plan --agent-task FILE`) before training, and give it a signal: a warm start " +
+    "(`agent warmstart`), more episodes per group, or a reward with partial credit (docs/agents.md)."
+  );
+}
+
 export const overview: ReportSection = (input, a) => {
   const out: string[] = [];
   const run = input.run;
@@ -108,6 +127,8 @@ export const overview: ReportSection = (input, a) => {
   out.push("");
   out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
   out.push("");
+  const flat = noSignalWarning(input.steps);
+  if (flat) out.push(flat, "");
   out.push(oneDraw(input));
   out.push("");
   const p = a.preference;
