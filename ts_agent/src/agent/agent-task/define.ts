@@ -14,6 +14,7 @@ import { resolve } from "node:path";
 import { Ajv } from "ajv";
 import { Ajv2020 } from "ajv/dist/2020.js";
 
+import type { LoggedMessage } from "../core/eval-log.js";
 import { UserError } from "../workspace.js";
 
 /** One task: its id, the prompt the model sees, and anything the scorers need. */
@@ -42,14 +43,8 @@ export interface AgentTool {
   run: (args: Record<string, unknown>, ctx: ToolContext) => unknown | Promise<unknown>;
 }
 
-/** A message of a finished episode (OpenAI chat format). */
-export interface EpisodeMessage {
-  role: "system" | "user" | "assistant" | "tool";
-  content: string;
-  name?: string;
-  tool_call_id?: string;
-  tool_calls?: Array<{ id: string; type: "function"; function: { name: string; arguments: Record<string, unknown> } }>;
-}
+/** A message of a finished episode (OpenAI chat format): the eval log's message type, one definition. */
+export type EpisodeMessage = LoggedMessage;
 
 /** A finished episode as a scorer sees it. */
 export interface Episode {
