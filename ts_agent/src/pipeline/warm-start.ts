@@ -141,6 +141,8 @@ export async function warmStartRun(
         sft: config.sft,
         lora: config.lora,
         runtime: config.runtime,
+        // the held-out episodes sample as the GRPO run from this warm start will (its sampling knobs)
+        grpo: { temperature: config.grpo?.temperature, topP: config.grpo?.topP, maxCompletionLength: config.grpo?.maxCompletionLength },
         heldOut: {
           samplesPerPrompt: config.heldOut?.samplesPerPrompt,
           numPrompts: heldOut,
