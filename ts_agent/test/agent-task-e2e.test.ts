@@ -143,26 +143,17 @@ test(
       }),
     );
     const evals = join(dir, "evals");
-    const child = spawn(AGENT, [
-      "train",
-      "--agent-task",
-      TASK,
-      "--config",
-      config,
-      "--run-id",
-      "calc-kill",
-      "--evals-dir",
-      evals,
-      "--force",
-      "--address",
-      sidecar().address,
-    ]);
+    const child = spawn(
+      AGENT,
+      ["train", "--agent-task", TASK, "--config", config, "--run-id", "calc-kill", "--evals-dir", evals, "--force", "--address", sidecar().address],
+      { detached: true },
+    ); // its own process group: the kill takes the whole agent (tsx runs node as a child)
     let out = "";
     await new Promise<void>((res, rej) => {
       child.stdout.on("data", (d) => {
         out += d;
         if (/step 2\/6/.test(out)) {
-          child.kill("SIGKILL");
+          process.kill(-child.pid!, "SIGKILL");
           res();
         }
       });
