@@ -77,3 +77,37 @@ def test_a_cancel_stops_within_one_batch(plan, calls, tmp_path):
     with pytest.raises(GenerationCancelled):
         evaluate.run_evaluation(plan, tmp_path, progress)
     assert [len(ids) for ids, _, _ in calls] == [4]
+
+
+def test_through_a_real_sidecar_a_cancelled_agent_evaluate_stops_within_a_batch(tmp_path, tiny_model_home):
+    """Item 5 through the sidecar: 40 tasks, 4 a batch; the caller cancels after the first batch's
+    progress. The tool host (this process) counts the episodes the sidecar scored: the Evaluate
+    stops within a batch of the cancel, far short of the 40 it would run."""
+    import time
+
+    import grpc
+
+    from _sidecar import running_sidecar, sidecar_env, stub_for
+
+    server, host, address = serve({})
+    tasks = [{"id": f"t{i}", "prompt": f"add {i} and 1"} for i in range(40)]
+    req = json_format.ParseDict({"tasks": {"inline": {"rows": tasks}}, "samples_per_task": 1, "batch_size": 4,
+                                 "temperature": 1.0, "seed": 7, "max_new_tokens": 8}, pb.EvaluateRequest())
+    req.agent.CopyFrom(agent_spec(address))
+    try:
+        with running_sidecar(tmp_path, env=sidecar_env(PY_TRAINER_HOME=str(tiny_model_home))) as sc:
+            ch, stub = stub_for(sc)
+            with ch:
+                call = stub.Evaluate(req, timeout=300)
+                for res in call:
+                    if res.HasField("progress") and res.progress.tasks_done > 0:
+                        call.cancel()
+                        break
+                scored_at_cancel = len(host.final_answers)
+                time.sleep(5)  # what the sidecar would still score if it went on
+                scored = len(host.final_answers)
+    finally:
+        server.stop(0)
+    assert 4 <= scored_at_cancel <= 8, scored_at_cancel
+    assert scored <= scored_at_cancel + 4, (scored_at_cancel, scored)
+    assert scored < len(tasks)
