@@ -41,7 +41,13 @@ export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], sett
   const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
   const lines: string[] = [];
   const perTask = Math.max(1, Math.ceil(settings.total / Math.max(rows.length, 1)));
+  // fewer demonstrations than tasks: every k-th task, spread over the file (a warm start on few)
+  const shown =
+    settings.total < rows.length
+      ? rows.filter((_, i) => Math.floor((i * settings.total) / rows.length) !== Math.floor(((i - 1) * settings.total) / rows.length))
+      : rows;
   for (const [i, row] of rows.entries()) {
+    if (shown !== rows && !shown.includes(row)) continue;
     for (let k = 0; k < perTask; k++) {
       const draw = rng.nextUint32() / 2 ** 32;
       const right = draw < settings.correctShare;

@@ -28,6 +28,12 @@ export function lineMetrics(metrics: Record<string, number>): Array<[string, num
       ["loss", 4],
     ];
   }
+  // a warm start (SFT): its loss on the assistant's tokens and TRL's token accuracy
+  if (!("reward" in metrics) && "mean_token_accuracy" in metrics)
+    return [
+      ["loss", 4],
+      ["mean_token_accuracy", 3],
+    ];
   // an agent run (docs/agents.md): what its episodes did this step beside the reward
   if ("episodes/turns" in metrics) {
     return [
