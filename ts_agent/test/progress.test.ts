@@ -108,3 +108,17 @@ test("the detach hint's commands take the flags they are printed with: cancel ge
   assert.match(lines[2], /^ {2}cancel: +agent cancel r1 --address 10\.0\.0\.5:50151 +\(or press Ctrl-C again within 2 s\)$/);
   assert.equal(detachLines("", { address: "h:1", "evals-dir": "/e" })[0], "detached before the sidecar named the run; find it with: agent runs --address h:1");
 });
+
+test("a warm start's (SFT) line shows its loss and token accuracy, an agent run's what its episodes did", () => {
+  assert.match(progressLine(3, 32, { loss: 1.23456, mean_token_accuracy: 0.5 }, 10, 20), /^step 3\/32 loss 1\.2346 mean_token_accuracy 0\.500 elapsed/);
+  assert.match(
+    progressLine(
+      1,
+      2,
+      { reward: 0.5, kl: 0, "episodes/turns": 2, "tools/call_frequency": 1, "tools/failure_frequency": 0, "episodes/limit_hit": 0 },
+      1,
+      undefined,
+    ),
+    /^step 1\/2 reward 0\.500 kl 0\.0000 turns\/episode 2\.00 tool calls\/episode 1\.00 tool errors\/call 0\.00 limits hit 0\.00 elapsed/,
+  );
+});
