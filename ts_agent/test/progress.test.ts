@@ -122,3 +122,14 @@ test("a warm start's (SFT) line shows its loss and token accuracy, an agent run'
     /^step 1\/2 reward 0\.500 kl 0\.0000 turns\/episode 2\.00 tool calls\/episode 1\.00 tool errors\/call 0\.00 limits hit 0\.00 elapsed/,
   );
 });
+
+test("a held-out reward that starts at 0 has no relative change, said in words (it printed NaN%)", () => {
+  const r = create(RunResultSchema, {
+    startReward: { step: 0n, mean: 0 },
+    endReward: { step: 32n, mean: 1.3 },
+    relativeChange: NaN,
+    relativeChangeCiLow: NaN,
+    relativeChangeCiHigh: NaN,
+  });
+  assert.equal(heldOutChangeLine(r), "held-out reward: step 0 0.000 -> step 32 1.300 (relative change undefined: the step-0 mean is 0.000)");
+});

@@ -162,6 +162,8 @@ export function trainProgressPrinter(opts: { stepsOffTty?: boolean; everySteps?:
 /** "+12.3%, 95% CI 4.5% to 20.1%": the held-out reward's relative change, step 0 -> end. */
 export function relativeChangeText(r: RunResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  // a step-0 mean of 0 has no relative change (the milestone says the same: docs/verdict.md)
+  if (!Number.isFinite(r.relativeChange)) return `relative change undefined: the step-0 mean is ${(r.startReward?.mean ?? NaN).toFixed(3)}`;
   return `${pct(r.relativeChange)}, 95% CI ${pct(r.relativeChangeCiLow)} to ${pct(r.relativeChangeCiHigh)}`;
 }
 
