@@ -69,6 +69,7 @@ export async function agentPreflight(
   // GRPO from a warm start samples the warm-started adapter, not the base
   const init = request.initAdapter?.source.case === "runId" ? request.initAdapter.source.value : "";
   const req = evaluateRequest(settings, taskSet, init ? [{ name: WARM_START_VARIANT, runId: init }] : []);
+  req.skipBase = init !== ""; // only the warm start is sampled: the base would cost as much again
   const result = await runEvaluate(client, req, progressPrinter("preflight"), taskSet.agent);
   const log = buildEvalLog("preflight", settings, taskSet, result);
   const episodes = episodesByTask(log).get(init ? WARM_START_VARIANT : "base") ?? new Map<string, LoggedEpisode[]>();
