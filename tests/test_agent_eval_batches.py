@@ -111,3 +111,18 @@ def test_through_a_real_sidecar_a_cancelled_agent_evaluate_stops_within_a_batch(
     assert 4 <= scored_at_cancel <= 8, scored_at_cancel
     assert scored <= scored_at_cancel + 4, (scored_at_cancel, scored)
     assert scored < len(tasks)
+
+
+def test_a_failure_inside_the_agent_episodes_names_agent_not_base_model(plan, tmp_path, monkeypatch):
+    """A failure of the episodes themselves (not the model's memory or weights) is the agent's
+    field: it named base_model, sending the user to the wrong place (issue 55 item 2's "wrong field")."""
+    from py_trainer.core.errors import RequestError
+
+    def run_episodes(*_a, **_k):
+        raise RuntimeError("the template met something it cannot render")
+
+    monkeypatch.setattr(evaluate, "run_episodes", run_episodes)
+    with pytest.raises(RequestError) as err:
+        evaluate.run_evaluation(plan, tmp_path)
+    assert err.value.field == "agent", str(err.value)
+    assert "the agent episodes of" in err.value.message and "cannot render" in err.value.message, str(err.value)

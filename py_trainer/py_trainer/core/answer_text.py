@@ -1,4 +1,4 @@
-"""What every task reward reads: the answer text of a completion (task-rewards.ts's text section).
+"""What every task reward reads: the answer text of a completion (the port of answer-text.ts).
 
 `normalize_answer` (case folding and punctuation from the checked-in char_classes.json, never this
 runtime's unicodedata), `extract_answer` (the last <tag>...</tag>), the tag-name and whitespace rules,
@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 class RewardInputError(ValueError):
-    """Invalid input; ``kind`` is one of task-rewards.ts's RewardErrorKind: empty, group_size, nan,
+    """Invalid input; ``kind`` is one of answer-text.ts's RewardErrorKind: empty, group_size, nan,
     out_of_range, bad_option, unknown_reward, unknown_param, param_type, param_value."""
 
     def __init__(self, kind: str, message: str):

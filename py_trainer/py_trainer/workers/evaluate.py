@@ -46,7 +46,7 @@ from py_trainer.data.request_data import task_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.models.agent_format import TEMPLATE_SHA256
 from py_trainer.models.base_models import check_base_model, conversion_pending, model_dir_for
-from py_trainer.models.inference import AdapterSource, generation_error, load_for_inference
+from py_trainer.models.inference import AdapterSource, InferenceFailed, generation_error, load_for_inference
 from py_trainer.models.loading import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, adapter_sha256,
                                        check_chat_template, format_prompts, generate_completions, model_fingerprint,
                                        resolve_adapter)
@@ -207,7 +207,11 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
             except (GenerationCancelled, ToolHostLost, ScorerError):
                 raise
             except Exception as exc:
-                raise generation_error(exc, *labels[_v]) from None
+                err = generation_error(exc, *labels[_v])
+                if agent is not None and isinstance(err, InferenceFailed):
+                    # not the model's memory or weights: the episodes failed, the agent's field
+                    err = generation_error(exc, "agent", f"the agent episodes of {labels[_v][1]}")
+                raise err from None
 
         if variant in together:
             graded = gen()
