@@ -34,7 +34,7 @@ test("sweep, compare, select, export --merge and sweep --from-run on agent runs"
       held_out: { num_prompts: 4, samples_per_prompt: 1 },
     }),
   );
-  const sweep = agent([
+  const sweepArgs = [
     "sweep",
     "--agent-task",
     TASK,
@@ -50,7 +50,12 @@ test("sweep, compare, select, export --merge and sweep --from-run on agent runs"
     "8",
     "--evals-dir",
     evals,
-  ]);
+  ];
+  // the calculator's base never calls its tool: the preflight refuses the sweep, --force runs it
+  const refused = agent(sweepArgs);
+  assert.equal(refused.code, 2, refused.stdout + refused.stderr);
+  assert.match(refused.stderr, /agent sweep: not started: no group of the base's episodes has a spread/);
+  const sweep = agent([...sweepArgs, "--force"]);
   assert.equal(sweep.code, 0, sweep.stdout + sweep.stderr);
   assert.match(sweep.stdout, /\[sweep\] seed 2: (CONFIRMED|PASS|FAIL|INCONCLUSIVE)/);
   for (const id of ["calc-s1", "calc-s2"]) {
@@ -74,7 +79,22 @@ test("sweep, compare, select, export --merge and sweep --from-run on agent runs"
   assert.equal(exp.code, 0, exp.stdout + exp.stderr);
   assert.ok(existsSync(join(out, "config.json")));
 
-  const again = agent(["sweep", "--from-run", "calc-s1", "--seeds", "1", "--first-seed", "5", "--sweep-id", "again", "--limit", "8", "--evals-dir", evals]);
+  const again = agent([
+    "sweep",
+    "--from-run",
+    "calc-s1",
+    "--seeds",
+    "1",
+    "--first-seed",
+    "5",
+    "--sweep-id",
+    "again",
+    "--limit",
+    "8",
+    "--evals-dir",
+    evals,
+    "--force",
+  ]);
   assert.equal(again.code, 0, again.stdout + again.stderr);
   assert.equal(JSON.parse(readFileSync(join(evals, "runs", "again-s5", "run.json"), "utf8")).request.agent.source.path, TASK);
 });

@@ -25,6 +25,7 @@ import { evalsDirOrDefault } from "../agent/workspace.js";
 import { TrainRequestSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { targetForRun } from "../pipeline/run-task-file.js";
 import { agentSweepRequest, servingRecordedTask } from "../pipeline/agent-run.js";
+import { agentPreflight, preflightLines } from "../pipeline/agent-preflight.js";
 import { defaultSweepId, readPlan, requestFromFlags, runSweep } from "../pipeline/seed-sweep.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -51,6 +52,7 @@ export const help: CommandHelp = {
       "--agent-task FILE",
       "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)",
     ],
+    ["--force", "with an agent task: sweep even when the preflight finds no group of the base's episodes whose rewards differ"],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     [
       "--evals-dir DIR",
@@ -87,6 +89,7 @@ export const command: CommandHandler = async (argv, client) => {
       resume: { type: "string" },
       tasks: { type: "string" },
       "agent-task": { type: "string" },
+      force: { type: "boolean" },
       limit: { type: "string" },
       ...EVALS_DIR_FLAG,
       ...GLOBAL_FLAGS,
@@ -130,6 +133,17 @@ export const command: CommandHandler = async (argv, client) => {
       : numberFlag("--first-seed", values["first-seed"], { min: 0, integer: true });
   if (first + n > 2 ** 32) throw usageError("sweep", help, `seeds ${first}..${first + n - 1} go past 2^32 - 1`);
   const target = { ...target0, settings: { ...target0.settings, baseModel: request.baseModel } };
-  // an agent's request: this process serves its recorded task file's tools while the seeds train
+  // an agent's request: the preflight first (no group with a spread: refused unless --force), then
+  // this process serves its recorded task file's tools while the seeds train
+  if (request.agent?.source?.path && !plan) {
+    const preflight = await agentPreflight(client, request.agent.source.path, request);
+    for (const line of preflightLines(preflight)) console.log(line);
+    if (preflight.groups > 0 && preflight.flatGroups === preflight.groups && !values.force) {
+      console.error(
+        "agent sweep: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force sweeps anyway",
+      );
+      return 2;
+    }
+  }
   return servingRecordedTask(request, sweepId, "sweep", () => runSweep(client, { sweepId, n, first, parallel, request, source, target, plan, flags: values }));
 };
