@@ -35,7 +35,7 @@ export function runDir(evalsDir: string, runId: string): string {
  * --evals-dir as given, resolved against the working directory like every other path flag
  * (--config, --tasks); without it the nearest `agent-evals/` folder at or above the working
  * directory (a project of the user's own, or this repository from inside it), else
- * `agent-evals/` in the working directory (said once on stderr): a user's reports land under
+ * `agent-evals/` in the working directory (said once on stdout): a user's reports land under
  * their own folder, never in this repository's.
  */
 export function evalsDirOrDefault(flag: string | undefined, cwd = process.cwd()): string {
@@ -48,7 +48,8 @@ export function evalsDirOrDefault(flag: string | undefined, cwd = process.cwd())
   const here = join(resolve(cwd), "agent-evals");
   if (!saidWhere.has(here)) {
     saidWhere.add(here);
-    process.stderr.write(`agent: no agent-evals/ at or above ${resolve(cwd)}: runs, evals and reports go to ${here} (--evals-dir DIR to choose)\n`);
+    // stdout: a mistake's refusal on stderr stays one line
+    process.stdout.write(`agent: no agent-evals/ at or above ${resolve(cwd)}: runs, evals and reports go to ${here} (--evals-dir DIR to choose)\n`);
   }
   return here;
 }
