@@ -25,6 +25,7 @@ export const help: CommandHelp = {
     "Base model vs an adapter on the test split (Evaluate; a task file re-graded in TS, an agent task scored by its scorers) -> runs/<id>/eval.json, junit.xml.",
   usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE (or --tasks FILE) [--name N] [options]",
   flags: [
+    ["--run ID", "the run, as a flag instead of the positional <run_id>"],
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
     [
       "--name N",
