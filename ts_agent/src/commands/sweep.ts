@@ -25,7 +25,7 @@ import { evalsDirOrDefault } from "../agent/workspace.js";
 import { TrainRequestSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { targetForRun } from "../pipeline/run-task-file.js";
 import { agentSweepRequest, servingRecordedTask } from "../pipeline/agent-run.js";
-import { agentPreflight, preflightLines } from "../pipeline/agent-preflight.js";
+import { agentPreflight, noSignal, notStartedLine, preflightLines } from "../pipeline/agent-preflight.js";
 import { defaultSweepId, readPlan, requestFromFlags, runSweep } from "../pipeline/seed-sweep.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
@@ -138,10 +138,8 @@ export const command: CommandHandler = async (argv, client) => {
   if (request.agent?.source?.path && !plan) {
     const preflight = await agentPreflight(client, request.agent.source.path, request);
     for (const line of preflightLines(preflight)) console.log(line);
-    if (preflight.groups > 0 && preflight.flatGroups === preflight.groups && !values.force) {
-      console.error(
-        "agent sweep: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force sweeps anyway",
-      );
+    if (noSignal(preflight) && !values.force) {
+      console.error(notStartedLine("sweep"));
       return 2;
     }
   }

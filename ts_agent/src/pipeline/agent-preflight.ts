@@ -14,7 +14,8 @@ import { AGENT_MAX_NEW_TOKENS, loadAgentTaskSet } from "../agent/eval/agent-task
 import { DEFAULT_EVAL_SETTINGS, evaluateRequest, progressPrinter, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { buildEvalLog } from "../agent/eval/build-eval-log.js";
 import { noSpread } from "../agent/core/stats/index.js";
-import type { LoggedEpisode } from "../agent/core/eval-log.js";
+import type { EvalSettings, LoggedEpisode } from "../agent/core/eval-log.js";
+import type { TaskSet } from "../agent/eval/task-set.js";
 import { WARM_START_VARIANT } from "../agent/core/base-vs-adapter.js";
 import { episodeMeans, episodesByTask } from "../agent/report/sections/episodes-section.js";
 import type { TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
@@ -68,11 +69,7 @@ export async function agentPreflight(
   settings.maxNewTokens = request.grpo?.maxCompletionLength || AGENT_MAX_NEW_TOKENS;
   // GRPO from a warm start samples the warm-started adapter, not the base
   const init = request.initAdapter?.source.case === "runId" ? request.initAdapter.source.value : "";
-  const req = evaluateRequest(settings, taskSet, init ? [{ name: WARM_START_VARIANT, runId: init }] : []);
-  req.skipBase = init !== ""; // only the warm start is sampled: the base would cost as much again
-  const result = await runEvaluate(client, req, progressPrinter("preflight"), taskSet.agent);
-  const log = buildEvalLog("preflight", settings, taskSet, result);
-  const episodes = episodesByTask(log).get(init ? WARM_START_VARIANT : "base") ?? new Map<string, LoggedEpisode[]>();
+  const episodes = await sampleEpisodes(client, taskSet, settings, "preflight", init ? { name: WARM_START_VARIANT, runId: init } : null);
   const scorers = taskSet.agent!.ref.scorers;
   const m = episodeMeans(episodes.values());
   let flat = 0;
@@ -102,6 +99,32 @@ export async function agentPreflight(
   };
 }
 
+/** Sample one policy's episodes on an agent task set through the one Evaluate (the base, or
+ *  `adapter` alone: the base is then skipped, it would cost as much again), by task id. Shared by
+ *  the preflight and the warm start's rejection sampling. */
+export async function sampleEpisodes(
+  client: SidecarClient,
+  taskSet: TaskSet,
+  settings: EvalSettings,
+  label: string,
+  adapter: { name: string; runId: string } | null = null,
+): Promise<Map<string, LoggedEpisode[]>> {
+  const req = evaluateRequest(settings, taskSet, adapter ? [adapter] : []);
+  req.skipBase = adapter !== null;
+  const result = await runEvaluate(client, req, progressPrinter(label), taskSet.agent);
+  return episodesByTask(buildEvalLog(label, settings, taskSet, result)).get(adapter?.name ?? "base") ?? new Map<string, LoggedEpisode[]>();
+}
+
+/** No group of the sampled episodes had a spread: GRPO has nothing to learn from. */
+export function noSignal(p: Preflight): boolean {
+  return p.groups > 0 && p.flatGroups === p.groups;
+}
+
+/** The one line (stderr) of a command the preflight did not let start. */
+export function notStartedLine(command: string): string {
+  return `agent ${command}: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force ${command}s anyway`;
+}
+
 const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` : "-");
 
 /** The preflight's lines: the numbers, then (no group with a spread) the paragraph. */
@@ -111,7 +134,7 @@ export function preflightLines(p: Preflight): string[] {
       `tool calls in ${pct(p.toolCallRate)} of episodes, well-formed calls ${Number.isFinite(p.wellFormedRate) ? pct(p.wellFormedRate) : "- (no call attempted)"}, ` +
       `scorers ${p.scorerMeans.map((s) => `${s.name} ${s.mean.toFixed(2)}`).join(", ")}; groups with all rewards equal: ${p.flatGroups}/${p.groups}`,
   ];
-  if (p.groups > 0 && p.flatGroups === p.groups) lines.push(noSignalParagraph(p));
+  if (noSignal(p)) lines.push(noSignalParagraph(p));
   return lines;
 }
 

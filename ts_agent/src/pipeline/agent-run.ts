@@ -25,7 +25,7 @@ import { RunState, type SidecarClient } from "../sidecar/client.js";
 import { printOutcome, sidecarLostLines } from "./follow.js";
 import { repeatFlags } from "./next-commands.js";
 import { WARM_START_VARIANT } from "../agent/core/base-vs-adapter.js";
-import { agentPreflight, preflightLines } from "./agent-preflight.js";
+import { agentPreflight, noSignal, notStartedLine, preflightLines } from "./agent-preflight.js";
 import { checkAgentTaskFile } from "./run-task-file.js";
 
 type Flags = { address?: string; token?: string; "evals-dir"?: string };
@@ -124,10 +124,8 @@ export async function trainAgentRun(
   const planned = agentTrainRequest(task, file, config, overrides, ""); // a bad config or task is refused before anything starts
   const preflight = await agentPreflight(client, file, planned);
   for (const line of preflightLines(preflight)) console.log(line);
-  if (preflight.groups > 0 && preflight.flatGroups === preflight.groups && !overrides.force) {
-    console.error(
-      "agent train: not started: no group of the base's episodes has a spread, so GRPO has nothing to learn from (the paragraph above); --force trains anyway",
-    );
+  if (noSignal(preflight) && !overrides.force) {
+    console.error(notStartedLine("train"));
     return { code: 2, outcome: null };
   }
   const ref = agentTaskRef(task, file);

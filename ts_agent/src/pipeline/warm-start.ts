@@ -22,14 +22,13 @@ import { agentSpec, agentTaskRef, rowsOf, taskRows } from "../agent/agent-task/a
 import { loadAgentTask, primaryScorer, type AgentTask, type AgentTaskRow } from "../agent/agent-task/define.js";
 import { writeDemonstrations, type DemonstrationSettings } from "../agent/agent-task/demonstrations.js";
 import { loadAgentTaskSet } from "../agent/eval/agent-task-set.js";
-import { buildEvalLog } from "../agent/eval/build-eval-log.js";
-import { DEFAULT_EVAL_SETTINGS, evaluateRequest, progressPrinter, runEvaluate, settingsForTaskSet } from "../agent/eval/evaluate.js";
-import { episodesByTask } from "../agent/report/sections/episodes-section.js";
+import { DEFAULT_EVAL_SETTINGS, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
 import { UserError, writeFileAtomic } from "../agent/workspace.js";
 import { TrainMode, TrainRequestSchema, type TrainRequest } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import type { SidecarClient } from "../sidecar/client.js";
 import { followServing } from "./agent-run.js";
+import { sampleEpisodes } from "./agent-preflight.js";
 
 /** Reference demonstrations: every one right (the warm start teaches the skill; RL sharpens it). */
 export const WARM_START_DEMONSTRATIONS: DemonstrationSettings = { total: 256, correctShare: 1, guessShare: 0, seed: 0 };
@@ -88,12 +87,12 @@ export async function warmStartDemonstrations(
     { ...DEFAULT_EVAL_SETTINGS, baseModel, split: "train", samplesPerTask: SAMPLING.perTask, temperature: 1, seed: 0 },
     taskSet,
   );
-  const result = await runEvaluate(client, evaluateRequest(settings, taskSet), progressPrinter("warm start: sampling"), taskSet.agent);
+  const sampledEpisodes = await sampleEpisodes(client, taskSet, settings, "warm start: sampling");
   const primary = primaryScorer(task);
   const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
   const kept: string[] = [];
   let sampled = 0;
-  for (const episodes of (episodesByTask(buildEvalLog("warm-start", settings, taskSet, result)).get("base") ?? new Map()).values()) {
+  for (const episodes of sampledEpisodes.values()) {
     for (const e of episodes) {
       sampled++;
       if ((e.scores[primary] ?? 0) >= 0.5) kept.push(JSON.stringify({ tools, messages: e.messages }));
