@@ -23,6 +23,10 @@ HOST = re.compile(r"(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{
 ALLOW_TOOL_HOST_FLAG = "--allow-tool-host"
 """`py-trainer serve`'s flag that names a host besides loopback and the caller that tool_host may name."""
 
+PROGRAM_TIMEOUT_MS = 120_000
+"""AgentProgram.timeout_ms's default: one rollout of an agent program (the proto's range is [1, 3600000])."""
+PROGRAM_TIMEOUT_MAX_MS = 3_600_000
+
 SCHEMA_MAX_CHARS = 10_000
 """A tool's parameters schema, as JSON text, in characters: the whole schema goes into every prompt
 (the proto's ToolSpec.parameters_json; define.ts SCHEMA_MAX_CHARS, pinned equal by the tests)."""
@@ -162,6 +166,13 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         problem = schema_problem(t.parameters_json or "{}")
         if problem:
             raise InvalidArgument(f"{where}.parameters_json", problem)
+    if spec.HasField("program"):
+        if spec.tools:
+            raise InvalidArgument(f"{field}.tools", "must be empty when program is set: an agent program sends its "
+                                                    "tools with each request")
+        if spec.program.HasField("timeout_ms") and not 1 <= spec.program.timeout_ms <= PROGRAM_TIMEOUT_MAX_MS:
+            raise InvalidArgument(f"{field}.program.timeout_ms", f"must be in [1, {PROGRAM_TIMEOUT_MAX_MS}], got "
+                                                                 f"{spec.program.timeout_ms}")
     if not spec.scorers:
         raise InvalidArgument(f"{field}.scorers", "at least one scorer is required (it is the reward)")
     scorer_names = set()
@@ -174,6 +185,20 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         scorer_names.add(s.name)
         if s.HasField("weight") and not (s.weight == s.weight and abs(s.weight) < 1e6):
             raise InvalidArgument(f"{where}.weight", f"must be a finite number below 1e6 in size, got {s.weight!r}")
+
+
+def validation_problem(validator, arguments: dict) -> str | None:
+    """Why `arguments` fail `validator` (one short line), or None."""
+    try:
+        error = best_match(validator.iter_errors(arguments))
+    except RecursionError:
+        return "nested too deeply"
+    return schema_error(error) if error is not None else None
+
+
+def arguments_problem(schema: dict, arguments: dict) -> str | None:
+    """Why a call's arguments do not match a checked tool schema (`schema_problem` passed), or None."""
+    return validation_problem(schema_validator(schema)(schema), arguments)
 
 
 @dataclass
@@ -190,6 +215,8 @@ class AgentSetup:
     tool_timeout_ms: int
     tool_host: str
     system_prompt: str
+    program_timeout_ms: int | None = None
+    """set when the episodes are the user's agent program (AgentSpec.program): one rollout's limit"""
     validators: dict = field(default_factory=dict, repr=False)
     """tool name -> its schema's jsonschema validator, made on its first call"""
 
@@ -204,7 +231,9 @@ class AgentSetup:
                    scorer_weights=[x.weight if x.HasField("weight") else 1.0 for x in s.scorers],
                    max_turns=s.max_turns, max_tool_calls=s.max_tool_calls,
                    max_tool_output_chars=s.max_tool_output_chars, tool_timeout_ms=s.tool_timeout_ms,
-                   tool_host=s.tool_host, system_prompt=s.system_prompt)
+                   tool_host=s.tool_host, system_prompt=s.system_prompt,
+                   program_timeout_ms=(s.program.timeout_ms if s.program.HasField("timeout_ms") else PROGRAM_TIMEOUT_MS)
+                   if s.HasField("program") else None)
 
     @property
     def tool_names(self) -> set[str]:
@@ -217,11 +246,7 @@ class AgentSetup:
         if validator is None:  # the spec was checked (check_agent_spec): its draft is one of SCHEMA_DRAFTS
             schema = next(t["parameters"] for t in self.tools if t["name"] == name)
             validator = self.validators[name] = schema_validator(schema)(schema)
-        try:
-            error = best_match(validator.iter_errors(arguments))
-        except RecursionError:
-            return "nested too deeply"
-        return schema_error(error) if error is not None else None
+        return validation_problem(validator, arguments)
 
     def reward(self, scores: dict[str, float]) -> float:
         """The episode's reward: the scorers' weighted sum."""

@@ -84,3 +84,19 @@ class ToolHost:
             if name not in scores:
                 raise ScorerError("agent.scorers", f"the scorer {name!r} gave no score for task {task_id!r}")
         return {name: scores[name] for name in scorer_names}
+
+    def run_rollout(self, task_id: str, episode_id: str, base_url: str, api_key: str, timeout_ms: int) -> tuple[str, str]:
+        """(final_json, error) of one run of the TS agent program against `base_url`; error "" when it
+        returned. The TS host enforces `timeout_ms`; past it plus DEADLINE_MARGIN_S the rollout fails here."""
+        req = pb.RunRolloutRequest(task_id=task_id, episode_id=episode_id, base_url=base_url, api_key=api_key,
+                                   timeout_ms=timeout_ms)
+        try:
+            resp = self.stub.RunRollout(req, timeout=timeout_ms / 1000.0 + DEADLINE_MARGIN_S)
+        except grpc.RpcError as err:
+            code = err.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return "", f"the agent program did not return within {timeout_ms} ms"
+            if code in GONE:
+                raise ToolHostLost(self.address, f"{code.name}: {err.details()}") from None
+            return "", f"{code.name}: {err.details()}"
+        return resp.final_json, resp.error

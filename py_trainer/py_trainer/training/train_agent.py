@@ -27,6 +27,7 @@ from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.core import stats
 from py_trainer.core.atomic import write_jsonl_atomic
+from py_trainer.endpoint.program_episodes import ProgramEndpoint, run_program_episodes
 from py_trainer.data.request_data import split_rows
 from py_trainer.training.skeleton import EVAL_SEED_OFFSET, RunContext, peft_config_for
 from py_trainer.training.train_grpo import CurveWatch, GroupZeroStd, GrpoMode, grpo_config
@@ -100,13 +101,20 @@ class AgentMode(GrpoMode):
             self.task_of.setdefault(r.prompt, r.id)
         self.rollouts = 0
         self.run = run
+        self.endpoint: ProgramEndpoint | None = None
 
     def _episodes(self, model, run: RunContext, tasks: list[tuple[str, str]], prefix: str, seed: int) -> list[Episode]:
         g = run.req.grpo
-        eps = start_episodes(run.tokenizer, self.setup, tasks, [f"{prefix}-{i}" for i in range(len(tasks))])
-        return run_episodes(model, run.tokenizer, self.setup, self.host, eps, temperature=g.temperature, top_p=g.top_p,
-                            max_new_tokens=g.max_completion_length, max_total_tokens=g.max_completion_length,
-                            seed=seed)
+        ids = [f"{prefix}-{i}" for i in range(len(tasks))]
+        settings = dict(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_completion_length,
+                        max_total_tokens=g.max_completion_length, seed=seed)
+        if self.setup.program_timeout_ms is not None:  # the user's agent program (docs/agent-programs.md)
+            if self.endpoint is None:
+                self.endpoint = ProgramEndpoint(run.tokenizer)
+            return run_program_episodes(self.endpoint, model, run.tokenizer, self.setup, self.host, tasks, ids,
+                                        **settings)
+        eps = start_episodes(run.tokenizer, self.setup, tasks, ids)
+        return run_episodes(model, run.tokenizer, self.setup, self.host, eps, **settings)
 
     def _keep(self, run: RunContext, name: str, episodes: list[Episode], limit: int | None = SAMPLES_KEPT) -> None:
         if run.is_main:
@@ -160,4 +168,6 @@ class AgentMode(GrpoMode):
 
     def finish(self, run: RunContext, result, start, end) -> dict:
         self.host.close()
+        if self.endpoint is not None:
+            self.endpoint.close()
         return super().finish(run, result, start, end)

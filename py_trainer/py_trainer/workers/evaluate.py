@@ -38,6 +38,7 @@ from typing import AsyncIterator, Callable
 from py_trainer.agents.episodes import Episode, run_episodes, start_episodes
 from py_trainer.agents.spec import AgentSetup, check_agent_spec
 from py_trainer.agents.tool_host import ScorerError, ToolHost, ToolHostLost
+from py_trainer.endpoint.program_episodes import ProgramEndpoint, run_program_episodes
 from py_trainer.core.config import DEFAULT_GRADERS, EVALUATE, check_knobs, check_runtime, fill_defaults
 from py_trainer.core.errors import InvalidArgument
 from py_trainer.core.model_files import check_adapter_fits_base, parse_base_model
@@ -259,17 +260,24 @@ def agent_samples(model, tokenizer, plan: EvalPlan, agent: AgentSetup, variant: 
     k = req.samples_per_task
     out: list[list[tuple[str, dict, Episode]]] = []
     host = ToolHost(agent.tool_host, agent.tool_timeout_ms)
+    endpoint = ProgramEndpoint(tokenizer) if agent.program_timeout_ms is not None else None
     try:
         for b, start in enumerate(range(0, len(plan.rows), req.batch_size)):
             rows = plan.rows[start:start + req.batch_size]
             tasks = [(r.id, r.prompt) for r in rows for _ in range(k)]
-            eps = start_episodes(tokenizer, agent, tasks, [f"{variant}-{start * k + i}" for i in range(len(tasks))])
-            run_episodes(model, tokenizer, agent, host, eps, temperature=req.temperature, top_p=req.top_p,
-                         max_new_tokens=req.max_new_tokens, max_total_tokens=None, seed=req.seed + b)
+            ids = [f"{variant}-{start * k + i}" for i in range(len(tasks))]
+            settings = dict(temperature=req.temperature, top_p=req.top_p, max_new_tokens=req.max_new_tokens,
+                            max_total_tokens=None, seed=req.seed + b)
+            if endpoint is not None:  # the user's agent program, through the endpoint (docs/agent-programs.md)
+                eps = run_program_episodes(endpoint, model, tokenizer, agent, host, tasks, ids, **settings)
+            else:
+                eps = run_episodes(model, tokenizer, agent, host, start_episodes(tokenizer, agent, tasks, ids), **settings)
             out += [[(e.final_answer, e.scores, e) for e in eps[i * k:(i + 1) * k]] for i in range(len(rows))]
             on_batch(start + len(rows))
     finally:
         host.close()
+        if endpoint is not None:
+            endpoint.close()
     return out
 
 
