@@ -205,6 +205,10 @@ EXIT_CODES = [
      {"gold.jsonl": _groups([0, 1, 2, 3]), "bob.jsonl": _groups([3, 2, 1, 0])}, None, 1, ""),  # bob is REJECTED
     ("export", ["export", "--adapter", "{d}", "--out", "{d}/x"], {}, None, 2, "no adapter_config.json"),
     ("export", ["export", "--adapter", "{d}", "--out", "{d}/x", "--merge"], {}, "export", 1, "py-trainer export: refused:"),
+    ("serve-policy", ["serve-policy", "--adapter", "{d}"], {}, None, 2, "--adapter {d}: no adapter_config.json"),
+    ("serve-policy", ["serve-policy", "--run", "r9", "--runs-root", "{d}/runs"], {}, None, 2, "--run r9: no adapter at"),
+    ("serve-policy", ["serve-policy", "--host", "0.0.0.0"], {}, None, 2, "a non-loopback address needs --token"),
+    ("serve-policy", ["serve-policy", "--run", "r9", "--adapter", "{d}"], {}, None, 2, "not allowed with argument"),
 ]
 
 
@@ -221,7 +225,7 @@ def test_every_command_has_its_exit_codes():
 
     commands = {c[0] for c in EXIT_CODES}
     assert commands == {"serve", "train", "evaluate", "defaults", "init-model", "plot confusion", "plot compare",
-                        "data clean", "data sample", "data check-annotators", "export"}
+                        "data clean", "data sample", "data check-annotators", "export", "serve-policy"}
     assert {c[0] for c in EXIT_CODES if c[4] == 2} == commands  # each has its user mistake
 
 

@@ -1,4 +1,4 @@
-"""`py-trainer`: serve | train | evaluate | defaults | init-model | plot | data | export
+"""`py-trainer`: serve | train | evaluate | defaults | init-model | plot | data | export | serve-policy
 
     py-trainer serve --host 127.0.0.1 --port 50151      # the gRPC sidecar
     py-trainer train --config run.yaml                   # one run, no server, same run folder
@@ -11,6 +11,7 @@
     py-trainer data sample request.yaml OUT              # K responses per prompt, for annotators
     py-trainer data check-annotators --gold G B1 [B2..]  # gold checks + agreement of annotators
     py-trainer export --adapter DIR --out DIR [--merge]  # a PEFT folder, or a merged model
+    py-trainer serve-policy --run ID --runs-root DIR     # a policy on an OpenAI-compatible endpoint
 
 A user mistake (a missing or malformed file, an unknown key or flag, a bad value) is one line on
 stderr naming the file and field, exit 2; a traceback means a bug.
@@ -29,6 +30,7 @@ from py_trainer.server.cli_args import Parser, UsageError
 from py_trainer.server.cli_data import add_data_commands
 from py_trainer.server.cli_models import add_export_command, add_init_model_command
 from py_trainer.server.cli_plots import add_plot_commands
+from py_trainer.server.cli_policy import add_serve_policy_command
 from py_trainer.server.cli_runs import add_evaluate_command, add_serve_command, add_train_command
 
 EXAMPLES = {
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_commands(sub)
     add_data_commands(sub)
     add_export_command(sub)
+    add_serve_policy_command(sub)
     _add_examples(parser)
     return parser
 

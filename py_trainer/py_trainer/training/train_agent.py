@@ -27,7 +27,7 @@ from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.core import stats
 from py_trainer.core.atomic import write_jsonl_atomic
-from py_trainer.endpoint.program_episodes import ProgramEndpoint, run_program_episodes
+from py_trainer.endpoint.program_episodes import ProgramEndpoint, ProgramEpisode, run_program_episodes
 from py_trainer.data.request_data import split_rows
 from py_trainer.training.skeleton import EVAL_SEED_OFFSET, RunContext, peft_config_for
 from py_trainer.training.train_grpo import CurveWatch, GroupZeroStd, GrpoMode, grpo_config
@@ -62,8 +62,20 @@ class EpisodeCounts:
             "tools/failure_frequency": sum(e.stats.tool_errors for e in eps) / calls if calls else 0.0,
             "episodes/unknown_tool_calls": sum(e.stats.unknown_tool_calls for e in eps) / n,
             "episodes/malformed_calls": sum(e.stats.malformed_calls for e in eps) / n,
-            "episodes/limit_hit": sum(e.stats.ended_by != "answer" for e in eps) / n,
+            "episodes/limit_hit": sum(e.stats.ended_by not in ("answer", "error") for e in eps) / n,
+            **program_counts(eps),
         }
+
+
+def program_counts(eps: list[Episode]) -> dict[str, float]:
+    """An agent program's per-step counts (docs/agent-programs.md): the share of rollouts that
+    failed, and the rows per rollout its calls split into beyond the one trained."""
+    programs = [e for e in eps if isinstance(e, ProgramEpisode)]
+    if not programs:
+        return {}
+    n = len(programs)
+    return {"episodes/failed": sum(bool(e.error) for e in programs) / n,
+            "episodes/rows_dropped": sum(max(e.rows - 1, 0) for e in programs) / n}
 
 
 def scorer_reward_funcs(setup: AgentSetup, tracker: GroupZeroStd) -> list:
