@@ -266,3 +266,25 @@ def test_limits_answer_with_an_empty_reply_and_are_recorded(served):
         book.close(rollout)
     assert (again.message.content, again.finish_reason) == ("", "length")
     assert len(rollout.calls) == 1 and rollout.ended_by == "max_turns"
+
+
+def test_concurrent_rollouts_never_cross(served):
+    """Many rollouts at once (their calls batch together in the generator): each rollout records its
+    own calls alone, each prompt its own task."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, _, book, tok = served
+    rollouts = [book.open(Limits(1.0, 1.0, 200, None, 8, 0)) for _ in range(12)]
+    questions = [f"please cancel order {i}" if i % 2 else f"order {i}: ramble" for i in range(12)]
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            list(pool.map(lambda i: agent_loop(client(f"{server.url}/rollouts/{rollouts[i].id}/v1", book.api_key),
+                                               questions[i]), range(12)))
+    finally:
+        for r in rollouts:
+            book.close(r)
+    for r, q in zip(rollouts, questions):
+        assert len(r.calls) == (2 if "please cancel" in q else 1)
+        for call in r.calls:
+            assert q in tok.decode(call.prompt_ids, skip_special_tokens=False)
+        assert len(rows_of(r.calls)) == 1
