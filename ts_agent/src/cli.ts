@@ -65,7 +65,8 @@ const COMMANDS: Record<string, Entry> = {
     load: () => import("./commands/demo.js"),
     help: {
       summary: "The whole first run: health, baseline if missing, train, eval, report, and where every file is.",
-      usage: "agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR] | agent demo --agent-task FILE [--config FILE] [--data-root DIR]",
+      usage:
+        "agent demo [--config FILE] [--run-id ID] [--tasks PATH] [--evals-dir DIR] | agent demo --agent-task FILE [--config FILE] [--data-root DIR] | agent demo --agent-program FILE --demonstrations-from TASK_FILE [...]",
       flags: [
         ...AGENT_DEMO_FLAGS,
         ["--config FILE", "a TrainRequest in proto JSON instead of the default request"],
@@ -73,7 +74,7 @@ const COMMANDS: Record<string, Entry> = {
         ["--tasks PATH", "task file (docs/tasks.md): its train rows on its embedded model (default: the AML task set)"],
         ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
       ],
-      examples: ["make demo", "agent demo --run-id demo-1", "make demo-agent"],
+      examples: ["make demo", "agent demo --run-id demo-1", "make demo-agent", "make demo-agent-program"],
     },
   },
 };

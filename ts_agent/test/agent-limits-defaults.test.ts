@@ -1,18 +1,20 @@
 /** The agent task's rules the TS agent checks a file with are the contract's, written once and pinned
  * here: each AgentSpec limit's default and range in the proto comments (which tests/test_agent_rules.py
- * and tests/test_config.py hold equal to the sidecar's AGENT knob table), the docs' limits row, and
- * the tool-name pattern (the proto's ToolSpec.name; its owner is the sidecar's agents/spec.py). */
+ * and tests/test_config.py hold equal to the sidecar's AGENT knob table), an agent program's rollout
+ * timeout (AgentProgram.timeout_ms), the docs' limits row, and the tool-name pattern (the proto's
+ * ToolSpec.name; its owner is the sidecar's agents/spec.py). */
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
 import { LIMIT_RANGES, TOOL_NAME } from "../src/agent/agent-task/define.js";
-import { DEFAULT_LIMITS } from "../src/agent/agent-task/tool-host.js";
+import { DEFAULT_LIMITS, DEFAULT_ROLLOUT_TIMEOUT_MS } from "../src/agent/agent-task/tool-host.js";
 import { REPO } from "./helpers/sidecar.js";
 
 const PROTO = readFileSync(join(REPO, "proto", "grpo", "trainer", "v1", "trainer_service.proto"), "utf8");
-const AGENT_SPEC = PROTO.slice(PROTO.indexOf("message AgentSpec {"), PROTO.indexOf("message ToolSpec {"));
+const AGENT_SPEC = PROTO.slice(PROTO.indexOf("message AgentSpec {"), PROTO.indexOf("message AgentProgram {"));
+const AGENT_PROGRAM = PROTO.slice(PROTO.indexOf("message AgentProgram {"), PROTO.indexOf("message RunRolloutRequest {"));
 const FIELD: Record<keyof typeof DEFAULT_LIMITS, string> = {
   maxTurns: "max_turns",
   maxToolCalls: "max_tool_calls",
@@ -40,6 +42,10 @@ function tsLimits(): Record<string, { range: [number, number]; default: number }
 
 test("DEFAULT_LIMITS and LIMIT_RANGES equal the proto's AgentSpec defaults and ranges", () => {
   assert.deepEqual(protoLimits(AGENT_SPEC), tsLimits());
+});
+
+test("an agent program's rollout timeout: LIMIT_RANGES and DEFAULT_ROLLOUT_TIMEOUT_MS equal the proto's AgentProgram.timeout_ms", () => {
+  assert.deepEqual(protoLimits(AGENT_PROGRAM), { timeout_ms: { range: LIMIT_RANGES.rolloutTimeoutMs, default: DEFAULT_ROLLOUT_TIMEOUT_MS } });
 });
 
 test("the pin can fail: a range edited in the proto alone is seen", () => {

@@ -49,7 +49,7 @@ test("a changed agent task is compared part by part: a scorer's weight names tha
   weighted.scorers.u.weight = 0.3;
   assert.deepEqual(changedParts(a, agentTaskParts(weighted)), ["scorers.u"]);
   const more = base();
-  more.tools.other = { description: "o", parameters: { type: "object" }, run: () => "y" };
+  more.tools!.other = { description: "o", parameters: { type: "object" }, run: () => "y" };
   more.limits = { maxTurns: 2 };
   assert.deepEqual(changedParts(a, agentTaskParts(more)), ["limits", "tools.other (added)"]);
 });

@@ -83,7 +83,7 @@ test("the scorers get the final answer the sidecar computed, not one of their ow
 
 test("a malformed agent task names the field", () => {
   assert.throws(() => checkAgentTask({ ...task, tasks: [] }, "f.ts"), /^UserError: f\.ts: tasks: must be a non-empty array$/);
-  assert.throws(() => checkAgentTask({ ...task, tools: { "bad name": task.tools.ok } }, "f.ts"), /f\.ts: tools\.bad name: a tool name must match/);
+  assert.throws(() => checkAgentTask({ ...task, tools: { "bad name": task.tools!.ok } }, "f.ts"), /f\.ts: tools\.bad name: a tool name must match/);
   assert.throws(() => checkAgentTask({ ...task, limits: { maxTurns: 0 } }, "f.ts"), /f\.ts: limits\.maxTurns: must be an integer in \[1, 32\], got 0/);
   assert.throws(() => checkAgentTask({ ...task, tasks: [{ id: "a", prompt: "p", split: "dev" }] }, "f.ts"), /tasks\[0\]\.split: must be "train" or "test"/);
 });

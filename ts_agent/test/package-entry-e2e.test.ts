@@ -109,7 +109,7 @@ test("a project outside the repo installs the packed package and imports defineA
     project,
   );
 
-  // plain node, ESM: the entry exposes defineAgentTask alone (the types vanish at run time)
+  // plain node, ESM: the entry exposes defineAgentTask and defineAgentProgram alone (the types vanish at run time)
   writeFileSync(
     join(project, "plain.mjs"),
     `import * as entry from "${PKG.name}";\n` +
@@ -117,13 +117,13 @@ test("a project outside the repo installs the packed package and imports defineA
       `console.log(JSON.stringify({ exports: Object.keys(entry), name: task.name }));\n`,
   );
   const plain = () => JSON.parse(run("node", ["plain.mjs"], project));
-  assert.deepEqual(plain(), { exports: ["defineAgentTask"], name: "plain" });
+  assert.deepEqual(plain(), { exports: ["defineAgentProgram", "defineAgentTask"], name: "plain" });
 
   // tsx: the user's task file, imported as their own code would
   writeFileSync(join(project, "my.agent.ts"), TASK_FILE);
   writeFileSync(
     join(project, "show.ts"),
-    `import task from "./my.agent.js";\nconsole.log(JSON.stringify({ name: task.name, tools: Object.keys(task.tools) }));\n`,
+    `import task from "./my.agent.js";\nconsole.log(JSON.stringify({ name: task.name, tools: Object.keys(task.tools ?? {}) }));\n`,
   );
   assert.deepEqual(JSON.parse(run(join(BIN, "tsx"), ["show.ts"], project)), { name: "user-task", tools: ["greet"] });
 
@@ -151,5 +151,5 @@ test("a project outside the repo installs the packed package and imports defineA
   // the entry pulls in none of the gRPC client's dependencies (protobuf, connect): only ajv, which
   // checks a task's tool schemas (define.ts)
   for (const d of Object.keys(PKG.dependencies).filter((d) => d !== "ajv")) rmSync(join(project, "node_modules", d), { recursive: true, force: true });
-  assert.deepEqual(plain(), { exports: ["defineAgentTask"], name: "plain" });
+  assert.deepEqual(plain(), { exports: ["defineAgentProgram", "defineAgentTask"], name: "plain" });
 });

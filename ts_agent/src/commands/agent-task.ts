@@ -13,7 +13,12 @@
  * demo: demonstration episodes from the task's `reference` calls (written under --data-root, the
  * sidecar's data root), the embedded agent model built from them (base_model "embedded:<that
  * file>"), baseline.json for that base (when missing), training, `agent eval` of the run and its
- * report.md with the milestone.
+ * report.md with the milestone. An agent program (defineAgentProgram) has no demonstrations to
+ * build a model from: refused, naming `run`.
+ *
+ * `--agent-program FILE` (train, eval, plan, sweep: agentProgramArgv) is `--agent-task FILE` for a
+ * file whose default export is an agent program, refused for any other: one pipeline, one flag
+ * that says which kind of file the user meant.
  */
 import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -24,7 +29,7 @@ import { create } from "@bufbuild/protobuf";
 import { rowsOf } from "../agent/agent-task/agent-spec.js";
 import { embeddedBaseModel } from "../agent/core/base-model.js";
 import { loadAgentTask } from "../agent/agent-task/define.js";
-import { writeDemonstrations } from "../agent/agent-task/demonstrations.js";
+import { PROGRAM_NO_DEMONSTRATIONS, writeDemonstrations } from "../agent/agent-task/demonstrations.js";
 import { writeReport } from "../agent/report/run-report.js";
 import { loadTrainRequest } from "../agent/train/run.js";
 import { milestoneLine } from "../agent/verdict/milestone.js";
@@ -37,6 +42,33 @@ import { evalRun } from "../pipeline/evaluate-adapter.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag } from "./flags.js";
 
 const TASK_FLAGS = { ...GLOBAL_FLAGS, ...EVALS_DIR_FLAG, "agent-task": { type: "string" }, config: { type: "string" }, "run-id": { type: "string" } } as const;
+
+/** argv with `--agent-program FILE` as `--agent-task FILE`, once FILE loaded as an agent program
+ *  (refused, one line, when its default export has no `run`, or when --agent-task is given too). */
+export async function agentProgramArgv(argv: string[]): Promise<string[]> {
+  const out: string[] = [];
+  let file: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--") {
+      out.push(...argv.slice(i));
+      break;
+    }
+    if (a !== "--agent-program" && !a.startsWith("--agent-program=")) {
+      out.push(a);
+      continue;
+    }
+    if (file !== undefined) throw new UserError("--agent-program: given twice: give one agent program");
+    file = a === "--agent-program" ? argv[++i] : a.slice("--agent-program=".length);
+    if (!file || file.startsWith("-")) throw new UserError("--agent-program: needs a FILE (an agent program, defineAgentProgram)");
+    out.push("--agent-task", file);
+  }
+  if (file === undefined) return argv;
+  if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task=")))
+    throw new UserError("--agent-program and --agent-task both name the agent: give one");
+  await loadAgentTask(file, { program: true });
+  return out;
+}
 
 async function configOf(path: string | undefined) {
   return path ? loadTrainRequest(resolve(path)) : create(TrainRequestSchema);
@@ -77,17 +109,29 @@ export async function trainAgentTask(argv: string[], client: SidecarClient): Pro
 export async function demoAgentTask(argv: string[], client: SidecarClient): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { ...TASK_FLAGS, "data-root": { type: "string" }, seed: { type: "string" }, force: { type: "boolean" } },
+    options: {
+      ...TASK_FLAGS,
+      "data-root": { type: "string" },
+      seed: { type: "string" },
+      force: { type: "boolean" },
+      "demonstrations-from": { type: "string" },
+    },
     allowPositionals: false,
   });
   const file = values["agent-task"]!;
   const seed = values.seed === undefined ? undefined : numberFlag("--seed", values.seed, { min: 0, max: 2 ** 32 - 1, integer: true });
   const config = await configOf(values.config);
   const task = await loadAgentTask(file);
+  // an agent program has no reference calls: its embedded agent model is built from an agent task's demonstrations
+  const from = values["demonstrations-from"];
+  if (task.run && !from) throw new UserError(`${file}: run: ${PROGRAM_NO_DEMONSTRATIONS}; or give --demonstrations-from AGENT_TASK_FILE`);
+  if (!task.run && from) throw new UserError(`--demonstrations-from: only for an agent program; ${file} has its own reference`);
+  const source = from ? await loadAgentTask(from) : task;
+  if (from && (source.run || !source.reference)) throw new UserError(`--demonstrations-from ${from}: must be an agent task with reference(task)`);
   const root = resolve(values["data-root"] ?? dataRoot());
-  const relative = join("sidecar-data", "agent-demos", `${task.name}.demos.jsonl`);
+  const relative = join("sidecar-data", "agent-demos", `${source.name}.demos.jsonl`);
   mkdirSync(join(root, dirname(relative)), { recursive: true });
-  const n = await writeDemonstrations(task, rowsOf(task, "train"), join(root, relative));
+  const n = await writeDemonstrations(source, rowsOf(source, "train"), join(root, relative));
   console.log(`== ${n} demonstration episodes: ${join(root, relative)} (the embedded agent model is built from them once, then cached)`);
   const baseModel = embeddedBaseModel(relative);
   const paths = evalTargetFromFlags({ tasks: file, "evals-dir": values["evals-dir"] });

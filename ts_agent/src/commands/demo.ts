@@ -49,6 +49,7 @@ function elapsed(t0: number): string {
 }
 
 export const command: CommandHandler = async (argv, client) => {
+  if (argv.some((a) => a === "--agent-program" || a.startsWith("--agent-program="))) argv = await (await import("./agent-task.js")).agentProgramArgv(argv);
   if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).demoAgentTask(argv, client);
   const { values, positionals } = parseArgs({
     args: argv,

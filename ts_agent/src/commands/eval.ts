@@ -18,12 +18,14 @@ import { RegradeMismatchError } from "../agent/eval/grading.js";
 import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { thresholdFailure } from "../agent/report/junit.js";
 import { evalAdapterPath, evalBaseOnly, evalRun } from "../pipeline/evaluate-adapter.js";
-import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { agentProgramHelp } from "./agent-task-help.js";
+import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, hasAgentProgramFlag, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
 
 export const help: CommandHelp = {
   summary:
     "Base model vs an adapter on the test split (Evaluate; a task file re-graded in TS, an agent task scored by its scorers) -> runs/<id>/eval.json, junit.xml.",
-  usage: "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE (or --tasks FILE) [--name N] [options]",
+  usage:
+    "agent eval <run_id> [options] | agent eval --adapter PATH [--name N] [options] | agent eval --agent-task FILE (or --agent-program FILE, --tasks FILE) [--name N] [options]",
   flags: [
     ["--run ID", "the run, as a flag instead of the positional <run_id>"],
     ["--adapter PATH", "a PEFT adapter folder under the sidecar's data root, instead of a run's"],
@@ -33,6 +35,7 @@ export const help: CommandHelp = {
     ],
     ["--tasks PATH", `task file (docs/tasks.md; default: the run's own, else ${TASKS_RELATIVE_PATH})`],
     ["--agent-task FILE", "an agent task file (docs/agents.md) as the task set (default for an agent run: the file it recorded, refused when it changed)"],
+    agentProgramHelp,
     [
       "--limit N",
       "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json",
@@ -52,10 +55,12 @@ export const help: CommandHelp = {
     "agent eval --adapter adapters/aml-v2 --name aml-v2",
     "agent eval orders-1 --agent-task agent-evals/agent-tasks/orders.agent.ts --threshold 0.9",
     "agent eval --agent-task agent-evals/agent-tasks/calculator.agent.ts --base-model smollm2-135m-instruct",
+    "agent eval --agent-program agent-evals/agent-programs/orders-openai.ts --run orders-openai-1",
   ],
 };
 
 export const command: CommandHandler = async (argv, client) => {
+  if (hasAgentProgramFlag(argv)) argv = await (await import("./agent-task.js")).agentProgramArgv(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: {

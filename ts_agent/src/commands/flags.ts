@@ -143,6 +143,12 @@ export function followOneRun(name: string, help: CommandHelp, first?: (client: S
   };
 }
 
+/** Is `--agent-program FILE` among the flags? Then the command reads argv through agent-task.ts
+ *  agentProgramArgv first (loaded only then), which makes it `--agent-task FILE`. */
+export function hasAgentProgramFlag(argv: string[]): boolean {
+  return argv.some((a) => a === "--agent-program" || a.startsWith("--agent-program="));
+}
+
 /** `agent eval` and `agent baseline set`: what to evaluate on. */
 export const EVAL_FLAGS = {
   tasks: { type: "string" },

@@ -27,7 +27,8 @@ import { skippedFeatures } from "../agent/core/task-format.js";
 import { TASKS_RELATIVE_PATH, loadTaskFile, splitTasks } from "../agent/eval/tasks.js";
 import { DOWNSTREAM_MIN_DELTA, DOWNSTREAM_MIN_DELTA_PP } from "../agent/verdict/milestone.js";
 import { planLines, planMilestone } from "../agent/verdict/milestone-plan.js";
-import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, type CommandHandler, type CommandHelp } from "./flags.js";
+import { agentProgramHelp } from "./agent-task-help.js";
+import { EVAL_FLAGS, GLOBAL_FLAGS, evalTargetFromFlags, hasAgentProgramFlag, type CommandHandler, type CommandHelp } from "./flags.js";
 import { planMemory } from "../pipeline/plan-memory.js";
 import { displayPath } from "../agent/workspace.js";
 import { resolve } from "node:path";
@@ -39,7 +40,7 @@ import { agentPreflight, preflightLines } from "../pipeline/agent-preflight.js";
 export const help: CommandHelp = {
   summary: "before training: required n and MDE for the milestone's +5 pp at the available test size",
   usage:
-    "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json | agent plan --agent-task FILE [--config run.json] [--base-model M]",
+    "agent plan [--tasks PATH] [--evals-dir DIR] [--base-accuracy P] | agent plan --config run.json | agent plan --agent-task FILE (or --agent-program FILE) [--config run.json] [--base-model M]",
   flags: [
     ["--tasks PATH", `task file (docs/tasks.md; default ${TASKS_RELATIVE_PATH})`],
     ["--evals-dir DIR", "where baseline.json lives (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
@@ -49,6 +50,7 @@ export const help: CommandHelp = {
       "--agent-task FILE",
       "instead: the preflight of an agent task (docs/agents.md): G episodes of the base on a few train tasks, the tool-call and well-formed rates, the scorers' means, the groups whose rewards are all equal",
     ],
+    agentProgramHelp,
   ],
   examples: [
     "agent plan",
@@ -59,6 +61,7 @@ export const help: CommandHelp = {
 };
 
 export const command: CommandHandler = async (argv, _client) => {
+  if (hasAgentProgramFlag(argv)) argv = await (await import("./agent-task.js")).agentProgramArgv(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: { ...EVAL_FLAGS, "base-accuracy": { type: "string" }, config: { type: "string" }, ...GLOBAL_FLAGS },

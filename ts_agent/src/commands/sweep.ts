@@ -27,12 +27,22 @@ import { targetForRun } from "../pipeline/run-task-file.js";
 import { agentSweepRequest, servingRecordedTask } from "../pipeline/agent-run.js";
 import { agentPreflight, noSignal, notStartedLine, preflightLines } from "../pipeline/agent-preflight.js";
 import { defaultSweepId, readPlan, requestFromFlags, runSweep } from "../pipeline/seed-sweep.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, evalTargetFromFlags, numberFlag, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import { agentProgramHelp } from "./agent-task-help.js";
+import {
+  EVALS_DIR_FLAG,
+  GLOBAL_FLAGS,
+  evalTargetFromFlags,
+  hasAgentProgramFlag,
+  numberFlag,
+  usageError,
+  type CommandHandler,
+  type CommandHelp,
+} from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Replicate one request under N seeds (train, eval, report each) and judge the recipe across seeds.",
   usage:
-    "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P] [--sweep-id ID] [--tasks PATH] [--limit N] [--evals-dir DIR] | agent sweep --resume ID [--parallel P]",
+    "agent sweep [--config FILE | --from-run ID] [--seeds N] [--first-seed S] [--parallel P] [--sweep-id ID] [--tasks PATH | --agent-task FILE | --agent-program FILE] [--limit N] [--evals-dir DIR] | agent sweep --resume ID [--parallel P]",
   flags: [
     ["--config FILE", "a TrainRequest in proto JSON (default agent-evals/demo-request.json)"],
     ["--from-run ID", "replicate a downloaded run: its request from runs/<ID>/run.json"],
@@ -52,6 +62,7 @@ export const help: CommandHelp = {
       "--agent-task FILE",
       "an agent task (docs/agents.md): its train rows and AgentSpec with --config's knobs; this process serves its tools while the seeds train (also for --from-run of an agent run)",
     ],
+    agentProgramHelp,
     ["--force", "with an agent task: sweep even when the preflight finds no group of the base's episodes whose rewards differ"],
     ["--limit N", "evaluate only the first N test tasks (the milestone needs >= 200; default all)"],
     [
@@ -77,6 +88,7 @@ export const help: CommandHelp = {
 const SWEEP_ID = /^[A-Za-z0-9_-]{1,50}$/;
 
 export const command: CommandHandler = async (argv, client) => {
+  if (hasAgentProgramFlag(argv)) argv = await (await import("./agent-task.js")).agentProgramArgv(argv);
   const { values, positionals } = parseArgs({
     args: argv,
     options: {

@@ -14,11 +14,21 @@ import { trainHelp as agentTrainHelp } from "./agent-task-help.js";
 
 import { loadTrainRequest, trainViaSidecar } from "../agent/train/run.js";
 import { followAttached } from "../pipeline/follow.js";
-import { EVALS_DIR_FLAG, GLOBAL_FLAGS, RUN_DIR_FLAG_HELP, TRAIN_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
+import {
+  EVALS_DIR_FLAG,
+  GLOBAL_FLAGS,
+  RUN_DIR_FLAG_HELP,
+  TRAIN_FLAGS,
+  hasAgentProgramFlag,
+  usageError,
+  type CommandHandler,
+  type CommandHelp,
+} from "./flags.js";
 
 export const help: CommandHelp = {
   summary: "Train through the sidecar: live progress, then every artifact downloaded and sha256-verified.",
-  usage: "agent train --config FILE [--run-id ID] [--evals-dir DIR] | agent train --agent-task FILE [--config FILE] [--run-id ID]",
+  usage:
+    "agent train --config FILE [--run-id ID] [--evals-dir DIR] | agent train --agent-task FILE [--config FILE] [--run-id ID] | agent train --agent-program FILE [--config FILE] [--run-id ID]",
   flags: [
     ...agentTrainHelp,
     ["--config FILE", "a TrainRequest in proto JSON (.proto or camelCase field names)"],
@@ -30,13 +40,19 @@ export const help: CommandHelp = {
     "commands for it are printed; a second Ctrl-C within 2 s cancels the run. If the sidecar goes away\n" +
     "(and does not come back within a few re-attach attempts) the run id and the `agent watch` /\n" +
     "`agent resume` commands are printed, exit 1.\n" +
-    "An agent run (--agent-task) needs this process, which serves its tools and scorers: there Ctrl-C\n" +
-    "cancels the run at its next step instead of detaching, waits for it to stop and prints the\n" +
-    "`agent resume RUN` that continues it from its last checkpoint (a second Ctrl-C leaves at once).",
-  examples: ["agent train --config run.json --run-id aml-1", "agent train --config run.json --evals-dir /tmp/evals --address 10.0.0.5:50151"],
+    "An agent run (--agent-task, --agent-program) needs this process, which serves its tools (or runs\n" +
+    "the program's rollouts) and scorers: there Ctrl-C cancels the run at its next step instead of\n" +
+    "detaching, waits for it to stop and prints the `agent resume RUN` that continues it from its last\n" +
+    "checkpoint (a second Ctrl-C leaves at once).",
+  examples: [
+    "agent train --config run.json --run-id aml-1",
+    "agent train --config run.json --evals-dir /tmp/evals --address 10.0.0.5:50151",
+    "agent train --agent-program agent-evals/agent-programs/orders-openai.ts --config run.json --run-id orders-openai-1",
+  ],
 };
 
 export const command: CommandHandler = async (argv, client) => {
+  if (hasAgentProgramFlag(argv)) argv = await (await import("./agent-task.js")).agentProgramArgv(argv);
   if (argv.some((a) => a === "--agent-task" || a.startsWith("--agent-task="))) return (await import("./agent-task.js")).trainAgentTask(argv, client);
   const { values, positionals } = parseArgs({
     args: argv,

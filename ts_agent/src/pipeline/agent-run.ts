@@ -129,8 +129,9 @@ export async function trainAgentRun(
     return { code: 2, outcome: null };
   }
   const ref = agentTaskRef(task, file);
+  const acts = task.run ? "an agent program (its own loop and tools)" : `tools ${ref.tools.join(", ") || "(none)"}`;
   console.log(
-    `agent task ${task.name}: ${rows.length} train tasks, tools ${ref.tools.join(", ") || "(none)"}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`,
+    `agent task ${task.name}: ${rows.length} train tasks, ${acts}, scorers ${ref.scorers.map((s) => s.name).join(", ")} (${file}, sha256 ${ref.sha256.slice(0, 12)})`,
   );
   return followServing(
     client,

@@ -105,8 +105,8 @@ export async function targetForRun(client: SidecarClient, command: string, runId
  * An agent run is judged and resumed with the agent task file it trained with, unchanged: its
  * tools and scorers are the reward and the grader. A one-line UserError (exit 2) when the file the
  * run recorded (AgentSpec.source) is not here, or when its bytes changed since: the refusal names
- * both sha256 and what changed, part by part (agent-spec.ts agentTaskParts: a tool, a scorer, the
- * limits, the system prompt, the tasks). `accept` (resume's --accept-changed-task) goes on with
+ * both sha256 and what changed, part by part (agent-spec.ts agentTaskParts: a tool, an agent
+ * program's run, a scorer, the limits, the system prompt, the tasks). `accept` (resume's --accept-changed-task) goes on with
  * the changed file and records it in runs/<run_id>/agent-task-changes.jsonl.
  */
 export async function checkAgentTaskFile(
@@ -131,7 +131,7 @@ export async function checkAgentTaskFile(
     ? "the run records no parts to compare (an older run)"
     : changed.length
       ? `changed: ${changed.join(", ")}`
-      : "no tool, scorer, limit, system prompt or task changed in its own text (a comment, or a helper they call, may have)";
+      : `no ${"program" in recorded ? "program" : "tool"}, scorer, limit, system prompt or task changed in its own text (a comment, or a helper they call, may have)`;
   const shas = `sha256 ${now.slice(0, 12)} now, ${source.sha256.slice(0, 12)} in the run`;
   if (!opts.accept) {
     throw new UserError(

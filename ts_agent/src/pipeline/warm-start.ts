@@ -20,7 +20,7 @@ import { create } from "@bufbuild/protobuf";
 
 import { agentSpec, agentTaskRef, rowsOf, taskRows } from "../agent/agent-task/agent-spec.js";
 import { loadAgentTask, primaryScorer, type AgentTask, type AgentTaskRow } from "../agent/agent-task/define.js";
-import { writeDemonstrations, type DemonstrationSettings } from "../agent/agent-task/demonstrations.js";
+import { PROGRAM_NO_DEMONSTRATIONS, writeDemonstrations, type DemonstrationSettings } from "../agent/agent-task/demonstrations.js";
 import { loadAgentTaskSet } from "../agent/eval/agent-task-set.js";
 import { DEFAULT_EVAL_SETTINGS, settingsForTaskSet } from "../agent/eval/evaluate.js";
 import { trainViaSidecar, type TrainOutcome } from "../agent/train/run.js";
@@ -89,7 +89,7 @@ export async function warmStartDemonstrations(
   );
   const sampledEpisodes = await sampleEpisodes(client, taskSet, settings, "warm start: sampling");
   const primary = primaryScorer(task);
-  const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
+  const tools = Object.entries(task.tools ?? {}).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
   const kept: string[] = [];
   let sampled = 0;
   for (const episodes of sampledEpisodes.values()) {
@@ -117,6 +117,7 @@ export async function warmStartRun(
   opts: WarmStartOptions,
 ): Promise<{ code: number; outcome: TrainOutcome | null }> {
   const task = await loadAgentTask(file);
+  if (task.run) throw new UserError(`${file}: run: ${PROGRAM_NO_DEMONSTRATIONS}`);
   const baseModel = opts.baseModel ?? config.baseModel;
   const heldOut = config.heldOut?.numPrompts || DEFAULT_HELD_OUT_PROMPTS;
   const train = rowsOf(task, "train");

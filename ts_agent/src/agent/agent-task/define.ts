@@ -4,6 +4,11 @@
  * functions of the whole episode returning a number in [0, 1]) and the limits. The same file
  * trains (`agent train --agent-task FILE`) and evaluates (`agent eval --agent-task FILE`).
  *
+ * An agent program (defineAgentProgram, docs/agent-programs.md) is the same type with `run` and no
+ * tools: the user's own agent, its own loop and tools, run by this process against the sidecar's
+ * OpenAI-compatible endpoint for each rollout (tool-host.ts runRollout). Being one type, a program
+ * goes through the whole agent-task pipeline (task set, eval log, verdict, report, runs, resume).
+ *
  * `loadAgentTask` imports the user's module (a .ts file through tsx, or .js/.mjs) and checks it:
  * every mistake is one line naming the field (a UserError: exit 2).
  */
@@ -56,7 +61,22 @@ export interface Episode {
    * the sidecar's episode runner (ScoreEpisodeRequest.final_answer); Evaluate's completion is the same. */
   finalAnswer: string;
   toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>;
+  /** an agent program's rollout: the value its `run` returned (undefined for an agent task's
+   *  episode, or a program that returned nothing); `finalAnswer` is the same value as text */
+  final?: unknown;
   stats: { turns: number; toolCalls: number; toolErrors: number; unknownToolCalls: number; malformedCalls: number; endedBy: string };
+}
+
+/** What an agent program's `run` gets beside its task: where its OpenAI client points for this one rollout. */
+export interface ProgramContext {
+  /** the OpenAI base URL of this rollout (the sidecar's endpoint; every call made there is recorded for it) */
+  baseURL: string;
+  /** the OpenAI client's apiKey (the sidecar's token) */
+  apiKey: string;
+  /** aborted when the rollout's timeout passes */
+  signal: AbortSignal;
+  /** the name to send as OpenAI's `model` (PROGRAM_MODEL: the endpoint serves the policy of the rollout's URL) */
+  model: string;
 }
 
 export interface AgentScorer {
@@ -74,12 +94,19 @@ export interface AgentLimits {
   toolTimeoutMs?: number;
   /** a tool's output is cut to this many characters (default 2000) */
   maxToolOutputChars?: number;
+  /** an agent program's rollout, ms (default 120000: tool-host.ts DEFAULT_ROLLOUT_TIMEOUT_MS) */
+  rolloutTimeoutMs?: number;
 }
+
+/** The limits that mean something for an agent program: model calls and tool calls per rollout (the
+ *  sidecar's endpoint counts them) and the rollout's wall-clock time. */
+export type AgentProgramLimits = Pick<AgentLimits, "maxTurns" | "maxToolCalls" | "rolloutTimeoutMs">;
 
 export interface AgentTask {
   name: string;
   tasks: AgentTaskRow[];
-  tools: Record<string, AgentTool>;
+  /** required unless `run` is set (an agent program runs its own tools) */
+  tools?: Record<string, AgentTool>;
   scorers: Record<string, AgentScorer>;
   /** the scorer whose per-task score `agent eval` judges (default: the first) */
   primaryScorer?: string;
@@ -88,11 +115,38 @@ export interface AgentTask {
   /** The tool calls that solve a task. Optional: `agent demo --agent-task` uses it to write the
    *  demonstration episodes its embedded agent model is built from (docs/agents.md). */
   reference?: (task: AgentTaskRow) => Array<{ name: string; arguments: Record<string, unknown> }>;
+  /** Set: an agent program (defineAgentProgram), with no tools, system prompt or reference. */
+  run?: (task: AgentTaskRow, ctx: ProgramContext) => unknown | Promise<unknown>;
+}
+
+/** An agent program as its user writes it: the user's own agent in `run`, pointed at `ctx.baseURL`. */
+export interface AgentProgram {
+  name: string;
+  tasks: AgentTaskRow[];
+  /** one rollout of the user's agent on one task; its return value is the scorers' `episode.final` */
+  run: (task: AgentTaskRow, ctx: ProgramContext) => unknown | Promise<unknown>;
+  scorers: Record<string, AgentScorer>;
+  /** the scorer `agent eval` judges per task (default: the first) */
+  primaryScorer?: string;
+  limits?: AgentProgramLimits;
 }
 
 /** Identity with types: `export default defineAgentTask({...})`. */
 export function defineAgentTask(task: AgentTask): AgentTask {
   return task;
+}
+
+/** `export default defineAgentProgram({...})`: an agent task whose episodes are `run`'s rollouts. */
+export function defineAgentProgram(program: AgentProgram): AgentTask {
+  return program;
+}
+
+/** The `model` an agent program sends: the endpoint serves the policy of the rollout's URL under any name. */
+export const PROGRAM_MODEL = "policy";
+
+/** An agent program (it has `run`), not an agent task with tools. */
+export function isAgentProgram(task: AgentTask): boolean {
+  return typeof task.run === "function";
 }
 
 /** A tool's name: the sidecar's rule (py_trainer agents/spec.py TOOL_NAME, the proto's ToolSpec.name),
@@ -105,7 +159,11 @@ export const LIMIT_RANGES: Record<keyof AgentLimits, [number, number]> = {
   maxToolCalls: [0, 64],
   toolTimeoutMs: [1, 600_000],
   maxToolOutputChars: [1, 100_000],
+  rolloutTimeoutMs: [1, 3_600_000],
 };
+/** The limits of an agent task's own tools, meaningless for an agent program (and the reverse). */
+const TOOL_LIMITS = new Set(["toolTimeoutMs", "maxToolOutputChars"]);
+const PROGRAM_LIMITS = new Set(["rolloutTimeoutMs"]);
 
 /** A tool's parameters schema, bounded before it is checked: its JSON text in characters (the whole
  * schema goes into every prompt) and its levels of nesting (objects and arrays). The sidecar's rule
@@ -179,8 +237,17 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
     if (r.split !== undefined && r.split !== "train" && r.split !== "test")
       bad(`tasks[${i}].split`, `must be "train" or "test", got ${JSON.stringify(r.split)}`);
   });
-  if (typeof t.tools !== "object" || t.tools === null) bad("tools", "must be an object of name -> { description, parameters, run }");
-  for (const [name, tool] of Object.entries(t.tools as Record<string, unknown>)) {
+  const program = t.run !== undefined;
+  if (program) {
+    if (typeof t.run !== "function") bad("run", "must be a function of (task, { baseURL, apiKey, signal, model }) (an agent program)");
+    if (t.tools !== undefined && (typeof t.tools !== "object" || t.tools === null || Object.keys(t.tools).length > 0))
+      bad("tools", "an agent program runs its own tools; remove tools or run");
+    if (t.reference !== undefined) bad("reference", "an agent program has no tools to call in reference calls; remove reference or run");
+    if (t.systemPrompt !== undefined) bad("systemPrompt", "an agent program sends its own system prompt; remove systemPrompt or run");
+  } else if (typeof t.tools !== "object" || t.tools === null) {
+    bad("tools", "must be an object of name -> { description, parameters, run } (or give run: an agent program, defineAgentProgram)");
+  }
+  for (const [name, tool] of Object.entries((t.tools ?? {}) as Record<string, unknown>)) {
     if (!TOOL_NAME.test(name)) bad(`tools.${name}`, `a tool name must match ${TOOL_NAME.source.slice(1, -1)}`);
     const x = tool as Record<string, unknown>;
     if (typeof x?.run !== "function") bad(`tools.${name}.run`, "must be a function");
@@ -205,6 +272,8 @@ export function checkAgentTask(value: unknown, file: string): AgentTask {
   for (const [key, value] of Object.entries(limits)) {
     const range = LIMIT_RANGES[key as keyof AgentLimits];
     if (!range) bad(`limits.${key}`, `unknown limit (one of ${Object.keys(LIMIT_RANGES).join(", ")})`);
+    if (program && TOOL_LIMITS.has(key)) bad(`limits.${key}`, "bounds an agent task's own tools; an agent program runs its own (remove it)");
+    if (!program && PROGRAM_LIMITS.has(key)) bad(`limits.${key}`, "bounds an agent program's rollout; this agent task has no run (remove it)");
     if (typeof value !== "number" || !Number.isInteger(value) || value < range[0] || value > range[1]) {
       bad(`limits.${key}`, `must be an integer in [${range[0]}, ${range[1]}], got ${JSON.stringify(value)}`);
     }
@@ -222,10 +291,12 @@ export function loadErrorLine(err: unknown): string {
   return lines.find((l) => l.trim() !== "") ?? "";
 }
 
-/** Import the user's agent task module (its default export, else its `agentTask` export) and check it. */
-export async function loadAgentTask(path: string): Promise<AgentTask> {
+/** Import the user's agent task module (its default export, else its `agentTask` export) and check it;
+ *  `opts.program`: refuse one that is not an agent program (`--agent-program FILE`). */
+export async function loadAgentTask(path: string, opts: { program?: boolean } = {}): Promise<AgentTask> {
+  const flag = opts.program ? "--agent-program" : "--agent-task";
   const file = resolve(path);
-  if (!existsSync(file)) throw new UserError(`--agent-task: no such file: ${path}`);
+  if (!existsSync(file)) throw new UserError(`${flag}: no such file: ${path}`);
   let mod: Record<string, unknown>;
   try {
     if (/\.(c|m)?ts$/.test(file)) {
@@ -241,7 +312,12 @@ export async function loadAgentTask(path: string): Promise<AgentTask> {
   // a file outside an ESM package is loaded as CommonJS: its default export arrives one level down
   const inner = exported as Record<string, unknown> | undefined;
   if (inner && typeof inner === "object" && !("name" in inner) && ("default" in inner || "agentTask" in inner)) exported = inner.default ?? inner.agentTask;
-  return checkAgentTask(exported, path);
+  const task = checkAgentTask(exported, path);
+  if (opts.program && !isAgentProgram(task))
+    throw new UserError(
+      `${path}: run: --agent-program needs an agent program (defineAgentProgram({ run, ... })); this file is an agent task: use --agent-task`,
+    );
+  return task;
 }
 
 /** The scorer `agent eval` judges on. */

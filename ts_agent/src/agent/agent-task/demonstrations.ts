@@ -26,6 +26,10 @@ export interface DemonstrationSettings {
   seed: number;
 }
 
+/** Why `agent demo` and `agent warmstart` refuse an agent program (after "FILE: run: "). */
+export const PROGRAM_NO_DEMONSTRATIONS =
+  "demonstrations are built from an agent task's tools and reference(); an agent program has neither (it runs its own): train it with agent train --agent-program FILE";
+
 export const DEMONSTRATIONS: DemonstrationSettings = { total: 3000, correctShare: 0.3, guessShare: 0.6, seed: 0 };
 
 async function answerOf(task: AgentTask, row: AgentTaskRow): Promise<string> {
@@ -36,9 +40,10 @@ async function answerOf(task: AgentTask, row: AgentTaskRow): Promise<string> {
 
 /** The demonstration episodes of the task's train rows, as JSONL text. */
 export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], settings = DEMONSTRATIONS): Promise<string> {
+  if (task.run) throw new UserError(`${task.name}: run: ${PROGRAM_NO_DEMONSTRATIONS}`);
   if (!task.reference) throw new UserError(`${task.name}: reference: an agent demo needs the task's reference tool calls (reference(task))`);
   const rng = new Rng(settings.seed);
-  const tools = Object.entries(task.tools).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
+  const tools = Object.entries(task.tools ?? {}).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
   const lines: string[] = [];
   const perTask = Math.max(1, Math.ceil(settings.total / Math.max(rows.length, 1)));
   // fewer demonstrations than tasks: every k-th task, spread over the file (a warm start on few)

@@ -8,6 +8,12 @@
  * the sidecar, which writes the note and counts the error: the rule has one owner). A
  * scorer that throws or gives a number outside [0, 1] fails the call with INVALID_ARGUMENT naming
  * the scorer (the sidecar fails the run with that message: a scorer bug is not a model's error).
+ *
+ * An agent program (define.ts defineAgentProgram) is served by RunRollout instead of CallTool: the
+ * sidecar asks for one rollout of the user's `run` against its OpenAI-compatible endpoint, and this
+ * host keeps what `run` returned until ScoreEpisode of that episode gives it to the scorers
+ * (`episode.final`). A program that throws or runs past its timeout answers `error` (a failed
+ * rollout: the sidecar counts it and never scores it), never a failed call.
  */
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -16,16 +22,21 @@ import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 
 import { AgentToolHostService } from "../../gen/grpo/trainer/v1/trainer_service_pb.js";
-import type { AgentTask, AgentTaskRow, Episode, EpisodeMessage } from "./define.js";
+import { PROGRAM_MODEL, type AgentTask, type AgentTaskRow, type Episode, type EpisodeMessage } from "./define.js";
 
 /** The contract's AgentSpec defaults (test/agent-limits-defaults.test.ts holds them equal). */
 export const DEFAULT_LIMITS = { maxTurns: 4, maxToolCalls: 4, toolTimeoutMs: 5000, maxToolOutputChars: 2000 };
+/** The contract's AgentProgram.timeout_ms default (test/agent-limits-defaults.test.ts holds it equal). */
+export const DEFAULT_ROLLOUT_TIMEOUT_MS = 120_000;
 
 /** Counts of what the host served (for the progress line and tests). */
 export interface HostCounters {
   toolCalls: number;
   toolErrors: number;
   episodesScored: number;
+  /** an agent program's rollouts run, and of them those that threw or timed out */
+  rolloutsRun: number;
+  rolloutsFailed: number;
 }
 
 export interface ToolHost {
@@ -64,7 +75,7 @@ function firstChars(text: string, n: number): string {
  * model sees, with its note, and counts it a tool error (agents/episodes.py). */
 export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: string, name: string, args: Record<string, unknown>): Promise<[string, boolean]> {
   const limits = { ...DEFAULT_LIMITS, ...task.limits };
-  const tool = task.tools[name];
+  const tool = task.tools?.[name];
   if (!tool) return [`error: unknown tool ${JSON.stringify(name)}`, true];
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
@@ -84,11 +95,69 @@ export async function runTool(task: AgentTask, row: AgentTaskRow, episodeId: str
   }
 }
 
+/** One rollout's outcome: the JSON text of what `run` returned ("" for undefined) and the value
+ *  itself, or the one-line reason it failed. */
+export type RolloutOutcome = { ok: true; value: unknown; finalJson: string } | { ok: false; error: string };
+
+/** Run one rollout of an agent program: `run(row, ctx)` under `timeoutMs` (the signal is aborted
+ *  when it passes; a program that ignores it is left behind, its result unused). */
+export async function runRollout(
+  run: NonNullable<AgentTask["run"]>,
+  row: AgentTaskRow,
+  ctx: { baseURL: string; apiKey: string; timeoutMs: number },
+): Promise<RolloutOutcome> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = Symbol("timed out");
+  const timeout = new Promise<typeof timedOut>((done) => {
+    timer = setTimeout(() => {
+      done(timedOut); // settled before the abort, so a program that rejects on abort still reads as a timeout
+      controller.abort(new Error(`the rollout ran past ${ctx.timeoutMs} ms`));
+    }, ctx.timeoutMs);
+  });
+  let value: unknown;
+  try {
+    const out = await Promise.race([
+      Promise.resolve().then(() => run(row, { baseURL: ctx.baseURL, apiKey: ctx.apiKey, signal: controller.signal, model: PROGRAM_MODEL })),
+      timeout,
+    ]);
+    if (out === timedOut) return { ok: false, error: `the agent program ran past its timeout of ${ctx.timeoutMs} ms` };
+    value = out;
+  } catch (err) {
+    if (controller.signal.aborted) return { ok: false, error: `the agent program ran past its timeout of ${ctx.timeoutMs} ms` };
+    return { ok: false, error: `the agent program threw: ${firstLine(err)}` };
+  } finally {
+    clearTimeout(timer);
+  }
+  let finalJson: string | undefined;
+  try {
+    finalJson = JSON.stringify(value);
+  } catch (err) {
+    return { ok: false, error: `the agent program returned a value that is not JSON: ${firstLine(err)}` };
+  }
+  return { ok: true, value, finalJson: finalJson ?? "" };
+}
+
+function firstLine(err: unknown): string {
+  return String((err as Error)?.message ?? err).split("\n")[0];
+}
+
+/** A tool call's arguments as a scorer sees them: an object (OpenAI's wire format sends a JSON string). */
+function argumentsObject(args: unknown): Record<string, unknown> {
+  if (typeof args !== "string") return (args ?? {}) as Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(args || "{}");
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
 /** The episode a scorer sees, from the sidecar's transcript and the final answer its episode runner
  * computed (ScoreEpisodeRequest.final_answer: the one rule, never parsed again here). */
-export function episodeFrom(row: AgentTaskRow, messages: EpisodeMessage[], stats: Episode["stats"], finalAnswer: string): Episode {
-  const toolCalls = messages.flatMap((m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })));
-  return { task: row, messages, finalAnswer, toolCalls, stats };
+export function episodeFrom(row: AgentTaskRow, messages: EpisodeMessage[], stats: Episode["stats"], finalAnswer: string, final?: unknown): Episode {
+  const toolCalls = messages.flatMap((m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, arguments: argumentsObject(c.function.arguments) })));
+  return { task: row, messages, finalAnswer, toolCalls, stats, ...(final === undefined ? {} : { final }) };
 }
 
 /** Every scorer on one episode; a throw or a score outside [0, 1] is a ConnectError naming the scorer.
@@ -134,7 +203,9 @@ function describeValue(v: unknown): string {
 /** Serve the task's tools and scorers on 127.0.0.1 (an ephemeral port unless `port` is given). */
 export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost> {
   const rows = new Map(task.tasks.map((r) => [r.id, r]));
-  const counters: HostCounters = { toolCalls: 0, toolErrors: 0, episodesScored: 0 };
+  const counters: HostCounters = { toolCalls: 0, toolErrors: 0, episodesScored: 0, rolloutsRun: 0, rolloutsFailed: 0 };
+  // what each agent program's rollout returned, by episode id, until its ScoreEpisode
+  const finals = new Map<string, unknown>();
   const rowOf = (id: string): AgentTaskRow => {
     const row = rows.get(id);
     if (!row) throw new ConnectError(`task_id: no task ${JSON.stringify(id)} in ${task.name}`, Code.NotFound);
@@ -157,8 +228,23 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
         if (isError) counters.toolErrors += 1;
         return { output, isError };
       },
+      async runRollout(req) {
+        const row = rowOf(req.taskId);
+        if (!task.run) throw new ConnectError(`${task.name} is an agent task with tools, not an agent program (it has no run)`, Code.FailedPrecondition);
+        const timeoutMs = req.timeoutMs || task.limits?.rolloutTimeoutMs || DEFAULT_ROLLOUT_TIMEOUT_MS;
+        counters.rolloutsRun += 1;
+        const out = await runRollout(task.run, row, { baseURL: req.baseUrl, apiKey: req.apiKey, timeoutMs });
+        if (!out.ok) {
+          counters.rolloutsFailed += 1;
+          return { finalJson: "", error: out.error };
+        }
+        finals.set(req.episodeId, out.value);
+        return { finalJson: out.finalJson, error: "" };
+      },
       async scoreEpisode(req) {
         const row = rowOf(req.taskId);
+        const final = finals.get(req.episodeId);
+        finals.delete(req.episodeId);
         const s = req.stats;
         const episode = episodeFrom(
           row,
@@ -172,6 +258,7 @@ export async function startToolHost(task: AgentTask, port = 0): Promise<ToolHost
             endedBy: s?.endedBy ?? "",
           },
           req.finalAnswer,
+          final,
         );
         const scores = await scoreEpisode(task, episode);
         counters.episodesScored += 1;

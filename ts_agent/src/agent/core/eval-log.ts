@@ -110,8 +110,10 @@ export interface AgentTaskRef {
   sha256: string;
   scorers: Array<{ name: string; weight: number }>;
   tools: string[];
-  limits: { maxTurns: number; maxToolCalls: number; toolTimeoutMs: number; maxToolOutputChars: number };
-  /** sha256 of each part ("tools.<name>", "scorers.<name>", "limits", "system_prompt", "tasks"):
+  /** `rolloutTimeoutMs`: an agent program's (docs/agent-programs.md), absent for an agent task with tools */
+  limits: { maxTurns: number; maxToolCalls: number; toolTimeoutMs: number; maxToolOutputChars: number; rolloutTimeoutMs?: number };
+  /** sha256 of each part ("tools.<name>", "scorers.<name>", "limits", "system_prompt", "tasks", and an
+   *  agent program's "program"):
    *  what a changed file is compared by (absent in logs written before it was kept) */
   parts?: Record<string, string>;
 }

@@ -108,12 +108,18 @@ export const episodes: ReportSection = (input) => {
   const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : "-");
   const p = (x: number) => (Number.isFinite(x) ? pct1(x) : "-");
   const row = (label: string, f: (i: number) => string) => [label, ...variants.map((_, i) => f(i))];
+  const l = log.agentTask.limits;
+  // an agent program (docs/agent-programs.md) runs its own tools: its limits are per rollout
+  const program = l.rolloutTimeoutMs !== undefined;
+  const what = program ? "Agent program" : "Agent task";
+  const limits = program
+    ? `its own loop and tools; limits: ${l.maxTurns} model calls, ${l.maxToolCalls} tool calls, ${l.rolloutTimeoutMs} ms per rollout`
+    : `tools ${log.agentTask.tools.join(", ") || "(none)"}; limits: ${l.maxTurns} turns, ${l.maxToolCalls} tool calls, ${l.toolTimeoutMs} ms per call, ` +
+      `${l.maxToolOutputChars} characters of tool output`;
   const out = [
     "## Episodes",
     "",
-    `Agent task \`${log.agentTask.name}\` (${log.agentTask.path}, sha256 ${log.agentTask.sha256.slice(0, 12)}): tools ${log.agentTask.tools.join(", ") || "(none)"}; ` +
-      `limits: ${log.agentTask.limits.maxTurns} turns, ${log.agentTask.limits.maxToolCalls} tool calls, ${log.agentTask.limits.toolTimeoutMs} ms per call, ` +
-      `${log.agentTask.limits.maxToolOutputChars} characters of tool output. Success is the primary scorer \`${primary}\` (per-task mean over ${log.settings.samplesPerTask} episode(s)); the rest are means per episode.`,
+    `${what} \`${log.agentTask.name}\` (${log.agentTask.path}, sha256 ${log.agentTask.sha256.slice(0, 12)}): ${limits}. Success is the primary scorer \`${primary}\` (per-task mean over ${log.settings.samplesPerTask} episode(s)); the rest are means per episode.`,
     "",
     table(
       ["per episode", ...variants],
