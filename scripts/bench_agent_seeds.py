@@ -11,6 +11,7 @@ the seed's wall time) and the share of seeds whose milestone PASSes (PASS or CON
 
     .venv/bin/python scripts/bench_agent_seeds.py                 # 5 seeds from 1
     .venv/bin/python scripts/bench_agent_seeds.py --seeds 3 --first-seed 11
+    .venv/bin/python scripts/bench_agent_seeds.py --program   # make demo-agent-program's agent program
 
 Run it alone: other torch processes on the same cores slow every seed and change nothing else.
 """
@@ -34,6 +35,8 @@ from py_trainer.core.stats import wilson_interval  # noqa: E402
 
 TASK = "agent-evals/agent-tasks/orders.agent.ts"
 CONFIG = "agent-evals/agent-tasks/orders-request.json"
+PROGRAM = "agent-evals/agent-programs/orders-openai.ts"
+PROGRAM_CONFIG = "agent-evals/agent-programs/orders-openai-request.json"
 VARIANT = re.compile(r"^(?P<variant>base|adapter)\s+\S+ (?P<pct>[\d.]+)% \(95% CI", re.M)
 DELTA = re.compile(r"^adapter - base: (?P<delta>\S+ pp) \(95% CI (?P<lo>\S+ pp) to (?P<hi>\S+ pp), .*\), n=(?P<n>\d+)", re.M)
 DOWNSTREAM = re.compile(r"^downstream: (?P<downstream>[A-Z]+)", re.M)
@@ -55,8 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
     parser.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
     parser.add_argument("--agent-task", default=TASK, help=f"the agent task (default {TASK})")
-    parser.add_argument("--config", default=CONFIG, help=f"the TrainRequest knobs (default {CONFIG})")
+    parser.add_argument("--config", default=None, help=f"the TrainRequest knobs (default {CONFIG}, or with --program "
+                                                        f"{PROGRAM_CONFIG})")
+    parser.add_argument("--program", action="store_true",
+                        help=f"sweep `make demo-agent-program` instead: the agent program {PROGRAM}, its base built "
+                             f"from --agent-task's demonstrations (docs/agent-programs.md)")
     args = parser.parse_args(argv)
+    config = args.config or (PROGRAM_CONFIG if args.program else CONFIG)
+    what = (["--agent-program", PROGRAM, "--demonstrations-from", args.agent_task] if args.program
+            else ["--agent-task", args.agent_task])
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
     env = bench_env("bench_agent_seeds")
@@ -68,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             t0 = time.monotonic()
-            out = subprocess.run([str(AGENT), "demo", "--agent-task", args.agent_task, "--config", args.config,
+            out = subprocess.run([str(AGENT), "demo", *what, "--config", config,
                                   "--seed", str(seed), "--run-id", f"agent-seed-{seed}", "--data-root", str(REPO),
                                   "--evals-dir", str(work / "evals"), "--address", f"127.0.0.1:{port}"],
                                  cwd=REPO, env=env, capture_output=True, text=True)

@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import json_format
 
 from _agent_host import Host
-from _sidecar import running_sidecar, sidecar_env, stub_for
+from _sidecar import running_sidecar, sidecar_env, stub_for, wait_state
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2_grpc as pb_grpc
 
@@ -59,7 +59,7 @@ class ProgramHost(Host):
         return pb.RunRolloutResponse(final_json=json.dumps(final))
 
 
-def serve_program(throws=()):
+def serve_program(throws=(), port: int = 0):
     from concurrent import futures
 
     import grpc
@@ -67,7 +67,7 @@ def serve_program(throws=()):
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
     host = ProgramHost(EXPECTED, throws)
     pb_grpc.add_AgentToolHostServiceServicer_to_server(host, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     return server, host, f"127.0.0.1:{port}"
 
@@ -154,3 +154,22 @@ def test_evaluate_runs_the_program_against_base(sidecar):
         assert set(s.scores) == {"correct", "used_tool"} and s.episode.turns >= 1
         assert json.loads(s.messages_json)[-1]["role"] == "assistant"
     assert len(host.rollouts) == 4
+
+
+def test_the_agent_process_gone_fails_the_run_naming_it_and_the_run_resumes(sidecar):
+    server, _, address = serve_program()
+    server.stop(0)  # the TS agent that runs the program is gone before the first rollout
+    ch, stub = stub_for(sidecar)
+    with ch:
+        stub.Train(train_request("program-orphan", address), timeout=60).next()
+        run = wait_state(stub, "program-orphan", {pb.RUN_STATE_FAILED, pb.RUN_STATE_SUCCEEDED})
+        assert run.state == pb.RUN_STATE_FAILED
+        assert "tool host at " + address in run.reason and "is gone" in run.reason, run.reason
+        again, host, _ = serve_program(port=int(address.rsplit(":", 1)[1]))  # the agent back, where the run recorded it
+        try:
+            stub.ResumeRun(pb.ResumeRunRequest(run_id="program-orphan"), timeout=60)
+            run = wait_state(stub, "program-orphan", {pb.RUN_STATE_FAILED, pb.RUN_STATE_SUCCEEDED})
+        finally:
+            again.stop(0)
+    assert run.state == pb.RUN_STATE_SUCCEEDED, run.reason
+    assert host.rollouts  # the resumed run's rollouts ran through the agent that came back

@@ -177,3 +177,24 @@ test("--agent-program refuses a file whose default export has no run, in one lin
   assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
   assert.match(r.stderr, /calculator\.agent\.ts: run: --agent-program needs an agent program .*use --agent-task/);
 });
+
+test(
+  "the shipped agent programs (openai package, Vercel AI SDK) load from the checkout and run their rollouts through the endpoint",
+  { timeout: 900_000 },
+  () => {
+    for (const file of ["orders-openai.ts", "orders-ai-sdk.ts"]) {
+      const evals = mkdtempSync(join(tmpdir(), "shipped-program-"));
+      const program = join(REPO, "agent-evals", "agent-programs", file);
+      const ev = agent(["eval", "--agent-program", program, "--evals-dir", evals, "--limit", "2", "--name", "shipped"]);
+      assert.equal(ev.code, 0, `${file}: ${ev.stdout}${ev.stderr}`);
+      const byTask = episodes(join(evals, "runs", "shipped", "eval.json"));
+      assert.equal(byTask.size, 2, file);
+      for (const [id, [ep]] of byTask) {
+        // the program returned (no rollout failed) and the endpoint recorded its calls
+        assert.notEqual(ep.endedBy, "error", `${file} ${id}: ${JSON.stringify(ep)}`);
+        assert.ok(ep.turns >= 1, `${file} ${id}: ${JSON.stringify(ep)}`);
+        assert.equal(ep.messages[0].role, "system", file);
+      }
+    }
+  },
+);
