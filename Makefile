@@ -19,7 +19,7 @@ export TOKENIZERS_PARALLELISM := false
 # on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
 export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
-.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-agent-program demo-real serve bench bench-seeds clean
+.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-agent-program demo-real serve bench bench-seeds bench-agent clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto .stamps/bytecode ts_agent/dist/.built
 
@@ -160,6 +160,12 @@ bench: setup .stamps/bench
 # run it alone): make bench-seeds ARGS="--seeds 5 --first-seed 11"
 bench-seeds: setup
 	$(PY) scripts/bench_seeds.py $(ARGS)
+
+# The episode runner against a plain batched generate of the same token counts (scripts/bench_agent.py,
+# docs/benchmarks.md; under a minute on the embedded agent model, built once): make bench-agent
+# ARGS="--model smollm2-135m-instruct --episodes 4"
+bench-agent: setup
+	$(PY) scripts/bench_agent.py $(ARGS)
 
 clean:
 	rm -rf .stamps py_trainer/py_trainer/gen ts_agent/src/gen ts_agent/dist

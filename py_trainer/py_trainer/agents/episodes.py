@@ -4,7 +4,8 @@ episodes through `run_episodes` (docs/agents.md, docs/architecture.md "Agents").
 An episode: the task's prompt under the agent template (`agent_format`), then up to `max_turns`
 model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
 the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
-generate together (one `generate` call per turn for every episode still going, left-padded).
+generate together (one `generate` call per turn for every episode still going, left-padded), each
+from its own KV cache of the turns before (`PrefixCaches`): a turn reads only its new tokens.
 
 Token ids are built by concatenation, never by re-tokenizing the transcript (TRL's tool loop does
 the same): `completion_ids` is every model-generated token (mask 1, trained on) and every tool
@@ -78,12 +79,14 @@ def start_episodes(tokenizer, setup: AgentSetup, tasks: list[tuple[str, str]], e
 
 def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: list[Episode], *,
                  temperature: float, top_p: float, max_new_tokens: int, max_total_tokens: int | None,
-                 seed: int) -> list[Episode]:
+                 seed: int, reuse_cache: bool = True) -> list[Episode]:
     """Run every episode to its end (in place; returned for convenience), then score each.
 
     `max_new_tokens` bounds one turn; `max_total_tokens` (training's max_completion_length) bounds
     all of an episode's completion tokens, tool turns included, as TRL's does; None = no bound.
-    temperature 0 is greedy. Sampling re-seeds torch per turn from (seed, turn)."""
+    temperature 0 is greedy. Sampling re-seeds torch per turn from (seed, turn). `reuse_cache`
+    False re-prefills every turn (`PrefixCaches`: the same tokens; tests and scripts/bench_agent.py
+    compare the two)."""
     import torch
 
     was_training = model.training
@@ -93,6 +96,7 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
     greedy = temperature == 0
+    caches = PrefixCaches(model) if reuse_cache and PrefixCaches.fits(model) else None
     try:
         with ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="agent-tools") as pool:
             for turn in range(setup.max_turns):
@@ -109,17 +113,20 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
                     break
                 rows = [e.prompt_ids + e.completion_ids for e, _ in pairs]
                 input_ids, mask = pad_batch(rows, 0, pad_id, device)
+                longest = max(b for _, b in pairs)
+                extra = {"cache": caches.batch([e for e, _ in pairs], rows, longest)} if caches else {}
                 torch.manual_seed((seed * 1_000_003 + turn) % 2**63)
                 with torch.no_grad():
                     gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
                                          temperature=None if greedy else temperature,
                                          top_p=None if greedy else top_p, top_k=None if greedy else 0,
-                                         max_new_tokens=max(b for _, b in pairs), pad_token_id=pad_id,
-                                         eos_token_id=stops)
+                                         max_new_tokens=longest, pad_token_id=pad_id, eos_token_id=stops, **extra)
                 new = gen[:, input_ids.shape[1]:].tolist()
                 calls = []
                 for (e, budget), ids in zip(pairs, new):
                     calls += take_turn(e, tokenizer, ids, budget, stops, setup)
+                if caches:
+                    caches.keep([e for e, _ in pairs], rows, extra["cache"])
                 results = list(pool.map(lambda c: run_call(host, setup, *c), calls))
                 finish_turn(tokenizer, setup, end, pairs, calls, results, max_total_tokens, turn)
             for e in episodes:
@@ -231,3 +238,73 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
                 msg["tool_call_id"] = calls_made[k]["id"]
                 k += 1
             e.messages.append(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each episode's KV cache, kept across turns
+
+class PrefixCaches:
+    """Each episode's keys and values, kept from one turn's `generate` to the next, so that a turn
+    feeds the model only what it has not read yet (the tool turn, and the last token the model drew,
+    which `generate` never feeds) instead of re-prefilling the whole episode.
+
+    A turn's batch keeps the re-prefill's layout (`pad_batch`: left padding, every row ending in the
+    last column); the first `width - fed` columns of every row come from its episode's cache, where
+    `fed` is the most tokens any row has uncached (a row with fewer reads some of its cached tokens
+    again). The same tokens, positions and mask as the re-prefill, so the same logits up to
+    rounding: a cached key was computed by an earlier forward of another shape. Used where the
+    project's greedy decoder runs (`decoding.greedy_search_is_plain`: fp32, every cache layer full
+    attention), where such rounding was never seen to flip a token; elsewhere every turn re-prefills.
+    tests/test_agent_episodes.py holds the two paths' ids equal, and scripts/bench_agent.py times them."""
+
+    def __init__(self, model):
+        self.model = model
+        self.held: dict[int, tuple[int, list]] = {}
+        """id(episode) -> (how many of its first tokens are cached, per layer (keys, values) [heads, tokens, dim])"""
+
+    @staticmethod
+    def fits(model) -> bool:
+        from py_trainer.models.decoding import greedy_search_is_plain
+
+        return getattr(model, "config", None) is not None and greedy_search_is_plain(model)  # a scripted model has none
+
+    def batch(self, episodes: list[Episode], rows: list[list[int]], new_tokens: int):
+        """The cache this turn's `generate` starts from: every row's cached part, with room for
+        `new_tokens` more positions (`decoding.growing_cache`: no `torch.cat` per step)."""
+        from py_trainer.models.decoding import growing_cache
+
+        self.held = {id(e): self.held[id(e)] for e in episodes if id(e) in self.held}  # ended episodes let go
+        width = max(len(r) for r in rows)
+        fed = max(len(r) - self.held.get(id(e), (0, None))[0] for e, r in zip(episodes, rows))
+        cache = growing_cache(self.model, len(rows), width + new_tokens)
+        reused = width - fed
+        if reused <= 0:
+            return cache
+        some = next(iter(self.held.values()))[1]
+        for i, layer in enumerate(cache.layers):
+            k0, v0 = some[i]
+            keys = k0.new_zeros((len(rows), k0.shape[0], reused, k0.shape[-1]))  # padding: masked out
+            values = v0.new_zeros((len(rows), v0.shape[0], reused, v0.shape[-1]))
+            for j, (e, r) in enumerate(zip(episodes, rows)):
+                take = len(r) - fed  # <= what the episode holds: fed >= len(r) - held
+                if take > 0:
+                    k, v = self.held[id(e)][1][i]
+                    keys[j, :, reused - take:] = k[:, :take]
+                    values[j, :, reused - take:] = v[:, :take]
+            layer.update(keys, values)
+        return cache
+
+    def keep(self, episodes: list[Episode], rows: list[list[int]], cache) -> None:
+        """After the turn's `generate` and `take_turn`: each going episode's cached tokens, its row's
+        and as many of the turn's kept tokens as the cache holds (views of the turn's cache)."""
+        width = max(len(r) for r in rows)
+        filled = cache.get_seq_length()
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        for j, (e, r) in enumerate(zip(episodes, rows)):
+            if e.done:
+                self.held.pop(id(e), None)
+                continue
+            kept = len(e.prompt_ids) + len(e.completion_ids) - len(r)
+            n = len(r) + min(kept, filled - width)
+            pad = width - len(r)
+            self.held[id(e)] = (n, [(k[j, :, pad:pad + n], v[j, :, pad:pad + n]) for k, v in layers])
