@@ -44,12 +44,22 @@ def calculator(base_url: str, api_key: str, question: str) -> str:
 class ProgramHost(Host):
     """RunRollout runs `calculator`; tasks in `throws` (or every task when it is "all") raise."""
 
-    def __init__(self, expected, throws=()):
+    def __init__(self, expected, throws=(), die_after: int | None = None):
         super().__init__(expected)
         self.throws = throws
+        self.die_after = die_after
+        """after this many rollouts the agent process is killed: its server stops, the call is refused"""
+        self.server = None
         self.rollouts: list[str] = []
 
     def RunRollout(self, request, context):
+        if self.die_after is not None and len(self.rollouts) >= self.die_after:
+            import threading
+
+            import grpc
+
+            threading.Thread(target=self.server.stop, args=(0,)).start()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the agent process was killed")
         with self.lock:
             self.rollouts.append(request.base_url)
         if self.throws == "all" or request.task_id in self.throws:
@@ -59,13 +69,14 @@ class ProgramHost(Host):
         return pb.RunRolloutResponse(final_json=json.dumps(final))
 
 
-def serve_program(throws=(), port: int = 0):
+def serve_program(throws=(), port: int = 0, die_after: int | None = None):
     from concurrent import futures
 
     import grpc
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
-    host = ProgramHost(EXPECTED, throws)
+    host = ProgramHost(EXPECTED, throws, die_after)
+    host.server = server
     pb_grpc.add_AgentToolHostServiceServicer_to_server(host, server)
     port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
@@ -157,19 +168,22 @@ def test_evaluate_runs_the_program_against_base(sidecar):
 
 
 def test_the_agent_process_gone_fails_the_run_naming_it_and_the_run_resumes(sidecar):
-    server, _, address = serve_program()
-    server.stop(0)  # the TS agent that runs the program is gone before the first rollout
+    # gone during step 2: after the held-out episodes at step 0 (2 x 2) and step 1's rollouts (8)
+    _, _, address = serve_program(die_after=12)
+    req = train_request("program-orphan", address)
+    req.grpo.max_steps, req.grpo.save_steps = 3, 1
     ch, stub = stub_for(sidecar)
     with ch:
-        stub.Train(train_request("program-orphan", address), timeout=60).next()
+        stub.Train(req, timeout=60).next()
         run = wait_state(stub, "program-orphan", {pb.RUN_STATE_FAILED, pb.RUN_STATE_SUCCEEDED})
         assert run.state == pb.RUN_STATE_FAILED
         assert "tool host at " + address in run.reason and "is gone" in run.reason, run.reason
-        again, host, _ = serve_program(port=int(address.rsplit(":", 1)[1]))  # the agent back, where the run recorded it
+        assert run.current_step == 1, run
+        again, back, _ = serve_program(port=int(address.rsplit(":", 1)[1]))  # the agent back, where the run recorded it
         try:
             stub.ResumeRun(pb.ResumeRunRequest(run_id="program-orphan"), timeout=60)
             run = wait_state(stub, "program-orphan", {pb.RUN_STATE_FAILED, pb.RUN_STATE_SUCCEEDED})
         finally:
             again.stop(0)
     assert run.state == pb.RUN_STATE_SUCCEEDED, run.reason
-    assert host.rollouts  # the resumed run's rollouts ran through the agent that came back
+    assert back.rollouts  # the resumed run's rollouts ran through the agent that came back
