@@ -167,6 +167,11 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         if problem:
             raise InvalidArgument(f"{where}.parameters_json", problem)
     if spec.HasField("program"):
+        host = HOST.fullmatch(spec.tool_host)["host"]
+        if not is_loopback_host(host):
+            raise InvalidArgument(f"{field}.tool_host", f"{spec.tool_host!r}: an agent program calls the sidecar's "
+                                                        "endpoint on 127.0.0.1, so its TS agent must run on the "
+                                                        "sidecar's machine (a loopback tool_host)")
         if spec.tools:
             raise InvalidArgument(f"{field}.tools", "must be empty when program is set: an agent program sends its "
                                                     "tools with each request")
