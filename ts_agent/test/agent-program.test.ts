@@ -90,6 +90,14 @@ test("a rollout timeout outside [1, 3600000] is refused, and each kind's limits 
       ),
     /^f\.ts: limits\.toolTimeoutMs: bounds an agent task's own tools/,
   );
+  refused(
+    () =>
+      checkAgentTask(
+        program(() => "x", { maxToolCalls: 2 } as never),
+        "f.ts",
+      ),
+    /^f\.ts: limits\.maxToolCalls: bounds an agent task's own tools/,
+  );
   const task = defineAgentTask({
     name: "t",
     tasks: [{ id: "a", prompt: "p" }],
@@ -126,6 +134,7 @@ test("a program's AgentSpec has program and no tools; its run's source is the pa
   assert.deepEqual(spec.program, { timeoutMs: DEFAULT_ROLLOUT_TIMEOUT_MS });
   assert.deepEqual(spec.tools, []);
   assert.equal(spec.toolTimeoutMs, undefined, "a program runs its own tools: no tool limits in its spec");
+  assert.equal(spec.maxToolCalls, undefined, "nor a tool-call limit: the sidecar does not count a program's calls against one");
   assert.equal(spec.maxTurns, 4);
   assert.deepEqual(
     agentSpec(

@@ -85,10 +85,9 @@ export function agentSpec(task: AgentTask, address: string, ref: AgentTaskRef): 
     tools: Object.entries(task.tools ?? {}).map(([name, t]) => ({ name, description: t.description, parametersJson: JSON.stringify(t.parameters) })),
     scorers: Object.entries(task.scorers).map(([name, s]) => ({ name, weight: s.weight ?? 1 })),
     maxTurns: limits.maxTurns,
-    maxToolCalls: limits.maxToolCalls,
     ...(program
       ? { program: { timeoutMs: limits.rolloutTimeoutMs ?? DEFAULT_ROLLOUT_TIMEOUT_MS } }
-      : { toolTimeoutMs: limits.toolTimeoutMs, maxToolOutputChars: limits.maxToolOutputChars }),
+      : { maxToolCalls: limits.maxToolCalls, toolTimeoutMs: limits.toolTimeoutMs, maxToolOutputChars: limits.maxToolOutputChars }),
     toolHost: address,
     systemPrompt: task.systemPrompt ?? "",
     source: { name: ref.name, path: ref.path, sha256: ref.sha256, parts: ref.parts ?? {} },

@@ -100,7 +100,7 @@ export interface AgentLimits {
 
 /** The limits that mean something for an agent program: model calls and tool calls per rollout (the
  *  sidecar's endpoint counts them) and the rollout's wall-clock time. */
-export type AgentProgramLimits = Pick<AgentLimits, "maxTurns" | "maxToolCalls" | "rolloutTimeoutMs">;
+export type AgentProgramLimits = Pick<AgentLimits, "maxTurns" | "rolloutTimeoutMs">;
 
 export interface AgentTask {
   name: string;
@@ -162,7 +162,7 @@ export const LIMIT_RANGES: Record<keyof AgentLimits, [number, number]> = {
   rolloutTimeoutMs: [1, 3_600_000],
 };
 /** The limits of an agent task's own tools, meaningless for an agent program (and the reverse). */
-const TOOL_LIMITS = new Set(["toolTimeoutMs", "maxToolOutputChars"]);
+const TOOL_LIMITS = new Set(["maxToolCalls", "toolTimeoutMs", "maxToolOutputChars"]);
 const PROGRAM_LIMITS = new Set(["rolloutTimeoutMs"]);
 
 /** A tool's parameters schema, bounded before it is checked: its JSON text in characters (the whole

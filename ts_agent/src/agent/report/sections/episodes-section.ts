@@ -113,7 +113,7 @@ export const episodes: ReportSection = (input) => {
   const program = l.rolloutTimeoutMs !== undefined;
   const what = program ? "Agent program" : "Agent task";
   const limits = program
-    ? `its own loop and tools; limits: ${l.maxTurns} model calls, ${l.maxToolCalls} tool calls, ${l.rolloutTimeoutMs} ms per rollout`
+    ? `its own loop and tools; limits: ${l.maxTurns} model calls, ${l.rolloutTimeoutMs} ms per rollout`
     : `tools ${log.agentTask.tools.join(", ") || "(none)"}; limits: ${l.maxTurns} turns, ${l.maxToolCalls} tool calls, ${l.toolTimeoutMs} ms per call, ` +
       `${l.maxToolOutputChars} characters of tool output`;
   const out = [
