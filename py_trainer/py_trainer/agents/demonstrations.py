@@ -19,7 +19,7 @@ from py_trainer.agents.spec import AgentSetup
 from py_trainer.core.errors import InvalidArgument
 from py_trainer.core.paths import resolve_under
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models.agent_format import transcript_ids
+from py_trainer.models.agent_format import episode_template, transcript_ids
 from py_trainer.models.tiny_agent_model import load_episodes
 
 FIELD = "dataset.jsonl_path"
@@ -65,7 +65,8 @@ def sft_rows(tokenizer, episodes: list[dict]) -> list[dict]:
     """TRL SFTTrainer's pre-tokenized rows: ``input_ids`` and ``assistant_masks`` (TRL builds the
     labels from them: -100 wherever the mask is 0)."""
     rows = []
+    template = episode_template(tokenizer)
     for e in episodes:
-        ids, mask = transcript_ids(tokenizer, e)
+        ids, mask = transcript_ids(tokenizer, e, template)
         rows.append({"input_ids": ids, "assistant_masks": mask})
     return rows

@@ -1,7 +1,8 @@
 """The one episode runner: training's rollouts, the held-out measurement and Evaluate all run agent
 episodes through `run_episodes` (docs/agents.md, docs/architecture.md "Agents").
 
-An episode: the task's prompt under the agent template (`agent_format`), then up to `max_turns`
+An episode: the task's prompt under the agent template (`agent_format.episode_template`: the
+model's own chat template when it renders tools, else our ChatML one), then up to `max_turns`
 model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
 the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
 generate together (one `generate` call per turn for every episode still going, left-padded), each
@@ -22,8 +23,7 @@ from dataclasses import dataclass, field
 from py_trainer.agents.spec import AgentSetup
 from py_trainer.agents.tool_host import ToolHost
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models.agent_format import (encode, end_token, parse_turn, prompt_parts, stop_token_ids,
-                                            tool_turn_parts)
+from py_trainer.models.agent_format import EpisodeTemplate, encode, episode_template, parse_turn
 from py_trainer.models.loading import pad_batch
 
 TOOL_THREADS = 16
@@ -67,13 +67,12 @@ class Episode:
 
 def start_episodes(tokenizer, setup: AgentSetup, tasks: list[tuple[str, str]], episode_ids: list[str]) -> list[Episode]:
     """One episode per (task id, prompt), its prompt rendered and tokenized."""
-    end = end_token(tokenizer)
+    template = episode_template(tokenizer)
     out = []
     for (task_id, prompt), eid in zip(tasks, episode_ids):
-        ids = encode(tokenizer, prompt_parts(setup.system_prompt, setup.tools, prompt, end))
-        messages = ([{"role": "system", "content": setup.system_prompt}] if setup.system_prompt or setup.tools else [])
+        ids = encode(tokenizer, template.prompt_parts(setup.system_prompt, setup.tools, prompt))
         out.append(Episode(task_id=task_id, episode_id=eid, prompt_ids=ids,
-                           messages=messages + [{"role": "user", "content": prompt}]))
+                           messages=template.prompt_messages(setup.system_prompt, setup.tools, prompt)))
     return out
 
 
@@ -91,8 +90,8 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
 
     was_training = model.training
     model.eval()
-    end = end_token(tokenizer)
-    stops = stop_token_ids(tokenizer)
+    template = episode_template(tokenizer)
+    stops = template.stops
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
     greedy = temperature == 0
@@ -128,7 +127,7 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
                 if caches:
                     caches.keep([e for e, _ in pairs], rows, extra["cache"])
                 results = list(pool.map(lambda c: run_call(host, setup, *c), calls))
-                finish_turn(tokenizer, setup, end, pairs, calls, results, max_total_tokens, turn)
+                finish_turn(tokenizer, setup, template, pairs, calls, results, max_total_tokens, turn)
             for e in episodes:
                 if not e.done:
                     e.stats.ended_by = "max_turns"
@@ -206,7 +205,8 @@ def run_call(host: ToolHost, setup: AgentSetup, e: Episode, index: int, block: d
     return name, output, is_error
 
 
-def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, max_total_tokens, turn: int) -> None:
+def finish_turn(tokenizer, setup: AgentSetup, template: EpisodeTemplate, pairs, calls, results, max_total_tokens,
+                turn: int) -> None:
     """Count each call's outcome, append the tool turns (masked) to every episode that goes on."""
     by_episode: dict[str, list[tuple[dict, tuple[str, str, bool]]]] = {}
     for (e, _, block), result in zip(calls, results):
@@ -223,21 +223,22 @@ def finish_turn(tokenizer, setup: AgentSetup, end: str, pairs, calls, results, m
         if turn + 1 >= setup.max_turns:
             e.stats.ended_by = "max_turns"
             continue
-        done = by_episode.get(e.episode_id, [])
-        suffix = encode(tokenizer, tool_turn_parts([r[1] for _, r in done], end))
+        calls_made = e.messages[-1].get("tool_calls", [])
+        results_msgs = []
+        k = 0
+        for block, (name, output, _) in by_episode.get(e.episode_id, []):
+            msg = {"role": "tool", "name": name, "content": output}
+            if not is_malformed(block) and k < len(calls_made) and calls_made[k]["function"]["name"] == name:
+                msg["tool_call_id"] = calls_made[k]["id"]
+                k += 1
+            results_msgs.append(msg)
+        suffix = encode(tokenizer, template.after_assistant_parts(results_msgs))
         if max_total_tokens is not None and len(e.completion_ids) + len(suffix) >= max_total_tokens:
             e.stats.ended_by = "max_tokens"  # no room for the results and a reply: TRL drops them too
             continue
         e.completion_ids += suffix
         e.env_mask += [0] * len(suffix)
-        calls_made = e.messages[-1].get("tool_calls", [])
-        k = 0
-        for block, (name, output, _) in done:
-            msg = {"role": "tool", "name": name, "content": output}
-            if not is_malformed(block) and k < len(calls_made) and calls_made[k]["function"]["name"] == name:
-                msg["tool_call_id"] = calls_made[k]["id"]
-                k += 1
-            e.messages.append(msg)
+        e.messages += results_msgs
 
 
 # ---------------------------------------------------------------------------------------------

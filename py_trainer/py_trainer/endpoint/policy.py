@@ -2,19 +2,20 @@
 model's turn generated (requests that wait together generate as one batch), its tool-call text
 parsed into OpenAI ``tool_calls`` (docs/agent-programs.md).
 
-Rendering is the episode runner's (`models.agent_format`): the system turn (system and developer
-messages, then the request's tools), user, assistant and tool turns with the template's markers,
-each piece through `encode`, so untrusted text never becomes a control token, and pieces cut where
-the episode runner cuts them (at each assistant turn), so a program that replays an agent task's
-episode gets the episode runner's ids. An assistant message the endpoint served on the same rollout
+Rendering is the episode runner's (`models.agent_format.episode_template`: the model's own chat
+template when it renders tools, else our ChatML one): the system turn (system and developer
+messages, then the request's tools), user, assistant and tool turns, each piece through `encode`,
+so untrusted text never becomes a control token, and pieces cut where the episode runner cuts them
+(at each assistant turn), so a program that replays an agent task's episode gets the episode
+runner's ids. An assistant message the endpoint served on the same rollout
 is not rendered again: its served ids are used (`rollouts`, token in, token out).
 
 Tool calls: a well-formed ``<tool_call>`` block naming one of the request's tools becomes a
 ``tool_calls`` entry (arguments checked against the tool's schema); any other block stays in the
 reply's text and is counted on the rollout as a malformed or unknown call, never a 500.
 ``tool_choice`` "none" leaves the tools out of the prompt and parses no call; "required" and a named
-tool start the reply with the call's opening (``<tool_call>``, and the name), written by the
-endpoint as prompt tokens, so the model writes the rest.
+tool start the reply with the call's opening (``<tool_call>``, and the name, as the template writes a
+call), written by the endpoint as prompt tokens, so the model writes the rest.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from dataclasses import dataclass, field
 from py_trainer.agents.spec import arguments_problem
 from py_trainer.endpoint.chat import ChatRequest, OpenAIError, bad
 from py_trainer.endpoint.rollouts import Call, Limits, Rollout, message_key
-from py_trainer.models.agent_format import (CALL_OPEN, IM_START, TOOLS_CLOSE, TOOLS_OPEN, Part, encode, end_token,
-                                            parse_turn, stop_token_ids, tool_call_block, tool_json)
+from py_trainer.models.agent_format import CALL_OPEN, encode, episode_template, parse_turn, render
 
 BATCH_WAIT_S = 0.02
 """How long the generator waits for more requests before it starts a batch."""
@@ -89,8 +89,9 @@ class Policy:
         self.name = name
         self.model = model
         self.tokenizer = tokenizer
-        self.end = end_token(tokenizer)
-        self.stops = stop_token_ids(tokenizer)
+        self.template = episode_template(tokenizer)
+        """the agent template (`agent_format.episode_template`): the model's own or our ChatML one"""
+        self.stops = self.template.stops
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.max_new_tokens = max_new_tokens
         config = getattr(model, "config", None)
@@ -103,7 +104,7 @@ class Policy:
 
     def render(self, req: ChatRequest, rollout: Rollout | None) -> tuple[list[int], list[int], str]:
         """(prompt ids, the forced opening's ids, its text) of a request (module docstring)."""
-        end = self.end
+        t = self.template
         msgs = req.messages
         first = 0
         systems = []
@@ -112,40 +113,24 @@ class Policy:
             first += 1
         system = "\n\n".join(s for s in systems if s)
         tools = req.tools if req.tool_choice != "none" else []
-        parts: list[Part] = []
-        if system or tools:
-            parts += [(IM_START, True), ("system\n", False)]
-            if system:
-                parts.append((system + "\n\n", False))
-            if tools:
-                parts.append((TOOLS_OPEN + "".join(tool_json(t) + "\n" for t in tools) + TOOLS_CLOSE, False))
-            parts += [(end, True), ("\n", False)]
-        ids: list[int] = []
-        for m in msgs[first:]:
-            if m.role == "assistant":
-                parts += [(IM_START, True), ("assistant\n", False)]
-                ids += encode(self.tokenizer, parts)
+        turns = [message_dict(m) for m in msgs[first:]]
+        cuts = [i for i, m in enumerate(turns) if m["role"] == "assistant"] + [len(turns)]
+        try:
+            ids = encode(self.tokenizer, t.opening_parts(system, tools, turns[:cuts[0]]))
+            for i, upto in zip(cuts, cuts[1:]):
+                m = msgs[first + i]
                 served = rollout.served.get(message_key(m.content, [(c.name, c.arguments) for c in m.tool_calls])) \
                     if rollout is not None else None
                 if served is not None:
-                    ids += served
-                    parts = [] if served and served[-1] in self.stops else [(end, True)]
+                    ids += served + ([] if served and served[-1] in self.stops else encode(self.tokenizer, [(t.end, True)]))
                 else:
-                    text = m.content if CALL_OPEN in m.content else m.content + "".join(
-                        tool_call_block(c.name, c.arguments) for c in m.tool_calls)
-                    parts = [(text, False), (end, True)]
-                ids += encode(self.tokenizer, parts)
-                parts = [("\n", False)]
-            else:
-                parts += [(IM_START, True), (f"{m.role}\n{m.content}", False), (end, True), ("\n", False)]
-        parts += [(IM_START, True), ("assistant\n", False)]
-        ids += encode(self.tokenizer, parts)
-        forced = ""
-        if req.tool_choice == "required":
-            forced = CALL_OPEN
-        elif req.tool_choice not in (None, "auto", "none"):
-            forced = CALL_OPEN + '{"name": ' + json.dumps(req.tool_choice) + ', "arguments": '
-        return ids, encode(self.tokenizer, [(forced, False)]) if forced else [], forced
+                    ids += encode(self.tokenizer, t.assistant_parts(turns[i]))
+                ids += encode(self.tokenizer, t.after_assistant_parts(turns[i + 1:upto]))
+            forced = [] if req.tool_choice in (None, "auto", "none") else \
+                t.call_opening(None if req.tool_choice == "required" else req.tool_choice)
+        except ValueError as err:  # the model's own template (`model_template.Unaligned`); ours renders anything
+            raise bad("messages", f"the model's chat template cannot render these messages: {err}") from None
+        return ids, encode(self.tokenizer, forced) if forced else [], render(forced)
 
     # -- generation --------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from py_trainer.core.model_files import check_adapter_fits_base, parse_base_mode
 from py_trainer.core.rewards import build_scorer, check_reward_specs
 from py_trainer.data.request_data import task_rows
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
-from py_trainer.models.agent_format import TEMPLATE_SHA256
+from py_trainer.models.agent_format import episode_template
 from py_trainer.models.base_models import check_base_model, conversion_pending, model_dir_for
 from py_trainer.models.inference import AdapterSource, InferenceFailed, generation_error, load_for_inference
 from py_trainer.models.loading import (INFERENCE, GenerationCancelled, adapter_access, adapter_label, adapter_sha256,
@@ -165,9 +165,9 @@ def run_evaluation(plan: EvalPlan, data_root: Path,
     result.fingerprint.CopyFrom(model_fingerprint(path, tokenizer, req.runtime.prompt_format, device, dtype))
     result.fingerprint.batch_size = req.batch_size
     result.fingerprint.top_p = req.top_p
-    if agent is not None:  # episodes are written by the agent template, whatever the tokenizer has
+    if agent is not None:  # episodes are written by the agent template: the model's own or ours
         result.fingerprint.prompt_format = "agent"
-        result.fingerprint.chat_template_sha256 = TEMPLATE_SHA256
+        result.fingerprint.chat_template_sha256 = episode_template(tokenizer).sha256
     for a in plan.adapters:
         run_id, step = plan.adapter_runs.get(a.name, ("", 0))
         result.adapters.add(name=a.name, run_id=run_id, sha256=adapter_sha256(a.folder), step=step)
