@@ -208,10 +208,23 @@ class ChatmlTemplate:
 EpisodeTemplate = ChatmlTemplate | ModelTemplate
 
 
+TEMPLATE_ATTRIBUTE = "_py_trainer_episode_template"
+"""Where a tokenizer keeps (its chat template text, the template decided for it): the decision
+renders the template with TRL's probes, once per tokenizer (and again if its chat_template changes);
+kept on the tokenizer, so it goes when the tokenizer goes."""
+
+
 def episode_template(tokenizer) -> EpisodeTemplate:
     """The agent template for this tokenizer: the model's own (`own_template`) where it can be, else
     ours. The one place that decides (module docstring)."""
-    return own_template(tokenizer) or ChatmlTemplate(end_token(tokenizer), stop_token_ids(tokenizer))
+    key = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
+    known = vars(tokenizer).get(TEMPLATE_ATTRIBUTE) if hasattr(tokenizer, "__dict__") else None
+    if known is not None and known[0] == key:
+        return known[1]
+    template = own_template(tokenizer) or ChatmlTemplate(end_token(tokenizer), stop_token_ids(tokenizer))
+    if hasattr(tokenizer, "__dict__"):
+        vars(tokenizer)[TEMPLATE_ATTRIBUTE] = (key, template)
+    return template
 
 
 def own_template(tokenizer) -> ModelTemplate | None:
