@@ -52,6 +52,10 @@ const COMMANDS: Record<string, Entry> = {
   },
   sweep: { summary: "replicate one request under N seeds: train, eval, report each; the recipe across seeds", load: () => import("./commands/sweep.js") },
   export: { summary: "a run's adapter as a PEFT folder, or --merge into a full model", load: () => import("./commands/export.js") },
+  "serve-policy": {
+    summary: "a downloaded run's adapter on an OpenAI-compatible endpoint, for any OpenAI client (py-trainer serve-policy)",
+    load: () => import("./commands/serve-policy.js"),
+  },
   compare: {
     summary: "several runs' adapters and the base on the same tasks: pairwise deltas, Holm -> compare.md",
     load: () => import("./commands/compare.js"),

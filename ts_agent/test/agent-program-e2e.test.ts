@@ -11,11 +11,13 @@
  * given to --agent-program is one line, exit 2.
  */
 import { strict as assert } from "node:assert";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+
+import OpenAI from "openai";
 
 import { loggedEpisode, readEvalLog, type LoggedEpisode } from "../src/agent/core/eval-log.js";
 import { AGENT } from "./helpers/agent-process.js";
@@ -145,31 +147,67 @@ test(
   },
 );
 
-test("agent train --agent-program trains on the rollouts; agent eval RUN evaluates the program file the run recorded", { timeout: 900_000 }, () => {
-  const { dir, program, evals } = project();
-  const config = join(dir, "run.json");
-  writeFileSync(
-    config,
-    JSON.stringify({
-      grpo: { max_steps: 1, num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 32, seed: 1 },
-      held_out: { num_prompts: 1, samples_per_prompt: 2 },
-    }),
-  );
-  // every group has the same reward (final_seen 1): --force trains anyway
-  const train = agent(["train", "--agent-program", program, "--config", config, "--run-id", "prog-1", "--evals-dir", evals, "--force"]);
-  assert.equal(train.code, 0, train.stdout + train.stderr);
-  assert.match(train.stdout, /agent task orders-e2e: 2 train tasks, an agent program \(its own loop and tools\)/);
-  assert.match(train.stdout, /SUCCEEDED/);
-  const run = JSON.parse(readFileSync(join(evals, "runs", "prog-1", "run.json"), "utf8"));
-  assert.equal(run.request.agent.source.path, program);
-  assert.deepEqual(run.request.agent.tools ?? [], []);
-  assert.equal(run.request.agent.program.timeoutMs ?? run.request.agent.program.timeout_ms, 60000);
+test(
+  "agent train --agent-program trains on the rollouts; agent eval RUN evaluates the program file the run recorded; agent serve-policy RUN serves it",
+  { timeout: 900_000 },
+  async () => {
+    const { dir, program, evals } = project();
+    const config = join(dir, "run.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        grpo: { max_steps: 1, num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 32, seed: 1 },
+        held_out: { num_prompts: 1, samples_per_prompt: 2 },
+      }),
+    );
+    // every group has the same reward (final_seen 1): --force trains anyway
+    const train = agent(["train", "--agent-program", program, "--config", config, "--run-id", "prog-1", "--evals-dir", evals, "--force"]);
+    assert.equal(train.code, 0, train.stdout + train.stderr);
+    assert.match(train.stdout, /agent task orders-e2e: 2 train tasks, an agent program \(its own loop and tools\)/);
+    assert.match(train.stdout, /SUCCEEDED/);
+    const run = JSON.parse(readFileSync(join(evals, "runs", "prog-1", "run.json"), "utf8"));
+    assert.equal(run.request.agent.source.path, program);
+    assert.deepEqual(run.request.agent.tools ?? [], []);
+    assert.equal(run.request.agent.program.timeoutMs ?? run.request.agent.program.timeout_ms, 60000);
 
-  const ev = agent(["eval", "prog-1", "--evals-dir", evals]);
-  assert.equal(ev.code, 0, ev.stdout + ev.stderr);
-  const byTask = episodes(join(evals, "runs", "prog-1", "eval.json"), "adapter");
-  assert.equal(byTask.get("test-0")![0].scores.final_seen, 1);
-});
+    const ev = agent(["eval", "prog-1", "--evals-dir", evals]);
+    assert.equal(ev.code, 0, ev.stdout + ev.stderr);
+    const byTask = episodes(join(evals, "runs", "prog-1", "eval.json"), "adapter");
+    assert.equal(byTask.get("test-0")![0].scores.final_seen, 1);
+
+    // the trained adapter by hand: agent serve-policy RUN, any OpenAI client
+    const served = spawn(AGENT, ["serve-policy", "prog-1", "--evals-dir", evals, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      let out = "";
+      const url = await new Promise<string>((res, rej) => {
+        const timer = setTimeout(() => rej(new Error(`serve-policy did not start: ${out}`)), 300_000);
+        served.stdout!.on("data", (d) => {
+          out += d;
+          const m = /on (http:\/\/127\.0\.0\.1:\d+\/v1)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            res(m[1]);
+          }
+        });
+        served.stderr!.on("data", (d) => (out += d));
+        served.on("exit", () => rej(new Error(`serve-policy exited: ${out}`)));
+      });
+      const client = new OpenAI({ baseURL: url, apiKey: "unused", maxRetries: 0 });
+      assert.deepEqual(
+        (await client.models.list()).data.map((m) => m.id),
+        ["prog-1"],
+      );
+      const reply = await client.chat.completions.create({
+        model: "prog-1",
+        messages: [{ role: "user", content: "Please cancel my order AX-1001." }],
+        max_tokens: 8,
+      });
+      assert.equal(reply.choices[0].message.role, "assistant");
+    } finally {
+      served.kill("SIGINT");
+    }
+  },
+);
 
 test("--agent-program refuses a file whose default export has no run, in one line, exit 2", () => {
   const r = agent(["eval", "--agent-program", join(REPO, "agent-evals", "agent-tasks", "calculator.agent.ts")]);

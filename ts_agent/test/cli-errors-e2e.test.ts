@@ -156,6 +156,8 @@ test("every command's --help lists its flags and an example; agent --help lists 
   assert.match(agent(["eval", "--help"]).stdout, /--adapter PATH/);
   assert.match(agent(["export", "--help"]).stdout, /--merge/);
   assert.match(agent(["delete", "--help"]).stdout, /--yes/);
+  assert.match(top.stdout, /^ {2}serve-policy /m);
+  assert.match(agent(["serve-policy", "--help"]).stdout, /^usage: agent serve-policy <run_id>/);
   assert.match(agent(["report", "--help"]).stdout, /--eval FILE/);
   assert.match(agent(["baseline", "--help"]).stdout, /agent baseline history/);
   const sweep = agent(["sweep", "--help"]).stdout;
@@ -214,4 +216,20 @@ test("a malformed task file in a process of its own: one line on stderr, exit 2,
     assert.equal(r.code, 2, r.stderr);
     assert.equal(r.stderr.trim(), `agent ${args[0]}: ${path}:2: field "answers" must be a non-empty array of non-empty strings`);
   }
+});
+
+test("agent serve-policy: a run that is not downloaded, or has no adapter, is one line and exit 2", () => {
+  const evals = mkdtempSync(join(tmpdir(), "serve-policy-"));
+  let r = agent(["serve-policy", "nope", "--evals-dir", evals]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.match(r.stderr, /^agent serve-policy: no run nope under .*\(agent download nope first\)/);
+  mkdirSync(join(evals, "runs", "r1"), { recursive: true });
+  writeFileSync(join(evals, "runs", "r1", "run.json"), JSON.stringify({ request: { baseModel: "" } }));
+  r = agent(["serve-policy", "r1", "--evals-dir", evals]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^agent serve-policy: run r1 has no adapter at /);
+  r = agent(["serve-policy", "--evals-dir", evals]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /give one run id/);
 });
