@@ -19,7 +19,7 @@ export const help: CommandHelp = {
     ["--port N", "the port on 127.0.0.1 (default 8000; 0 = a free one, printed)"],
     ["--token T", "require 'Authorization: Bearer T' (the client's apiKey)"],
     ["--evals-dir DIR", "where the run was downloaded (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
-    ["--data-root DIR", "the sidecar's data root, where an embedded:<file> base resolves (default $PY_TRAINER_DATA_ROOT or the repository)"],
+    ["--data-root DIR", "the sidecar's data root, where a base built from a file of it resolves (default $PY_TRAINER_DATA_ROOT or the repository)"],
   ],
   notes:
     "The run must be downloaded with its adapter (a SUCCEEDED run; agent download RUN otherwise). It serves on this machine's loopback " +
