@@ -107,16 +107,19 @@ export const command: CommandHandler = async (argv, _client) => {
     ...mergeCheckArgs(await checkTasksFile(runTaskFile(run, evalsDir)), values["check-prompts"]),
   ];
   const code = await new Promise<number>((res, rej) => {
-    const child = spawn(pyTrainer(), args, { stdio: "inherit" });
-    // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit
-    let interrupted = false;
+    // Ctrl-C (or a kill) stops the child too: it must not finish writing the folder after we exit.
+    // The handlers are in place before the child starts: a signal that comes while it starts is not lost.
+    let interrupted: NodeJS.Signals | undefined;
+    let child: ReturnType<typeof spawn> | undefined;
     const stop = (signal: NodeJS.Signals) => {
-      interrupted = true;
-      console.error(`agent export: ${signal}: stopping py-trainer export (pid ${child.pid}); ${displayPath(out)} is not written`);
-      child.kill(signal);
+      interrupted = signal;
+      console.error(`agent export: ${signal}: stopping py-trainer export${child ? ` (pid ${child.pid})` : ""}; ${displayPath(out)} is not written`);
+      child?.kill(signal);
     };
     process.on("SIGINT", stop);
     process.on("SIGTERM", stop);
+    child = spawn(pyTrainer(), args, { stdio: "inherit" });
+    if (interrupted) child.kill(interrupted);
     const dispose = () => (process.off("SIGINT", stop), process.off("SIGTERM", stop));
     child.on("error", (err) => (dispose(), rej(new UserError(`agent export --merge needs py-trainer (${pyTrainer()}): ${err.message}; run make setup`))));
     child.on("exit", (c) => {

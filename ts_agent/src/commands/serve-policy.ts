@@ -51,9 +51,16 @@ export const command: CommandHandler = async (argv) => {
   if (values.token) args.push("--token", values.token);
   const bin = pyTrainerBin();
   if (!existsSync(bin)) throw new UserError(`agent serve-policy: py-trainer not found at ${bin} (run make setup, or set PY_TRAINER_BIN)`);
-  const child = spawn(bin, args, { stdio: "inherit", env: { ...process.env, HF_HUB_OFFLINE: process.env.HF_HUB_OFFLINE ?? "1" } });
-  const stop = () => child.kill("SIGINT");
+  // the handlers first: a Ctrl-C while py-trainer starts is passed on, not lost
+  let child: ReturnType<typeof spawn> | undefined;
+  let stopped = false;
+  const stop = () => {
+    stopped = true;
+    child?.kill("SIGINT");
+  };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
+  child = spawn(bin, args, { stdio: "inherit", env: { ...process.env, HF_HUB_OFFLINE: process.env.HF_HUB_OFFLINE ?? "1" } });
+  if (stopped) child.kill("SIGINT");
   return await new Promise<number>((done) => child.on("exit", (code, signal) => done(code ?? (signal === "SIGINT" ? 0 : 1))));
 };
