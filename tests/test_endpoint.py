@@ -74,8 +74,7 @@ def served(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     policy = Policy("scripted", ScriptedModel(tok), tok, max_new_tokens=200)
     book = RolloutBook()
-    defaults = Limits(temperature=1.0, top_p=1.0, max_new_tokens=200, max_total_tokens=None, max_calls=8, seed=0)
-    server = EndpointServer(build_app({"scripted": policy}, book, None, defaults, lambda: policy)).start()
+    server = EndpointServer(build_app({"scripted": policy}, book, None, lambda: policy)).start()
     yield server, policy, book, tok
     server.stop()
 

@@ -12,7 +12,7 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from jsonschema.protocols import Validator
 from jsonschema.exceptions import best_match
 
-from py_trainer.core.config import AGENT, check_knobs, fill_defaults
+from py_trainer.core.config import AGENT, AGENT_PROGRAM, check_knobs, fill_defaults
 from py_trainer.core.errors import InvalidArgument
 from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
 
@@ -22,10 +22,6 @@ a copy (define.ts TOOL_NAME) that ts_agent/test/agent-limits-defaults.test.ts ho
 HOST = re.compile(r"(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 ALLOW_TOOL_HOST_FLAG = "--allow-tool-host"
 """`py-trainer serve`'s flag that names a host besides loopback and the caller that tool_host may name."""
-
-PROGRAM_TIMEOUT_MS = 120_000
-"""AgentProgram.timeout_ms's default: one rollout of an agent program (the proto's range is [1, 3600000])."""
-PROGRAM_TIMEOUT_MAX_MS = 3_600_000
 
 SCHEMA_MAX_CHARS = 10_000
 """A tool's parameters schema, as JSON text, in characters: the whole schema goes into every prompt
@@ -175,9 +171,8 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         if spec.tools:
             raise InvalidArgument(f"{field}.tools", "must be empty when program is set: an agent program sends its "
                                                     "tools with each request")
-        if spec.program.HasField("timeout_ms") and not 1 <= spec.program.timeout_ms <= PROGRAM_TIMEOUT_MAX_MS:
-            raise InvalidArgument(f"{field}.program.timeout_ms", f"must be in [1, {PROGRAM_TIMEOUT_MAX_MS}], got "
-                                                                 f"{spec.program.timeout_ms}")
+        fill_defaults(spec.program, AGENT_PROGRAM)
+        check_knobs(spec.program, AGENT_PROGRAM, f"{field}.program.")
     if not spec.scorers:
         raise InvalidArgument(f"{field}.scorers", "at least one scorer is required (it is the reward)")
     scorer_names = set()
@@ -190,6 +185,16 @@ def check_agent_spec(spec: pb.AgentSpec, field: str, tool_hosts: Collection[str]
         scorer_names.add(s.name)
         if s.HasField("weight") and not (s.weight == s.weight and abs(s.weight) < 1e6):
             raise InvalidArgument(f"{where}.weight", f"must be a finite number below 1e6 in size, got {s.weight!r}")
+
+
+def program_timeout_ms(spec: pb.AgentSpec) -> int | None:
+    """One rollout's limit when the spec is an agent program's (its default filled), else None."""
+    if not spec.HasField("program"):
+        return None
+    program = pb.AgentProgram()
+    program.CopyFrom(spec.program)
+    fill_defaults(program, AGENT_PROGRAM)
+    return program.timeout_ms
 
 
 def validation_problem(validator, arguments: dict) -> str | None:
@@ -237,8 +242,7 @@ class AgentSetup:
                    max_turns=s.max_turns, max_tool_calls=s.max_tool_calls,
                    max_tool_output_chars=s.max_tool_output_chars, tool_timeout_ms=s.tool_timeout_ms,
                    tool_host=s.tool_host, system_prompt=s.system_prompt,
-                   program_timeout_ms=(s.program.timeout_ms if s.program.HasField("timeout_ms") else PROGRAM_TIMEOUT_MS)
-                   if s.HasField("program") else None)
+                   program_timeout_ms=program_timeout_ms(s))
 
     @property
     def tool_names(self) -> set[str]:

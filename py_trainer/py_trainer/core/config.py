@@ -272,6 +272,11 @@ AGENT: dict[str, Knob] = {
     "max_tool_output_chars": Knob(2000, Range(1, 100_000), "a tool's output is cut to this many characters"),
 }
 
+# AgentSpec.program (agents/spec.py, docs/agent-programs.md): an agent program's rollout
+AGENT_PROGRAM: dict[str, Knob] = {
+    "timeout_ms": Knob(120_000, Range(1, 3_600_000), "one rollout of an agent program (ms)"),
+}
+
 # TRAIN_MODE_SFT (train_sft.py), TRL SFTConfig's names; sized for LoRA on a 135M-0.5B model (issue 53's probe)
 SFT: dict[str, Knob] = {
     "max_steps": Knob(100, Range(1, 1_000_000), "optimizer steps to train", trl="max_steps"),
@@ -294,6 +299,7 @@ TABLES: dict[str, tuple[dict[str, Knob], Mapping[str, Any]]] = {
     "EvaluateRequest": (EVALUATE, {}),
     "SampleGroupsRequest": (SAMPLE, {}),
     "AgentSpec": (AGENT, {}),
+    "AgentProgram": (AGENT_PROGRAM, {}),
     "SftConfig": (SFT, {}),
 }
 

@@ -24,7 +24,7 @@ import uuid
 
 from py_trainer.endpoint.chat import OpenAIError, parse_chat_request
 from py_trainer.endpoint.policy import Policy
-from py_trainer.endpoint.rollouts import Limits, RolloutBook
+from py_trainer.endpoint.rollouts import RolloutBook
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def authorized(request, key: str | None) -> bool:
     return hmac.compare_digest(got.encode(), f"Bearer {key}".encode())
 
 
-def build_app(policies: dict[str, Policy], book: RolloutBook | None, token: str | None, defaults: Limits,
+def build_app(policies: dict[str, Policy], book: RolloutBook | None, token: str | None,
               rollout_policy=None):
     """The ASGI app. `rollout_policy()` gives the policy rollouts generate with (the model being
     trained, at its current step), read at each call."""
@@ -83,7 +83,7 @@ def build_app(policies: dict[str, Policy], book: RolloutBook | None, token: str 
     async def reply(request, policy: Policy, rollout):
         req = parse_chat_request(await body_of(request))
         try:
-            out = await run_in_threadpool(policy.complete, req, rollout, defaults)
+            out = await run_in_threadpool(policy.complete, req, rollout)
         except OpenAIError:
             raise
         except Exception as err:  # a failure inside generation: 500 in OpenAI's shape, logged with its trace
@@ -109,7 +109,6 @@ def build_app(policies: dict[str, Policy], book: RolloutBook | None, token: str 
         if isinstance(name, str) and name and name not in policies:
             raise OpenAIError(404, f"the model {name!r} does not exist here; the models are: {', '.join(policies)}",
                               param="model", code="model_not_found")
-        request._body = raw
         return await reply(request, policies.get(name) if isinstance(name, str) else None, None)
 
     async def rollout_models(request):

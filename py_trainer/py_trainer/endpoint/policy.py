@@ -211,9 +211,9 @@ class Policy:
 
     # -- one request -------------------------------------------------------------------------------
 
-    def complete(self, req: ChatRequest, rollout: Rollout | None, defaults: Limits) -> dict:
+    def complete(self, req: ChatRequest, rollout: Rollout | None) -> dict:
         """The chat.completion object for a request (on a rollout: recorded there)."""
-        lim = rollout.limits if rollout is not None else defaults
+        lim = rollout.limits if rollout is not None else Limits(1.0, 1.0, self.max_new_tokens, None, 0, 0)
         prompt_ids, forced_ids, forced = self.render(req, rollout)
         prompt_ids = prompt_ids + forced_ids
         budget = lim.max_new_tokens if req.max_tokens is None else min(req.max_tokens, lim.max_new_tokens)

@@ -49,8 +49,7 @@ class ProgramEndpoint:
     def __init__(self, tokenizer, host: str = "127.0.0.1"):
         self.book = RolloutBook()
         self.policy = Policy("policy", None, tokenizer)
-        defaults = Limits(temperature=1.0, top_p=1.0, max_new_tokens=256, max_total_tokens=None, max_calls=32, seed=0)
-        self.server = EndpointServer(build_app({}, self.book, None, defaults, lambda: self.policy), host=host).start()
+        self.server = EndpointServer(build_app({}, self.book, None, lambda: self.policy), host=host).start()
 
     def close(self) -> None:
         self.server.stop()

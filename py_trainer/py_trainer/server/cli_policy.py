@@ -38,7 +38,6 @@ def policy_source(args: argparse.Namespace) -> tuple[str, Path | None, str]:
 def _cmd_serve_policy(args: argparse.Namespace) -> int:
     from py_trainer.endpoint.app import EndpointServer, build_app
     from py_trainer.endpoint.policy import Policy
-    from py_trainer.endpoint.rollouts import Limits
     from py_trainer.gen.grpo.trainer.v1 import trainer_service_pb2 as pb
     from py_trainer.models.loading import load_model
 
@@ -52,9 +51,7 @@ def _cmd_serve_policy(args: argparse.Namespace) -> int:
         model = PeftModel.from_pretrained(model, str(adapter))
     model.eval()
     policy = Policy(name, model, tokenizer, max_new_tokens=args.max_new_tokens)
-    defaults = Limits(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens, max_total_tokens=None,
-                      max_calls=0, seed=0)
-    server = EndpointServer(build_app({name: policy}, None, args.token or None, defaults), args.host, args.port).start()
+    server = EndpointServer(build_app({name: policy}, None, args.token or None), args.host, args.port).start()
     print(f"serving {name!r} ({base or 'the embedded default model'}{f' + {adapter}' if adapter else ''}) on "
           f"{server.url}/v1 (OpenAI chat completions; Ctrl-C stops)", flush=True)
     try:
