@@ -31,7 +31,7 @@ def policy_source(args: argparse.Namespace) -> tuple[str, Path | None, str]:
             base = ""
         else:
             base = json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
-    name = args.name or (args.run or (adapter.name if adapter is not None else "base"))
+    name = args.name or args.run or (adapter.name if adapter is not None else base or "base")
     return base, adapter, name
 
 
@@ -80,7 +80,8 @@ def add_serve_policy_command(sub) -> None:
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where --run's folder is (default ./runs)")
     p.add_argument("--data-root", type=Path, default=Path("."), help="a relative --base-model is under this folder")
     p.add_argument("--name", default="", help="the model name clients send (default: the run id, the adapter "
-                                              "folder's name, or 'base')")
+                                              "folder's name, else the base model as given, 'base' for the "
+                                              "embedded default model)")
     p.add_argument("--host", default="127.0.0.1", help="bind address; non-loopback needs --token")
     p.add_argument("--port", type=int_in(0, 65535), default=8000, help="0 = a free port (printed on start)")
     p.add_argument("--token", default="", help="require 'Authorization: Bearer TOKEN' (the client's apiKey)")
