@@ -256,9 +256,7 @@ EVALUATE: dict[str, Knob] = {
     "batch_size": Knob(64, Range(1, 4096), "prompts per generate() call"),
 }
 
-MAX_K = 64
-MAX_SAMPLE_PROMPTS = 10_000
-MAX_OVERGENERATE = 256
+MAX_K, MAX_SAMPLE_PROMPTS, MAX_OVERGENERATE = 64, 10_000, 256
 SAMPLE: dict[str, Knob] = {
     "temperature": Knob(1.0, Range(0, 10, lo_open=True), "sampling temperature"),
     "max_new_tokens": Knob(64, Range(1, 32_768), "tokens generated per response"),
@@ -271,11 +269,7 @@ AGENT: dict[str, Knob] = {
     "tool_timeout_ms": Knob(5000, Range(1, 600_000), "per-tool-call timeout (ms)"),
     "max_tool_output_chars": Knob(2000, Range(1, 100_000), "a tool's output is cut to this many characters"),
 }
-
-# AgentSpec.program (agents/spec.py, docs/agent-programs.md): an agent program's rollout
-AGENT_PROGRAM: dict[str, Knob] = {
-    "timeout_ms": Knob(120_000, Range(1, 3_600_000), "one rollout of an agent program (ms)"),
-}
+AGENT_PROGRAM: dict[str, Knob] = {"timeout_ms": Knob(120_000, Range(1, 3_600_000), "one rollout of an agent program (ms)")}
 
 # TRAIN_MODE_SFT (train_sft.py), TRL SFTConfig's names; sized for LoRA on a 135M-0.5B model (issue 53's probe)
 SFT: dict[str, Knob] = {
