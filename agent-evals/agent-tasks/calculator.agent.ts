@@ -9,10 +9,21 @@ import {
   type AgentTaskRow,
 } from "../../ts_agent/src/agent/agent-task/index.js";
 
+/** mulberry32 in 32-bit integer arithmetic: a fixed stream, the same tasks every time. */
+function stream(seed: number): (n: number) => number {
+  let a = seed >>> 0;
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+}
+
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
-  let seed = 7;
-  const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % 90) + 10; // a fixed LCG: the same tasks every time
+  const draw = stream(7);
+  const next = () => draw(90) + 10;
   for (let i = 0; i < 240; i++) {
     const a = next();
     const b = next();

@@ -20,9 +20,9 @@ const PRODUCTS = [
   "marker",
   "eraser",
   "ruler",
-  "scissors",
-  "tape",
-  "glue",
+  "sticker",
+  "label",
+  "crayon",
   "envelope",
   "binder",
   "calculator",
@@ -38,11 +38,20 @@ const CENTS: Record<string, number> = Object.fromEntries(
 
 const dollars = (cents: number) => `$${(cents / 100).toFixed(2)}`;
 
+/** mulberry32 in 32-bit integer arithmetic: a fixed stream, the same tasks every time. */
+function stream(seed: number): (n: number) => number {
+  let a = seed >>> 0;
+  return (n) => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+}
+
 function rows(): AgentTaskRow[] {
   const out: AgentTaskRow[] = [];
-  let seed = 11;
-  const next = (n: number) =>
-    (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n; // a fixed LCG: the same tasks every time
+  const next = stream(11);
   for (let i = 0; i < 640; i++) {
     const product = PRODUCTS[next(PRODUCTS.length)];
     const quantity = 2 + next(8);
@@ -72,7 +81,8 @@ export default defineAgentTask({
         required: ["product"],
       },
       run: ({ product }) => {
-        const cents = CENTS[String(product).toLowerCase().replace(/s$/, "")];
+        const name = String(product).toLowerCase();
+        const cents = CENTS[name] ?? CENTS[name.replace(/s$/, "")]; // "notebooks" too
         if (cents === undefined)
           throw new Error(`no product ${JSON.stringify(product)}`);
         return dollars(cents);

@@ -140,6 +140,17 @@ test("warm start stages: what SFT gave and what RL added, paired on the same tas
   const adjLo = Math.min(1, 2 * Math.min(p0, p1));
   assert.ok(Math.abs(stages[lo].pHolm! - adjLo) < 1e-12);
   assert.ok(Math.abs(stages[hi].pHolm! - Math.max(adjLo, Math.max(p0, p1))) < 1e-12);
+  // each step's verdict is the downstream rule, its test judged at the Holm-adjusted p, its reason naming the contrast
+  assert.equal(stages[0].verdict.verdict, "CONFIRMED");
+  assert.match(stages[0].verdict.reason, /^warm-start - base \+37\.5 pp .*Holm-adjusted over the 2 steps/);
+  assert.match(stages[1].verdict.reason, /^warm-start \+ GRPO - warm-start \+6\.3 pp/);
+  assert.notEqual(stages[1].verdict.verdict, "CONFIRMED"); // +6.3 pp: the interval's lower bound is below +5 pp
+  // RL's p below .05 alone but not after Holm (two p = 1/32: the smaller doubled, the larger at least that): not PASS
+  const close = buildEvalLog("r2", DEFAULT_EVAL_SETTINGS, taskSet, gradedResult(rows, { base: by(60), "warm-start": by(66), adapter: by(72) }));
+  const [, rl] = warmStartStages(close)!;
+  const raw = rl.comparison.decision!.p!;
+  assert.ok(raw < 0.05 && rl.pHolm! >= 0.05, `p=${raw}, Holm p=${rl.pHolm}`);
+  assert.equal(rl.verdict.verdict, "INCONCLUSIVE");
   // no warm-start variant: nothing to say
   assert.equal(
     warmStartStages(

@@ -67,6 +67,7 @@ test("warm start, then GRPO from it, then base vs warm start vs warm start + GRP
   assert.equal(ev.code, 0, ev.stdout + ev.stderr);
   assert.match(ev.stdout, /what the warm start gave \(base -> warm-start\): [-+][\d.]+ pp/);
   assert.match(ev.stdout, /what RL added \(warm-start -> warm-start \+ GRPO\): [-+][\d.]+ pp/);
+  assert.match(ev.stdout, /what RL added \(warm-start -> warm-start \+ GRPO\): .*: (CONFIRMED|PASS|FAIL|INCONCLUSIVE)$/m);
   const log = JSON.parse(readFileSync(join(evals, "runs", "calc-rl", "eval.json"), "utf8"));
   assert.deepEqual(log.variants.map((v: { name: string }) => v.name).sort(), ["adapter", "base", "warm-start"]);
   assert.equal(agent(["report", "calc-rl", "--evals-dir", evals]).code, 0);

@@ -67,7 +67,8 @@ export function warmStartLines(log: EvalLog): string[] {
       `${s.question} (${s.from} -> ${s.to}): ${s.comparison.paired ? pp(s.comparison.paired.meanDiff) : "-"}` +
       (d
         ? ` (95% CI ${decisionInterval(d)}, ${d.method}; ${d.test}${d.p === null ? "" : ` p=${d.p.toPrecision(2)}`}${s.pHolm === null ? "" : `, Holm p=${s.pHolm.toPrecision(2)}`})`
-        : "")
+        : "") +
+      `: ${s.verdict.verdict}`
     );
   });
 }

@@ -32,9 +32,25 @@ export const PROGRAM_NO_DEMONSTRATIONS =
 
 export const DEMONSTRATIONS: DemonstrationSettings = { total: 3000, correctShare: 0.3, guessShare: 0.6, seed: 0 };
 
+/** A reference call's tool output; a tool that fails on it is the task file's mistake (a
+ *  demonstration would teach the error), refused naming the task and the call. */
+async function referenceCall(
+  task: AgentTask,
+  row: AgentTaskRow,
+  episodeId: string,
+  call: { name: string; arguments: Record<string, unknown> },
+): Promise<string> {
+  const [output, failed] = await runTool(task, row, episodeId, call.name, call.arguments);
+  if (failed)
+    throw new UserError(
+      `${task.name}: reference: task ${row.id}'s call ${call.name}(${JSON.stringify(call.arguments)}) gave "${output}"; every reference call must succeed (its output is what a demonstration teaches)`,
+    );
+  return output;
+}
+
 async function answerOf(task: AgentTask, row: AgentTaskRow): Promise<string> {
   let last = "";
-  for (const call of task.reference!(row)) [last] = await runTool(task, row, "demo-answer", call.name, call.arguments);
+  for (const call of task.reference!(row)) last = await referenceCall(task, row, "demo-answer", call);
   return last;
 }
 
@@ -66,7 +82,10 @@ export async function demonstrations(task: AgentTask, rows: AgentTaskRow[], sett
       for (const [j, call] of calls.entries()) {
         const id = `call_${j}`;
         messages.push({ role: "assistant", content: "", tool_calls: [{ id, type: "function", function: call }] });
-        const [output] = await runTool(task, row, `demo-${i}-${k}`, call.name, call.arguments);
+        // another task's calls run in this task's context may fail: that is the wrong-call demonstration
+        const output = right
+          ? await referenceCall(task, row, `demo-${i}-${k}`, call)
+          : (await runTool(task, row, `demo-${i}-${k}`, call.name, call.arguments))[0];
         messages.push({ role: "tool", name: call.name, tool_call_id: id, content: output });
         last = output;
       }

@@ -128,6 +128,8 @@ export interface DownstreamEvidence {
   powerMethod?: "simulated" | "normal approximation";
   /** where the base scores came from */
   baseSource: string;
+  /** what the difference is of, in the reasons (default "adapter - base") */
+  contrast?: string;
 }
 
 export interface MilestoneInput {
@@ -250,7 +252,7 @@ export function downstreamCriterion(d: DownstreamEvidence | null): CriterionResu
   const need = pp(DOWNSTREAM_MIN_DELTA, 0);
   const test = d.test ?? "the interval";
   const testText = d.p === undefined || d.p === null ? "" : `; ${test} p=${d.p.toPrecision(2)}`;
-  const est = `adapter - base ${pp(d.meanDiff)} (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.method}${testText}; n=${d.n}; base from ${d.baseSource})`;
+  const est = `${d.contrast ?? "adapter - base"} ${pp(d.meanDiff)} (95% CI ${pp(d.lower)} to ${pp(d.upper)}, ${d.method}${testText}; n=${d.n}; base from ${d.baseSource})`;
   const reqN = d.requiredN === null ? "" : `; required n=${d.requiredN} for the observed delta`;
   const mde = d.mde === null ? "" : `; MDE at n=${d.n} is ${pp(d.mde).replace("+", "")}`;
   const oc =

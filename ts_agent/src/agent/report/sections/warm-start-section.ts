@@ -5,7 +5,7 @@
  * Nothing for a run that did not start from a warm start.
  */
 import { decisionInterval } from "../../verdict/verdict.js";
-import { pp } from "../../verdict/milestone.js";
+import { DOWNSTREAM_MIN_DELTA_PP, MIN_MILESTONE_TASKS, pp } from "../../verdict/milestone.js";
 import { warmStartStages } from "../../verdict/warm-start.js";
 import type { ReportSection } from "../analysis.js";
 import { pct1, table } from "../markdown.js";
@@ -24,7 +24,10 @@ export const warmStart: ReportSection = (input) => {
     "",
     `The run started from a warm-started adapter; the eval scored the base, the warm start alone and warm start + GRPO on the same ${log.taskSet.n} test tasks ` +
       `(\`${log.settings.graders[0]?.name}\`, the task as the unit). Each step is a paired comparison (its decision interval and governing test, as the milestone's); ` +
-      "the two p-values are Holm-adjusted together.",
+      "the two p-values are Holm-adjusted together, and each step's verdict is the milestone's downstream rule (CONFIRMED: the interval's lower bound clears " +
+      `+${DOWNSTREAM_MIN_DELTA_PP} pp and the governing test rejects 0 at its Holm-adjusted p; at least ${MIN_MILESTONE_TASKS} test tasks).`,
+    "",
+    ...stages.map((s) => `- ${s.question}: **${s.verdict.verdict}** (${s.verdict.reason})`),
     "",
     table(
       ["variant", "success"],
@@ -36,7 +39,7 @@ export const warmStart: ReportSection = (input) => {
     ),
     "",
     table(
-      ["question", "from -> to", "delta", "95% interval", "governing test", "p", "p (Holm, 2)"],
+      ["question", "from -> to", "delta", "95% interval", "governing test", "p", "p (Holm, 2)", "verdict"],
       stages.map((s) => {
         const d = s.comparison.decision;
         return [
@@ -47,6 +50,7 @@ export const warmStart: ReportSection = (input) => {
           d?.test ?? "-",
           p(d?.p),
           p(s.pHolm),
+          s.verdict.verdict,
         ];
       }),
     ),
