@@ -6,7 +6,8 @@ model's own chat template when it renders tools, else our ChatML one), then up t
 model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
 the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
 generate together (one `generate` call per turn for every episode still going, left-padded), each
-from its own KV cache of the turns before (`PrefixCaches`): a turn reads only its new tokens.
+from its own KV cache of the turns before (`PrefixCaches`): a turn reads only its new tokens, and
+the first turn reads the prompt tokens every episode shares (system prompt, tools) once.
 
 Token ids are built by concatenation, never by re-tokenizing the transcript (TRL's tool loop does
 the same): `completion_ids` is every model-generated token (mask 1, trained on) and every tool
@@ -96,6 +97,8 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
     device = next(model.parameters()).device
     greedy = temperature == 0
     caches = PrefixCaches(model) if reuse_cache and PrefixCaches.fits(model) else None
+    if caches:
+        caches.share_prompt_prefix(episodes, device)
     try:
         with ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="agent-tools") as pool:
             for turn in range(setup.max_turns):
@@ -247,7 +250,8 @@ def finish_turn(tokenizer, setup: AgentSetup, template: EpisodeTemplate, pairs, 
 class PrefixCaches:
     """Each episode's keys and values, kept from one turn's `generate` to the next, so that a turn
     feeds the model only what it has not read yet (the tool turn, and the last token the model drew,
-    which `generate` never feeds) instead of re-prefilling the whole episode.
+    which `generate` never feeds) instead of re-prefilling the whole episode; before the first
+    turn, the prompt tokens every episode shares are read once for all (`share_prompt_prefix`).
 
     A turn's batch keeps the re-prefill's layout (`pad_batch`: left padding, every row ending in the
     last column); the first `width - fed` columns of every row come from its episode's cache, where
@@ -268,6 +272,27 @@ class PrefixCaches:
         from py_trainer.models.decoding import greedy_search_is_plain
 
         return getattr(model, "config", None) is not None and greedy_search_is_plain(model)  # a scripted model has none
+
+    def share_prompt_prefix(self, episodes: list[Episode], device) -> None:
+        """Read once the prompt tokens every episode starts with (the system prompt and the tools:
+        most of a first turn's tokens) and let each episode hold them, so the first turn feeds each
+        row only the rest of its prompt (vLLM's prefix caching, within one batch). Every row still
+        feeds at least one token (the logits of its last prompt token come from its own forward)."""
+        import torch
+
+        if len(episodes) < 2:
+            return
+        first = episodes[0].prompt_ids
+        n = min(len(e.prompt_ids) for e in episodes) - 1
+        for e in episodes[1:]:
+            n = next((i for i in range(n) if e.prompt_ids[i] != first[i]), n)
+        if n < 1:
+            return
+        with torch.no_grad():
+            cache = self.model(input_ids=torch.tensor([first[:n]], device=device), use_cache=True).cache
+        layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+        for e in episodes:
+            self.held[id(e)] = (n, layers)
 
     def batch(self, episodes: list[Episode], rows: list[list[int]], new_tokens: int):
         """The cache this turn's `generate` starts from: every row's cached part, with room for
