@@ -41,6 +41,10 @@ export const help: CommandHelp = {
       "only the first N test tasks (the milestone needs >= 200; default all); beside a run's eval.json of more tasks it goes to eval-limit-<N>.json",
     ],
     ["--samples K", "samples (episodes) per task (default 1, greedy; K > 1 samples at temperature 1, the task's mean is its score)"],
+    [
+      "--temperature T",
+      "sample at T in (0, 2] instead (with --samples 1 too: one sampled episode per task, as an agent served at T behaves); 0 is greedy (default for --samples 1)",
+    ],
     ["--threshold T", "exit 1 when the adapter's primary accuracy (success) is below T, a fraction in [0, 1]"],
     ["--base-model M", "base model as the sidecar knows it (default: the run's own base, else the embedded default model)"],
     ["--evals-dir DIR", "where baseline.json and runs/ live (default: the nearest agent-evals/ at or above the working directory, else ./agent-evals)"],
@@ -69,6 +73,7 @@ export const command: CommandHandler = async (argv, client) => {
       name: { type: "string" },
       run: { type: "string" },
       samples: { type: "string" },
+      temperature: { type: "string" },
       threshold: { type: "string" },
       ...GLOBAL_FLAGS,
     },
@@ -91,9 +96,12 @@ export const command: CommandHandler = async (argv, client) => {
   if (values.name !== undefined && !byPath && !baseOnly) throw usageError("eval", help, "--name goes with --adapter (or with a base-only eval)");
   const threshold = values.threshold === undefined ? undefined : numberFlag("--threshold", values.threshold, { min: 0, max: 1 });
   const samples = values.samples === undefined ? 1 : numberFlag("--samples", values.samples, { min: 1, max: 64, integer: true });
+  const temperature = values.temperature === undefined ? (samples > 1 ? 1 : 0) : numberFlag("--temperature", values.temperature, { min: 0, max: 2 });
+  if (temperature === 0 && samples > 1)
+    throw usageError("eval", help, `--temperature 0 (greedy) gives K identical samples: use --samples 1, or a temperature above 0`);
   try {
     const given = evalTargetFromFlags(values);
-    const target = { ...given, settings: { ...given.settings, samplesPerTask: samples, temperature: samples > 1 ? 1 : 0 } };
+    const target = { ...given, settings: { ...given.settings, samplesPerTask: samples, temperature } };
     if (baseOnly) {
       const name = values.name ?? `base-${basename(tasksGiven).replace(/\.(agent\.)?([cm]?[tj]s|jsonl)$/, "")}`;
       const base = await evalBaseOnly(client, name, target);
