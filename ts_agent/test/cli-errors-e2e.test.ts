@@ -66,7 +66,11 @@ const CASES: Array<[string, string[], RegExp]> = [
   ["train without --config", ["train"], /^agent train: --config FILE is required/],
   ["bad --timeout", ["--timeout", "abc", "health"], /--timeout: expected an integer, got 'abc'/],
   ["bad --limit", ["eval", "r1", "--limit", "abc"], /--limit: expected an integer, got 'abc'/],
-  ["greedy K > 1", ["eval", "r1", "--samples", "4", "--temperature", "0"], /^agent eval: --temperature 0 \(greedy\) gives K identical samples: use --samples 1, or a temperature above 0 \(usage: /],
+  [
+    "greedy K > 1",
+    ["eval", "r1", "--samples", "4", "--temperature", "0"],
+    /^agent eval: --temperature 0 \(greedy\) gives K identical samples: use --samples 1, or a temperature above 0 \(usage: /,
+  ],
   ["temperature over 2", ["eval", "r1", "--temperature", "2.5"], /^agent eval: --temperature: must be <= 2, got 2\.5$/],
   ["missing value", ["train", "--config"], /^agent train: Option '--config <value>' argument missing/],
   ["negative count", ["eval", "r1", "--limit", "-3"], /^agent eval: --limit -3: not a valid value \(it starts with '-'; see agent eval --help\)$/],

@@ -73,5 +73,6 @@ test("warm start, then GRPO from it, then base vs warm start vs warm start + GRP
   assert.equal(agent(["report", "calc-rl", "--evals-dir", evals]).code, 0);
   const md = readFileSync(join(evals, "runs", "calc-rl", "report.md"), "utf8");
   assert.match(md, /## Warm start, then RL/);
+  assert.match(md, /warm start \+ GRPO on the same 16 test tasks, greedy/);
   assert.match(md, /\| what RL added \| warm-start -> warm-start \+ GRPO \|/);
 });

@@ -10,6 +10,13 @@ import { warmStartStages } from "../../verdict/warm-start.js";
 import type { ReportSection } from "../analysis.js";
 import { pct1, table } from "../markdown.js";
 
+/** How the eval decoded: greedy, or K episodes a task sampled at T. */
+function decoding(settings: { samplesPerTask: number; temperature: number }): string {
+  if (settings.temperature === 0) return "greedy";
+  const k = settings.samplesPerTask;
+  return `${k === 1 ? "one episode" : `${k} episodes`} each sampled at temperature ${settings.temperature}`;
+}
+
 export const warmStart: ReportSection = (input) => {
   const log = input.evalLog;
   const stages = warmStartStages(log);
@@ -22,7 +29,7 @@ export const warmStart: ReportSection = (input) => {
   return [
     "## Warm start, then RL",
     "",
-    `The run started from a warm-started adapter; the eval scored the base, the warm start alone and warm start + GRPO on the same ${log.taskSet.n} test tasks ` +
+    `The run started from a warm-started adapter; the eval scored the base, the warm start alone and warm start + GRPO on the same ${log.taskSet.n} test tasks, ${decoding(log.settings)} ` +
       `(\`${log.settings.graders[0]?.name}\`, the task as the unit). Each step is a paired comparison (its decision interval and governing test, as the milestone's); ` +
       "the two p-values are Holm-adjusted together, and each step's verdict is the milestone's downstream rule (CONFIRMED: the interval's lower bound clears " +
       `+${DOWNSTREAM_MIN_DELTA_PP} pp and the governing test rejects 0 at its Holm-adjusted p; at least ${MIN_MILESTONE_TASKS} test tasks).`,
