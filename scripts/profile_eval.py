@@ -224,9 +224,9 @@ def main() -> int:
     model.generate = generate
     from py_trainer.models import decoding
 
-    orig_greedy = decoding.greedy_decode
+    orig_greedy = decoding.decode_batch
 
-    def greedy_decode(*a, **kw):  # the greedy path (models/decoding.py) instead of generate
+    def decode_batch(*a, **kw):  # the greedy path (models/decoding.py) instead of generate
         t = time.perf_counter()
         new = orig_greedy(*a, **kw)
         phases.add("generate (whole call)", time.perf_counter() - t)
@@ -236,7 +236,7 @@ def main() -> int:
         steps_rows["live"] += int((done_before == 0).sum())
         return new
 
-    decoding.greedy_decode = greedy_decode
+    decoding.decode_batch = decode_batch
     kept = dict(phases.seconds)  # an untimed warm-up (oneDNN's first calls), then the phases again
     models.generate_completions(model, tok, prompts[:4], k=1, temperature=0, max_new_tokens=2)
     phases.seconds.clear(), phases.counts.clear(), phases.seconds.update(kept)

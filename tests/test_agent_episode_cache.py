@@ -2,11 +2,12 @@
 (built here by the project's own builder, a short SFT on shop-assistant demonstrations: it makes
 tool calls, some malformed, so its episodes run 1 to 3 turns of different lengths), greedy episodes
 run from each episode's cache are token for token those that re-prefill every turn, their masks
-and counts too, and the cache is really read (the first turn's `generate` starts from the prompt
+and counts too, and the cache is really read (the first turn's decoding starts from the prompt
 tokens every episode shares, read once; a later turn's from each episode's own cache).
 What a turn keeps is checked on its own too: each episode's held keys and values are those of a
 fresh forward over the tokens they claim to hold (a cache one token off can still decode the same
-greedy tokens on a batch where that token is never read)."""
+greedy tokens on a batch where that token is never read), rows that left a turn's batch early
+(`decoding.decode_batch`) included."""
 
 from __future__ import annotations
 
@@ -87,14 +88,17 @@ def episodes(model, tokenizer, address: str, reuse_cache: bool, **sampling):
 def test_greedy_episodes_from_the_cache_are_those_that_re_prefill(agent_model, host, monkeypatch):
     model, tokenizer = agent_model
     assert PrefixCaches.fits(model)
+    from py_trainer.models import decoding
+
     starts = []
-    inner = model.generate
+    inner = decoding.decode_batch
 
-    def generate(**kwargs):
-        starts.append(kwargs["cache"].get_seq_length() if "cache" in kwargs else None)
-        return inner(**kwargs)
+    def decode_batch(*args, **kwargs):
+        cache = kwargs["cache"]
+        starts.append(cache.get_seq_length() if cache is not None else None)
+        return inner(*args, **kwargs)
 
-    monkeypatch.setattr(model, "generate", generate)
+    monkeypatch.setattr(decoding, "decode_batch", decode_batch)
     cached = episodes(model, tokenizer, host, True, temperature=0, top_p=1.0, seed=0)
     # the first turn starts from the prompt tokens every episode shares (system prompt, tools, the
     # user turn's opening), read once; later turns from each episode's own cache
@@ -128,8 +132,8 @@ def test_what_each_episode_keeps_is_a_fresh_forward_of_its_tokens(agent_model, h
     checked = []
     inner = PrefixCaches.keep
 
-    def keep(self, eps, rows, cache):
-        inner(self, eps, rows, cache)
+    def keep(self, eps, rows, held):
+        inner(self, eps, rows, held)
         for e in eps:
             if e.done:
                 assert id(e) not in self.held
@@ -144,6 +148,21 @@ def test_what_each_episode_keeps_is_a_fresh_forward_of_its_tokens(agent_model, h
                 torch.testing.assert_close(v, layer.values[0], rtol=1e-4, atol=1e-5)
             checked.append(n)
 
+    from py_trainer.models import decoding
+
+    left = []  # rows that left a turn's batch before its end: their keys and values were copied out
+    inner_decode = decoding.decode_batch
+
+    def decode_batch(*args, on_rows_left=None, **kwargs):
+        def told(kept):
+            left.append(kept)
+            on_rows_left(kept)
+        return inner_decode(*args, on_rows_left=told if on_rows_left else None, **kwargs)
+
     monkeypatch.setattr(PrefixCaches, "keep", keep)
+    monkeypatch.setattr(decoding, "decode_batch", decode_batch)
     episodes(model, tokenizer, host, True, temperature=0, top_p=1.0, seed=0)
+    assert len(checked) >= 4 and left, (checked, left)
+    checked.clear()
+    episodes(model, tokenizer, host, True, temperature=1.0, top_p=0.95, seed=3)
     assert len(checked) >= 4, checked

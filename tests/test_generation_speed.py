@@ -161,7 +161,7 @@ def test_cpu_slices_a_large_sampling_batch_reproducibly(model_and_tokenizer, pro
 
 @pytest.mark.slow
 def test_greedy_runs_its_own_loop_and_ended_rows_leave_the_batch(model_and_tokenizer, lora_model, prompts):
-    """Greedy decoding goes through decoding.greedy_decode (not generate) on the embedded model, a
+    """Greedy decoding goes through decoding.decode_batch (not generate) on the embedded model, a
     row that ended stops being decoded (later forwards see fewer rows), and the completions equal
     generate's; a generation config that changes greedy search (a repetition penalty) falls back
     to generate."""
@@ -363,15 +363,15 @@ def left_padded(seed: int, rows: int, width: int, pads: dict[int, int]):
 
 
 def greedy_pair(model, ids, mask, max_new_tokens: int, during=None):
-    """(greedy_decode's tokens, generate's) for a left-padded batch, EOS 2, pad 0; `during()` is
-    called after greedy_decode, before generate (hooks removed, spies restored), even on failure."""
+    """(decode_batch's tokens, generate's) for a left-padded batch, EOS 2, pad 0; `during()` is
+    called after decode_batch, before generate (hooks removed, spies restored), even on failure."""
     import torch
 
-    from py_trainer.models.decoding import greedy_decode
+    from py_trainer.models.decoding import decode_batch
 
     try:
         with torch.no_grad():
-            got = greedy_decode(model, ids, mask, cached=0, prefix=None, max_new_tokens=max_new_tokens,
+            got = decode_batch(model, ids, mask, cached=0, prefix=None, max_new_tokens=max_new_tokens,
                                 eos_token_id=2, pad_token_id=0)
     finally:
         if during is not None:
@@ -383,7 +383,7 @@ def greedy_pair(model, ids, mask, max_new_tokens: int, during=None):
 
 
 def test_greedy_prefill_hands_the_lm_head_a_contiguous_input_and_attends_groups_unrepeated(gqa_model, monkeypatch):
-    """decoding.greedy_decode's prefill (issue 43): the LM head gets a contiguous input (the
+    """decoding.decode_batch's prefill (issue 43): the LM head gets a contiguous input (the
     [rows, 1, hidden] slice `logits_to_keep=1` makes is strided, and torch's linear then runs a
     batched product per row against a broadcast weight), and SDPA attends the key/value groups as
     they are under the padding mask (`enable_gqa`) instead of repeating them per query head; the
@@ -441,13 +441,13 @@ def test_decode_groups_merge_whole_batches_within_rows_cache_and_length_bounds(m
 
 
 @pytest.mark.parametrize("with_prefix", [False, True])
-def test_greedy_decode_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_model, with_prefix):
-    """decoding.greedy_decode with prefill_rows: the batch's rows prefilled a few per forward into
+def test_decode_batch_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_model, with_prefix):
+    """decoding.decode_batch with prefill_rows: the batch's rows prefilled a few per forward into
     the one cache they then decode from (seeded by a shared prefix's cache or not) give the
     tokens of one prefill of all rows, each forward over the rows it was told."""
     import torch
 
-    from py_trainer.models.decoding import greedy_decode
+    from py_trainer.models.decoding import decode_batch
     from py_trainer.models.loading import pad_batch, prefix_cache
 
     model = gqa_model
@@ -461,11 +461,11 @@ def test_greedy_decode_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_m
     hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].shape[0]), with_kwargs=True)
     with torch.no_grad():
         prefix = prefix_cache(model, shared, "cpu") if shared else None
-        whole = greedy_decode(model, ids, mask, prefix=prefix, **kw)
+        whole = decode_batch(model, ids, mask, prefix=prefix, **kw)
         seen.clear()
         prefix = prefix_cache(model, shared, "cpu") if shared else None
         seen.clear()
-        parts = greedy_decode(model, ids, mask, prefix=prefix, prefill_rows=3,
+        parts = decode_batch(model, ids, mask, prefix=prefix, prefill_rows=3,
                               on_prefill_rows=lambda a, b: windows.append((a, b)), **kw)
     hook.remove()
     assert parts.tolist() == whole.tolist()
@@ -474,7 +474,7 @@ def test_greedy_decode_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_m
 
 
 def test_decode_steps_write_their_logits_into_one_buffer_bit_for_bit(gqa_model):
-    """decoding.greedy_decode's decode steps (issue 43): the LM head writes every step's logits
+    """decoding.decode_batch's decode steps (issue 43): the LM head writes every step's logits
     into one reused buffer (a fresh [rows, 1, vocab] tensor per step was a fresh mmap on SmolLM2,
     page-faulted in each step), the same values `F.linear` gives, and the head is itself again
     afterwards; the tokens are generate's."""
@@ -521,3 +521,78 @@ def test_head_into_one_buffer_leaves_other_heads_as_they_are():
     with HeadIntoOneBuffer(plain, 3) as into:  # under autograd: F.linear (out= takes no grad)
         assert plain(x).requires_grad and into.buffer is None
     assert "forward" not in vars(plain)
+
+
+STOPS = [2, 5, 7, 11]
+"""Stop tokens for the episode-runner cases: four of the GQA model's 300, so random rows stop."""
+
+
+def cut(row: list[int], budget: int) -> list[int]:
+    """A row's tokens as the episode runner keeps them: up to its budget, through its first stop."""
+    row = row[:budget]
+    stop = next((i for i, t in enumerate(row) if t in STOPS), None)
+    return row if stop is None else row[:stop + 1]
+
+
+def decoded_and_generated(model, ids, mask, budgets, *, temperature, top_p, leave_share, seed=5, forwards=None):
+    """(decode_batch's rows, generate's rows) cut as the episode runner cuts them, each from `seed`;
+    `forwards` (a list) gets the number of rows of each of decode_batch's decode-step forwards."""
+    import torch
+
+    from py_trainer.models.decoding import LEAVE_SHARE, decode_batch
+
+    hook = None
+    if forwards is not None:
+        hook = model.register_forward_pre_hook(
+            lambda m, args, kwargs: forwards.append(kwargs["input_ids"].shape[0])
+            if kwargs["input_ids"].shape[1] == 1 else None, with_kwargs=True)
+    try:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            got = decode_batch(model, ids, mask, cached=0, prefix=None, max_new_tokens=max(budgets),
+                               eos_token_id=STOPS, pad_token_id=0, temperature=temperature, top_p=top_p,
+                               budgets=budgets, leave_share=LEAVE_SHARE if leave_share is None else leave_share)
+    finally:
+        if hook is not None:
+            hook.remove()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        ref = model.generate(input_ids=ids, attention_mask=mask, do_sample=temperature > 0,
+                             temperature=temperature or None, top_p=top_p if temperature else None,
+                             top_k=0 if temperature else None, max_new_tokens=max(budgets), eos_token_id=STOPS,
+                             pad_token_id=0)[:, ids.shape[1]:]
+    return ([cut(r, b) for r, b in zip(got.tolist(), budgets)],
+            [cut(r, b) for r, b in zip(ref.tolist(), budgets)])
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.9)])
+def test_sampled_decode_batch_draws_what_generate_draws_while_no_row_leaves(gqa_model, temperature, top_p):
+    """The episode runner's sampled turns (issue 53): decode_batch with rows that never leave draws
+    token for token what `generate(do_sample=True, top_k=0)` draws from the same seed, with several
+    stop tokens and each row its own budget (the runner's per-episode token limit)."""
+    ids, mask = left_padded(11, 12, 9, {1: 3, 4: 6, 9: 2})
+    budgets = [40, 6, 40, 25, 40, 13, 40, 40, 2, 33, 40, 40]
+    got, ref = decoded_and_generated(gqa_model, ids, mask, budgets, temperature=temperature, top_p=top_p,
+                                     leave_share=0)
+    assert got == ref
+    stopped = sum(1 for r, b in zip(got, budgets) if len(r) < b)
+    assert stopped >= 2 and len({len(r) for r in got}) >= 4, [len(r) for r in got]  # rows ended differently
+
+
+def test_rows_leave_a_sampled_turn_and_a_greedy_one_keeps_generates_tokens(gqa_model):
+    """Ended rows (a stop drawn or the budget spent) leave decode_batch's batch: the decode forwards
+    shrink, greedy rows are still generate's token for token, and sampling from the same seed
+    is reproducible (its draws are the smaller batch's once a row has left)."""
+    ids, mask = left_padded(12, 16, 7, {0: 4, 7: 1})
+    budgets = [3, 5, 8, 40, 12, 40, 2, 40, 20, 4, 40, 6, 40, 9, 40, 40]
+    forwards: list[int] = []
+    got, ref = decoded_and_generated(gqa_model, ids, mask, budgets, temperature=0, top_p=1.0, leave_share=None,
+                                     forwards=forwards)
+    assert got == ref
+    assert forwards[0] == 16 and forwards[-1] < 8 and forwards == sorted(forwards, reverse=True), forwards
+    first: list[int] = []
+    sampled, _ = decoded_and_generated(gqa_model, ids, mask, budgets, temperature=1.0, top_p=1.0, leave_share=None,
+                                       forwards=first)
+    again, _ = decoded_and_generated(gqa_model, ids, mask, budgets, temperature=1.0, top_p=1.0, leave_share=None)
+    assert sampled == again and first[-1] < first[0], first
+    assert all(len(r) == b or r[-1] in STOPS for r, b in zip(sampled, budgets))

@@ -5,9 +5,12 @@ An episode: the task's prompt under the agent template (`agent_format.episode_te
 model's own chat template when it renders tools, else our ChatML one), then up to `max_turns`
 model turns. A turn with ``<tool_call>`` blocks has each call run by the TS agent (`tool_host`), and
 the results go back as tool turns; a turn without one is the final answer. Episodes of one batch
-generate together (one `generate` call per turn for every episode still going, left-padded), each
-from its own KV cache of the turns before (`PrefixCaches`): a turn reads only its new tokens, and
-the first turn reads the prompt tokens every episode shares (system prompt, tools) once.
+decode together (one `decoding.decode_batch` call per turn for every episode still going,
+left-padded; a row leaves the batch once its turn has ended, instead of decoding padding until
+the batch's longest row ends), each from its own KV cache of the turns before (`PrefixCaches`): a
+turn reads only its new tokens, and the first turn reads the prompt tokens every episode shares
+(system prompt, tools) once. Where that decoder does not run (`PrefixCaches.fits`), each turn is a
+`generate` call over the whole transcript.
 
 Token ids are built by concatenation, never by re-tokenizing the transcript (TRL's tool loop does
 the same): `completion_ids` is every model-generated token (mask 1, trained on) and every tool
@@ -96,7 +99,8 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
     greedy = temperature == 0
-    caches = PrefixCaches(model) if reuse_cache and PrefixCaches.fits(model) else None
+    loop = PrefixCaches.fits(model, greedy)  # decoding.decode_batch: ended rows leave a turn's batch
+    caches = PrefixCaches(model) if reuse_cache and loop else None
     if caches:
         caches.share_prompt_prefix(episodes, device)
     try:
@@ -116,19 +120,23 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
                 rows = [e.prompt_ids + e.completion_ids for e, _ in pairs]
                 input_ids, mask = pad_batch(rows, 0, pad_id, device)
                 longest = max(b for _, b in pairs)
-                extra = {"cache": caches.batch([e for e, _ in pairs], rows, longest)} if caches else {}
                 torch.manual_seed((seed * 1_000_003 + turn) % 2**63)
-                with torch.no_grad():
-                    gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
-                                         temperature=None if greedy else temperature,
-                                         top_p=None if greedy else top_p, top_k=None if greedy else 0,
-                                         max_new_tokens=longest, pad_token_id=pad_id, eos_token_id=stops, **extra)
-                new = gen[:, input_ids.shape[1]:].tolist()
+                if loop:
+                    new, held = decode_turn(model, input_ids, mask, [b for _, b in pairs], stops, pad_id,
+                                            caches.batch([e for e, _ in pairs], rows, longest) if caches else None,
+                                            temperature=temperature, top_p=top_p)
+                else:
+                    with torch.no_grad():
+                        gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
+                                             temperature=None if greedy else temperature,
+                                             top_p=None if greedy else top_p, top_k=None if greedy else 0,
+                                             max_new_tokens=longest, pad_token_id=pad_id, eos_token_id=stops)
+                    new = gen[:, input_ids.shape[1]:].tolist()
                 calls = []
                 for (e, budget), ids in zip(pairs, new):
                     calls += take_turn(e, tokenizer, ids, budget, stops, setup)
                 if caches:
-                    caches.keep([e for e, _ in pairs], rows, extra["cache"])
+                    caches.keep([e for e, _ in pairs], rows, held)
                 results = list(pool.map(lambda c: run_call(host, setup, *c), calls))
                 finish_turn(tokenizer, setup, template, pairs, calls, results, max_total_tokens, turn)
             for e in episodes:
@@ -142,6 +150,44 @@ def run_episodes(model, tokenizer, setup: AgentSetup, host: ToolHost, episodes: 
         if was_training:
             model.train()
     return episodes
+
+
+def decode_turn(model, input_ids, mask, budgets: list[int], stops: list[int], pad_id: int, cache, *,
+                temperature: float, top_p: float) -> tuple[list[list[int]], list | None]:
+    """One turn of a batch through `decoding.decode_batch` (greedy or sampled; a row leaves the batch
+    once it stops or spends its budget): each row's new ids, and when `cache` (from
+    `PrefixCaches.batch`) is given, what each row's cache holds after the turn, as (positions filled,
+    per layer (keys, values) [heads, positions, dim]): a row that left is copied out as it leaves
+    (the batch's buffers shrink without it), the rest are views of the final cache. Without a cache
+    the turn re-prefills every row (a fresh `growing_cache`) and nothing is kept."""
+    import torch
+
+    from py_trainer.models import decoding
+
+    order = list(range(len(budgets)))  # the batch row of each row still decoding
+    held: list = [None] * len(budgets)
+
+    def left(kept: list[int]) -> None:
+        nonlocal order
+        stay = set(kept)
+        gone = [i for i in range(len(order)) if i not in stay]
+        index = torch.tensor(gone, device=input_ids.device)
+        filled = cache.get_seq_length()
+        copies = [(layer.keys[index], layer.values[index]) for layer in cache.layers]
+        for j, i in enumerate(gone):
+            held[order[i]] = (filled, [(k[j], v[j]) for k, v in copies])
+        order = [order[i] for i in kept]
+
+    with torch.no_grad():
+        ids = decoding.decode_batch(model, input_ids, mask, cached=0, prefix=None, max_new_tokens=max(budgets),
+                                    eos_token_id=stops, pad_token_id=pad_id, temperature=temperature, top_p=top_p,
+                                    budgets=budgets, cache=cache, on_rows_left=left if cache is not None else None)
+    if cache is None:
+        return ids.tolist(), None
+    filled = cache.get_seq_length()
+    for j, i in enumerate(order):
+        held[i] = (filled, [(layer.keys[j], layer.values[j]) for layer in cache.layers])
+    return ids.tolist(), held
 
 
 def take_turn(e: Episode, tokenizer, ids: list[int], budget: int, stops: list[int], setup: AgentSetup) -> list[tuple]:
@@ -248,9 +294,9 @@ def finish_turn(tokenizer, setup: AgentSetup, template: EpisodeTemplate, pairs, 
 # Each episode's KV cache, kept across turns
 
 class PrefixCaches:
-    """Each episode's keys and values, kept from one turn's `generate` to the next, so that a turn
+    """Each episode's keys and values, kept from one turn's decoding to the next, so that a turn
     feeds the model only what it has not read yet (the tool turn, and the last token the model drew,
-    which `generate` never feeds) instead of re-prefilling the whole episode; before the first
+    which decoding never feeds) instead of re-prefilling the whole episode; before the first
     turn, the prompt tokens every episode shares are read once for all (`share_prompt_prefix`).
 
     A turn's batch keeps the re-prefill's layout (`pad_batch`: left padding, every row ending in the
@@ -258,9 +304,10 @@ class PrefixCaches:
     `fed` is the most tokens any row has uncached (a row with fewer reads some of its cached tokens
     again). The same tokens, positions and mask as the re-prefill, so the same logits up to
     rounding: a cached key was computed by an earlier forward of another shape. Used where the
-    project's greedy decoder runs (`decoding.greedy_search_is_plain`: fp32, every cache layer full
-    attention), where such rounding was never seen to flip a token; elsewhere every turn re-prefills.
-    tests/test_agent_episodes.py holds the two paths' ids equal, and scripts/bench_agent.py times them."""
+    project's decoder runs (`decoding.greedy_search_is_plain` / `sampling_is_plain`: fp32, every
+    cache layer full attention), where such rounding was never seen to flip a token; elsewhere every
+    turn re-prefills through `generate`. tests/test_agent_episode_cache.py holds the two paths' ids
+    equal, and scripts/bench_agent.py times them."""
 
     def __init__(self, model):
         self.model = model
@@ -268,10 +315,13 @@ class PrefixCaches:
         """id(episode) -> (how many of its first tokens are cached, per layer (keys, values) [heads, tokens, dim])"""
 
     @staticmethod
-    def fits(model) -> bool:
-        from py_trainer.models.decoding import greedy_search_is_plain
+    def fits(model, greedy: bool = True) -> bool:
+        """Where `decoding.decode_batch` decodes as `generate` would (a scripted model has no config)."""
+        from py_trainer.models.decoding import greedy_search_is_plain, sampling_is_plain
 
-        return getattr(model, "config", None) is not None and greedy_search_is_plain(model)  # a scripted model has none
+        if getattr(model, "config", None) is None:
+            return False
+        return greedy_search_is_plain(model) if greedy else sampling_is_plain(model)
 
     def share_prompt_prefix(self, episodes: list[Episode], device) -> None:
         """Read once the prompt tokens every episode starts with (the system prompt and the tools:
@@ -295,7 +345,7 @@ class PrefixCaches:
             self.held[id(e)] = (n, layers)
 
     def batch(self, episodes: list[Episode], rows: list[list[int]], new_tokens: int):
-        """The cache this turn's `generate` starts from: every row's cached part, with room for
+        """The cache this turn's decoding starts from: every row's cached part, with room for
         `new_tokens` more positions (`decoding.growing_cache`: no `torch.cat` per step)."""
         from py_trainer.models.decoding import growing_cache
 
@@ -320,17 +370,17 @@ class PrefixCaches:
             layer.update(keys, values)
         return cache
 
-    def keep(self, episodes: list[Episode], rows: list[list[int]], cache) -> None:
-        """After the turn's `generate` and `take_turn`: each going episode's cached tokens, its row's
-        and as many of the turn's kept tokens as the cache holds (views of the turn's cache)."""
+    def keep(self, episodes: list[Episode], rows: list[list[int]], held: list) -> None:
+        """After the turn (`decode_turn`) and `take_turn`: each going episode's cached tokens, its
+        row's and as many of the turn's kept tokens as its row's cache holds (`held[j]`: positions
+        filled, per layer (keys, values), in the batch's left-padded layout)."""
         width = max(len(r) for r in rows)
-        filled = cache.get_seq_length()
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
         for j, (e, r) in enumerate(zip(episodes, rows)):
             if e.done:
                 self.held.pop(id(e), None)
                 continue
+            filled, layers = held[j]
             kept = len(e.prompt_ids) + len(e.completion_ids) - len(r)
             n = len(r) + min(kept, filled - width)
             pad = width - len(r)
-            self.held[id(e)] = (n, [(k[j, :, pad:pad + n], v[j, :, pad:pad + n]) for k, v in layers])
+            self.held[id(e)] = (n, [(k[:, pad:pad + n], v[:, pad:pad + n]) for k, v in layers])

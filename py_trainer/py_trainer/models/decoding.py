@@ -1,5 +1,5 @@
-"""Greedy decoding without `generate`'s waste on CPU: what `loading.generate_completions` runs for
-temperature 0 (issue 43).
+"""Decoding without `generate`'s waste on CPU: what `loading.generate_completions` runs for
+temperature 0 (issue 43), and every turn of the agent episode runner, greedy or sampled.
 
 HF `generate` keeps every row of a batch decoding until its last row ends (a finished row is fed
 padding) and grows the KV cache by `torch.cat` at every step, a fresh allocation of the whole
@@ -11,8 +11,11 @@ last position's logits, EOS then padding), with two differences that do not chan
   batches and the call ends when its last row does;
 - the cache writes into buffers allocated once for the whole call (`GrowingLayer`), and the model
   attends over the filled part, the same shapes `DynamicLayer` gives.
-Sampling keeps `generate` (its random draws stay those of the plain path) but starts it from a
-`GrowingLayer` cache too (`sampling_cache`).
+Single-turn sampling (`generate_completions` with k > 1, TRL's GRPO generation) keeps `generate`
+(its random draws stay those of the plain path) but starts it from a `GrowingLayer` cache too
+(`sampling_cache`). The agent episode runner samples through `decode_batch` as well (issue 53: at
+T=1 half of an episode turn's decoded rows had ended, waiting for the batch's longest): its draws
+are `generate`'s until the first row leaves, then those of the smaller batch.
 It runs where `generate` would be plain greedy search: a decoder-only model whose cache layers
 are all full attention, and a generation config with nothing that changes greedy logits
 (`greedy_search_is_plain`). Elsewhere `generate_completions` calls `generate` as before.
@@ -244,7 +247,7 @@ class HeadIntoOneBuffer:
     200 tasks x 2 variants took 28k-152k minor faults, 4.5k-5k after; scripts/profile_variants.py,
     docs/real-model.md). `torch.matmul(x, W.t(), out=)` runs the matrix product `F.linear` runs:
     the same logits bit for bit (tests/test_generation_speed.py). A step's logits must be read
-    before the next forward: the decode loop takes their argmax first."""
+    before the next forward: the decode loop takes their argmax (or a float32 copy to sample from) first."""
 
     def __init__(self, head, rows: int):
         self.head, self.rows, self.buffer = head, rows, None
@@ -278,26 +281,56 @@ LEAVE_SHARE = 8
 a row ended cost 2.3 s of a 19 s Evaluate of 200 tasks x 2 variants (docs/real-model.md)."""
 
 
-def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int, eos_token_id: int,
-                  pad_token_id: int, on_rows_left: Callable[[list[int]], None] | None = None,
-                  prefill_rows: int = 0, on_prefill_rows: Callable[[int, int], None] | None = None):
-    """Greedy completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its
-    tokens up to and including EOS, then `pad_token_id` (what `generate` returns after the prompt).
+def decode_batch(model, input_ids, attention_mask, *, cached: int, prefix, max_new_tokens: int,
+                 eos_token_id: int | list[int], pad_token_id: int,
+                 on_rows_left: Callable[[list[int]], None] | None = None,
+                 prefill_rows: int = 0, on_prefill_rows: Callable[[int, int], None] | None = None,
+                 temperature: float = 0.0, top_p: float = 1.0, budgets: list[int] | None = None, cache=None,
+                 leave_share: int = LEAVE_SHARE):
+    """Completions of a left-padded batch: [rows, <= max_new_tokens] token ids, each row its tokens
+    up to and including its first stop (any of `eos_token_id`), then `pad_token_id` (what
+    `generate` returns after the prompt).
+
+    temperature 0 is greedy (argmax); above 0 each step samples as `generate(do_sample=True,
+    top_k=0)` does: float32 logits, transformers' own temperature and top-p warpers, softmax,
+    `torch.multinomial` over the batch's rows from torch's global generator. While no row leaves,
+    that is `generate`'s draw for draw (tests/test_generation_speed.py); once rows have left, the
+    rest draw from a smaller batch, so a sampled row depends on which rows it decoded beside (each
+    call is still reproducible from the seed set before it).
+    `budgets`: each row's own limit (<= max_new_tokens): a row ends at its first stop or after that
+    many tokens, and leaves the batch like a row that stopped.
 
     `cached` leading positions of every row are already in `prefix` (a cache of the shared prompt
     prefix, one row for all or one per block of rows (`GrowingLayer.seed`), or None with `cached`
-    0); the rest of `input_ids` is prefilled here, `prefill_rows` rows per forward when given (0:
-    all at once), into the one cache the whole batch then decodes from; `on_prefill_rows(start,
-    end)` is told the rows of each such forward, then (0, rows) when the decoding starts.
+    0), or in `cache` when the caller gives one (a `growing_cache` of this batch's rows, already
+    holding its first `cache.get_seq_length()` columns; `cached` and `prefix` are then unused):
+    the caller reads the rows' keys and values from it after the call, in `on_rows_left`'s order.
+    The rest of `input_ids` is prefilled here, `prefill_rows` rows per forward when given (0: all
+    at once), into the one cache the whole batch then decodes from; `on_prefill_rows(start, end)` is
+    told the rows of each such forward, then (0, rows) when the decoding starts.
     `on_rows_left(kept)`: told which rows go on decoding (indices among the rows of the step
-    before) whenever rows leave (`variants.py` keeps each row's adapter with it)."""
+    before) whenever rows leave, before their cache rows are dropped (`variants.py` keeps each
+    row's adapter with it; the episode runner copies out the leaving rows' keys and values).
+    `leave_share` 0: no row ever leaves (tests compare with `generate` so)."""
     rows, width = input_ids.shape
     device = input_ids.device
+    stops = torch.tensor(eos_token_id if isinstance(eos_token_id, (list, tuple)) else [eos_token_id], device=device)
+    limit = None if budgets is None else torch.tensor(budgets, device=device)
+    warp = sampling_warpers(temperature, top_p)
 
     def forward(**kwargs):
         return model(**kwargs, cache=cache, use_cache=True, logits_to_keep=1).logits
 
-    cache = growing_cache(model, rows, width + max_new_tokens, prefix)
+    def draw(logits):
+        if warp is None:
+            return logits[:, -1, :].float().argmax(-1)
+        scores = warp(None, logits[:, -1, :].to(copy=True, dtype=torch.float32))
+        return torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+
+    if cache is None:
+        cache = growing_cache(model, rows, width + max_new_tokens, prefix)
+    else:
+        cached = cache.get_seq_length()
     # as generate: positions count the mask; an all-ones mask is dropped (no padding to hide)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
     mask = None if bool((attention_mask == 1).all()) else attention_mask
@@ -319,7 +352,10 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
                                attention_mask=mask[start:end] if mask is not None else None,
                                position_ids=position_ids[start:end, cached:], cache=part, use_cache=True,
                                logits_to_keep=1).logits
-                parts.append(logits[:, -1, :].float().argmax(-1))  # each part's first tokens, not its logits
+                if warp is None:
+                    parts.append(draw(logits))  # each part's first tokens, not its logits
+                else:  # sampled: one draw over the whole batch, as generate's
+                    parts.append(logits[:, -1:, :].float())
                 if part is not cache:
                     for layer, written in zip(cache.layers, part.layers):
                         layer.adopt(written)
@@ -328,7 +364,8 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
             hook.remove()
     if on_prefill_rows is not None and step_rows < rows:
         on_prefill_rows(0, rows)
-    token = parts[0] if len(parts) == 1 else torch.cat(parts)
+    first = parts[0] if len(parts) == 1 else torch.cat(parts)
+    token = first if warp is None else draw(first)
     out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     where = torch.arange(rows, device=device)  # the batch row of each row in the batch
     alive = None  # which of them still decode (None: all): ended rows wait to leave together
@@ -337,18 +374,21 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
     with HeadIntoOneBuffer(head, rows) if head is not None else nullcontext():  # decode steps' logits
         for step in range(max_new_tokens):
             if step:
-                token = logits[:, -1, :].float().argmax(-1)
+                token = draw(logits)
             if alive is None:
                 out[where, step] = token
-                going = token != eos_token_id
+                going = ~torch.isin(token, stops)
             else:
+                token = torch.where(alive, token, pad_token_id)  # as generate: an ended row is fed padding
                 out[where[alive], step] = token[alive]
-                going = alive & (token != eos_token_id)
+                going = alive & ~torch.isin(token, stops)
+            if limit is not None:
+                going &= limit[where] > step + 1
             steps = step + 1
             if step == max_new_tokens - 1 or not bool(going.any()):
                 break
             ended = len(going) - int(going.sum())
-            if ended * LEAVE_SHARE >= len(going):  # ended rows leave the batch
+            if leave_share and ended * leave_share >= len(going):  # ended rows leave the batch
                 keep = going.nonzero().squeeze(1)
                 where, token, position, alive = where[keep], token[keep], position[keep], None
                 mask = mask[keep] if mask is not None else None
@@ -362,3 +402,31 @@ def greedy_decode(model, input_ids, attention_mask, *, cached: int, prefix, max_
             position = position + 1
             logits = forward(input_ids=token[:, None], attention_mask=mask, position_ids=position)
     return out[:, :steps]
+
+
+def sampling_warpers(temperature: float, top_p: float):
+    """None for greedy (temperature 0); else the warpers `generate(do_sample=True, top_k=0)` applies
+    in its order (transformers' own classes): temperature when not 1, top-p when below 1."""
+    if temperature == 0:
+        return None
+    from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
+                                                        TopPLogitsWarper)
+
+    warpers = LogitsProcessorList()
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p))
+    return warpers
+
+
+def sampling_is_plain(model) -> bool:
+    """Whether `generate(do_sample=True, temperature=, top_p=, top_k=0)` on `model` samples as
+    `decode_batch` does: `greedy_search_is_plain`, and no other warper in its generation config."""
+    gc = getattr(model, "generation_config", None)
+    if gc is not None and (getattr(gc, "min_p", None) is not None or getattr(gc, "top_h", None) is not None
+                           or (getattr(gc, "typical_p", None) or 1.0) < 1.0
+                           or 0.0 < (getattr(gc, "epsilon_cutoff", None) or 0.0) < 1.0
+                           or 0.0 < (getattr(gc, "eta_cutoff", None) or 0.0) < 1.0):
+        return False
+    return greedy_search_is_plain(model)

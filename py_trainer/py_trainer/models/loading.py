@@ -436,7 +436,7 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
     - greedy decoding batches the prompts longest first (as lm-evaluation-harness does), so a
       batch pads to a near-equal length. Sampling keeps prompt order, so each sample stays drawn
       in the batch, and from the seed, it always was;
-    - greedy decoding (k = 1) runs `decoding.greedy_decode` instead of `generate` where that is plain
+    - greedy decoding (k = 1) runs `decoding.decode_batch` instead of `generate` where that is plain
       greedy search: a row that ended leaves the batch, and the KV cache fills buffers allocated
       once instead of a `torch.cat` per step; sampling's `generate` gets such a cache too.
     On CPU a batch of more than CPU_ROWS_PER_GENERATE rows (prompts x k) is generated in consecutive
@@ -446,7 +446,7 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
     """
     import torch
 
-    from py_trainer.models.decoding import greedy_decode, greedy_search_is_plain, sampling_cache
+    from py_trainer.models.decoding import decode_batch, greedy_search_is_plain, sampling_cache
 
     was_training = model.training
     model.eval()
@@ -473,7 +473,7 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
                 rows = batch[sub:sub + per_call]
                 input_ids, mask = pad_batch([ids[i] for i in rows], shared_len, tokenizer.pad_token_id, device)
                 if plain_greedy:  # generate's greedy search, without its waste (decoding.py)
-                    gen = greedy_decode(model, input_ids, mask, cached=shared_len, prefix=shared,
+                    gen = decode_batch(model, input_ids, mask, cached=shared_len, prefix=shared,
                                         max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                                         pad_token_id=tokenizer.pad_token_id)
                 else:

@@ -11,7 +11,7 @@ own block of rows, in place: the same arithmetic per row as `set_adapter` gives 
 LoRA forward), and for the base's rows nothing is added, as under `disable_adapter`. (PEFT's own
 mixed-batch forward, `adapter_names`, gathers and scatters rows by index in every layer: measured
 here, that ate the gain.) Each variant's rows start from its own cache of the shared prompt prefix
-(an adapter's keys and values of it differ from the base's). The rest is `decoding.greedy_decode`:
+(an adapter's keys and values of it differ from the base's). The rest is `decoding.decode_batch`:
 rows that ended leave the batch, whichever variant they belong to.
 
 Completions are those of `loading.generate_completions` run per variant, token for token
@@ -67,7 +67,7 @@ class RowAdapters:
         self.every = self.names
 
     def window(self, start: int, end: int) -> None:
-        """Forwards see rows [start, end) of the batch (a prefill in parts; `decoding.greedy_decode`)."""
+        """Forwards see rows [start, end) of the batch (a prefill in parts; `decoding.decode_batch`)."""
         self.names = self.every[start:end]
 
     def keep(self, rows: list[int]) -> None:
@@ -115,7 +115,7 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
     len(variants) rows per prompt. `on_batch(done)`: prompts finished so far, after every batch."""
     import torch
 
-    from py_trainer.models.decoding import greedy_decode
+    from py_trainer.models.decoding import decode_batch
 
     model.eval()
     tokenizer.padding_side = "left"
@@ -142,7 +142,7 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
             input_ids, mask = pad_batch([ids[i] for i in batch], shared_len, tokenizer.pad_token_id, device)
             rows = len(batch)
             with RowAdapters(model, [name for name in names for _ in batch]) as adapters:
-                gen = greedy_decode(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
+                gen = decode_batch(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
                                     cached=shared_len, prefix=per_row_prefix(prefixes),
                                     max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                                     pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep,
