@@ -7,7 +7,7 @@ every tool returns the same fixed string, the one scorer gives 1.0). The baselin
 `generate` call on the same prompts, the same batch, with `min_new_tokens = max_new_tokens` = the
 longest episode's model-generated tokens: every row generates that many, and its rate counts only
 the tokens the runner's episodes generated (their sum), so both rows do the same useful work. The
-runner does more than that (a `generate` per turn, the tool turns' tokens read in, the calls, the
+runner does more than that (a decoding call per turn, the tool turns' tokens read in, the calls, the
 scoring): the ratio is what those cost. It runs twice, reusing each episode's KV cache across
 turns (what the runner does) and re-prefilling every turn (what it did before), so the table shows
 what the cache buys.
@@ -139,11 +139,12 @@ def load(model_name: str):
 # The measurements
 
 class Timed:
-    """Wraps `model.generate` to count its calls and the seconds spent in them."""
+    """Wraps `owner.name` (`model.generate`, `decoding.decode_batch`: what decodes a turn) to count
+    its calls and the seconds spent in them."""
 
-    def __init__(self, model):
-        self.model, self.inner, self.calls, self.seconds = model, model.generate, 0, 0.0
-        model.generate = self
+    def __init__(self, owner, name: str):
+        self.inner, self.calls, self.seconds = getattr(owner, name), 0, 0.0
+        setattr(owner, name, self)
 
     def __call__(self, *args, **kwargs):
         t0 = time.perf_counter()
@@ -159,14 +160,18 @@ class Timed:
 
 def runner(model, tokenizer, setup, host, n: int, args, reuse_cache: bool, seed: int) -> dict:
     eps = start_episodes(tokenizer, setup, [(f"t{i}", prompt(i)) for i in range(n)], [f"e{i}" for i in range(n)])
-    timed = model.generate
-    timed.reset()
+    from py_trainer.models import decoding
+
+    timed = [model.generate, decoding.decode_batch]
+    for t in timed:
+        t.reset()
     t0 = time.perf_counter()
     run_episodes(model, tokenizer, setup, host, eps, temperature=args.temperature, top_p=1.0,
                  max_new_tokens=args.max_new_tokens, max_total_tokens=None, seed=seed, reuse_cache=reuse_cache)
     seconds = time.perf_counter() - t0
     generated = [sum(e.env_mask) for e in eps]
-    return {"seconds": seconds, "generated": generated, "generate_s": timed.seconds, "generate_calls": timed.calls,
+    return {"seconds": seconds, "generated": generated, "generate_s": sum(t.seconds for t in timed),
+            "generate_calls": sum(t.calls for t in timed),
             "tool_tokens": sum(len(e.env_mask) - sum(e.env_mask) for e in eps),
             "turns": sum(e.stats.turns for e in eps), "tool_calls": sum(e.stats.tool_calls for e in eps),
             "prompts": [e.prompt_ids for e in eps], "ids": [e.completion_ids for e in eps]}
@@ -211,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     model, tokenizer, folder = load(args.model)
-    Timed(model)
+    from py_trainer.models import decoding
+
+    Timed(model, "generate")
+    Timed(decoding, "decode_batch")
     server, address = serve_host()
     setup = agent_setup(address, args.max_turns)
     host = ToolHost(address, setup.tool_timeout_ms)
@@ -253,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
               f"median {statistics.median(ratios):.2f}x")
     best = {name: min(runs, key=lambda x: x["seconds"]) for name, runs in rows.items()}
     base = best["plain generate"]["seconds"]
-    print(f"\n{'path':<30}{'seconds':>9}{'episodes/s':>12}{'gen tokens/s':>14}{'in generate':>13}{'x generate':>12}")
+    print(f"\n{'path':<30}{'seconds':>9}{'episodes/s':>12}{'gen tokens/s':>14}{'decoding':>13}{'x generate':>12}")
     for name, x in best.items():
         share = f"{x['generate_s'] / x['seconds']:.0%}" if "generate_s" in x else "100%"
         print(f"{name:<30}{x['seconds']:>9.2f}{n / x['seconds']:>12.2f}{sum(x['generated']) / x['seconds']:>14.1f}"
