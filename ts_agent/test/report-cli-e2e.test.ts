@@ -17,7 +17,8 @@ test("agent report --evals-dir D without a baseline names D/baseline.json and th
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, new RegExp(`^baseline: no ${dir}/baseline\\.json; set it with: agent baseline set --evals-dir ${dir}$`, "m"));
   // the verdict's own reason names it too, on stdout and in report.md (it said agent-evals/baseline.json)
-  assert.match(r.stdout, new RegExp(`GATED on baseline\\.json: ${dir}/baseline\\.json is missing`));
+  assert.match(r.stdout, new RegExp(`^milestone: INCONCLUSIVE \\(GATED on baseline\\.json\\): ${dir}/baseline\\.json is missing`, "m"));
+  assert.doesNotMatch(r.stdout, /GATED on baseline\.json[^\n]*GATED on baseline\.json/); // said once a line
   assert.doesNotMatch(r.stdout, /agent-evals\/baseline\.json/);
   assert.match(readFileSync(join(dir, "runs", "r1", "report.md"), "utf8"), new RegExp(`${dir}/baseline\\.json is missing`));
 });

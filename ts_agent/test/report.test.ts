@@ -193,7 +193,9 @@ describe("report.md", () => {
     assert.equal(analysis.milestone.verdict, "INCONCLUSIVE");
     assert.equal(analysis.milestone.gated, true);
     assert.equal(analysis.comparison!.baseLabel, "base (this eval)");
-    assert.match(md, /\*\*Milestone: INCONCLUSIVE \(GATED on baseline\.json\)\*\*: GATED on baseline\.json: \S*evals-\w+\/baseline\.json is missing/); // the evals dir's own file, named
+    assert.match(md, /\*\*Milestone: INCONCLUSIVE \(GATED on baseline\.json\)\*\*: \S*evals-\w+\/baseline\.json is missing/); // the evals dir's own file, named
+    // the label says GATED; its reason does not say it again (it read "...baseline.json)**: GATED on baseline.json: ...")
+    for (const line of md.split("\n")) assert.ok((line.match(/GATED on baseline\.json/g) ?? []).length <= 1, line);
     assert.match(md, /baseline\.json: run `agent baseline set`/);
   });
 

@@ -32,7 +32,7 @@ import { loadAgentTask } from "../agent/agent-task/define.js";
 import { PROGRAM_NO_DEMONSTRATIONS, writeDemonstrations } from "../agent/agent-task/demonstrations.js";
 import { writeReport } from "../agent/report/run-report.js";
 import { loadTrainRequest } from "../agent/train/run.js";
-import { milestoneLine } from "../agent/verdict/milestone.js";
+import { milestoneLine, reasonAfterLabel } from "../agent/verdict/milestone.js";
 import { UserError, dataRoot } from "../agent/workspace.js";
 import { TrainRequestSchema } from "../gen/grpo/trainer/v1/trainer_service_pb.js";
 import { RunState, type SidecarClient } from "../sidecar/client.js";
@@ -143,7 +143,7 @@ export async function demoAgentTask(argv: string[], client: SidecarClient): Prom
   if (out.state === RunState.SUCCEEDED) await evalRun(client, out.runId, target);
   const { path, analysis } = writeReport(target.evalsDir, out.runId);
   console.log(`[demo] ${milestoneLine(analysis.milestone)}`);
-  console.log(`       ${analysis.milestone.reason}`);
+  console.log(`       ${reasonAfterLabel(analysis.milestone)}`);
   console.log(`[demo] report: ${path}`);
   return out.state === RunState.SUCCEEDED && analysis.milestone.verdict !== "FAIL" ? 0 : 1;
 }

@@ -20,7 +20,7 @@ import { TASKS_RELATIVE_PATH } from "../agent/eval/tasks.js";
 import { writeReport } from "../agent/report/run-report.js";
 import { loadTrainRequest, outcomeLine, trainViaSidecar } from "../agent/train/run.js";
 import { relativeChangeText, trainProgressPrinter } from "../agent/train/progress.js";
-import { milestoneLine } from "../agent/verdict/milestone.js";
+import { milestoneLine, reasonAfterLabel } from "../agent/verdict/milestone.js";
 import { ensureBaseline } from "../pipeline/baseline-step.js";
 import { defaultDemoRequest, requestForTasks } from "../pipeline/demo-request.js";
 import { evalRun } from "../pipeline/evaluate-adapter.js";
@@ -115,7 +115,7 @@ export const command: CommandHandler = async (argv, client) => {
   const dir = out.localDir;
   console.log("");
   console.log(`[demo] ${milestoneLine(m)}`);
-  console.log(`       ${m.reason}`);
+  console.log(`       ${reasonAfterLabel(m)}`);
   console.log(replicateLine(request.grpo?.seed ?? 0n, { config: values.config, tasks: values.tasks }));
   console.log(`[demo] done in ${elapsed(t0)}. Files:`);
   const lines: Array<[string, string]> = [

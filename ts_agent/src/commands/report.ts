@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { baselinePath } from "../agent/eval/baseline-record.js";
 import { adapterEvalIn, writeEvalReport } from "../agent/report/eval-report.js";
 import { writeReport } from "../agent/report/run-report.js";
-import { milestoneLine } from "../agent/verdict/milestone.js";
+import { milestoneLine, reasonAfterLabel } from "../agent/verdict/milestone.js";
 import { UserError, displayPath, evalsDirOrDefault, isRunLocal, runDir } from "../agent/workspace.js";
 import { repeatFlags } from "../pipeline/next-commands.js";
 import { EVALS_DIR_FLAG, GLOBAL_FLAGS, usageError, type CommandHandler, type CommandHelp } from "./flags.js";
@@ -52,7 +52,7 @@ export const command: CommandHandler = async (argv, _client) => {
   }
   const { path, analysis } = writeReport(evalsDir, runId);
   const m = analysis.milestone;
-  console.log(`${milestoneLine(m)}: ${m.reason}`);
+  console.log(`${milestoneLine(m)}: ${reasonAfterLabel(m)}`);
   // name the baseline.json looked for: the verdict's reason does not know --evals-dir
   if (analysis.baselineMatch.status === "missing") {
     console.log(`baseline: no ${displayPath(baselinePath(evalsDir))}; set it with: agent baseline set${repeatFlags(values)}`);

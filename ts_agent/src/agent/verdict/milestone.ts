@@ -295,6 +295,12 @@ export function verdictLabel(m: Pick<MilestoneVerdict, "verdict" | "gated">): st
   return `${m.verdict}${m.gated ? ` (${GATED})` : ""}`;
 }
 
+/** The reason to print after `verdictLabel`: a gated reason without its leading "GATED on
+ *  baseline.json: " (the label already says it), any other reason as it is. */
+export function reasonAfterLabel(m: Pick<MilestoneVerdict, "gated" | "reason">): string {
+  return m.gated && m.reason.startsWith(`${GATED}: `) ? m.reason.slice(GATED.length + 2) : m.reason;
+}
+
 /** "milestone: PASS", with "(GATED on baseline.json)" when the baseline did not match (verdictLabel). */
 export function milestoneLine(m: Pick<MilestoneVerdict, "verdict" | "gated">): string {
   return `milestone: ${verdictLabel(m)}`;

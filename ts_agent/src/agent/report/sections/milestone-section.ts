@@ -1,6 +1,13 @@
 /** The milestone verdict: each criterion with its threshold, verdict and numbers, the baseline's
  *  state, the headline, and how to read it (rules: docs/verdict.md). */
-import { DOWNSTREAM_MIN_DELTA_PP, MIN_HELDOUT_PROMPTS, MIN_MILESTONE_TASKS, REWARD_MIN_RELATIVE_CHANGE, pct } from "../../verdict/milestone.js";
+import {
+  DOWNSTREAM_MIN_DELTA_PP,
+  MIN_HELDOUT_PROMPTS,
+  MIN_MILESTONE_TASKS,
+  REWARD_MIN_RELATIVE_CHANGE,
+  pct,
+  reasonAfterLabel,
+} from "../../verdict/milestone.js";
 import type { ReportSection } from "../analysis.js";
 import { table } from "../markdown.js";
 import { POWER_CSV, POWER_SVG } from "../power-curve.js";
@@ -40,7 +47,7 @@ export const milestone: ReportSection = (input, a) => {
     ),
   );
   out.push("");
-  out.push(`**${a.label}**: ${m.reason}`);
+  out.push(`**${a.label}**: ${reasonAfterLabel(m)}`);
   out.push("");
   const dec = a.comparison?.decision;
   const docs = input.docsDir ?? "docs";

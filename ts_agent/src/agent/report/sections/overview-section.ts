@@ -13,6 +13,7 @@ import { PREFERENCE_CSV, PREFERENCE_SVG } from "../preference-curve.js";
 import type { PreferenceAnalysis } from "../preference.js";
 import type { StepMetrics } from "../curve-features.js";
 import { effectiveZeroStd } from "../thresholds.js";
+import { reasonAfterLabel } from "../../verdict/milestone.js";
 
 function dateOf(run: Run | null): string {
   const t = run?.endTime ?? run?.startTime ?? run?.createTime;
@@ -125,7 +126,7 @@ export const overview: ReportSection = (input, a) => {
     "Accuracies and exact-match scores are fractions; differences in accuracy are in percentage points (pp); relative changes in %; a reward is a weighted sum (its range below).",
   );
   out.push("");
-  out.push(`**Milestone: ${a.label}**: ${a.milestone.reason}`);
+  out.push(`**Milestone: ${a.label}**: ${reasonAfterLabel(a.milestone)}`);
   out.push("");
   const flat = noSignalWarning(input.steps);
   if (flat) out.push(flat, "");
