@@ -579,6 +579,7 @@ def test_sampled_decode_batch_draws_what_generate_draws_while_no_row_leaves(gqa_
     assert stopped >= 2 and len({len(r) for r in got}) >= 4, [len(r) for r in got]  # rows ended differently
 
 
+@pytest.mark.slow
 def test_rows_leave_a_sampled_turn_and_a_greedy_one_keeps_generates_tokens(gqa_model):
     """Ended rows (a stop drawn or the budget spent) leave decode_batch's batch: the decode forwards
     shrink, greedy rows are still generate's token for token, and sampling from the same seed
