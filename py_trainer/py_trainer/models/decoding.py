@@ -13,9 +13,10 @@ last position's logits, EOS then padding), with two differences that do not chan
   attends over the filled part, the same shapes `DynamicLayer` gives.
 Single-turn sampling (`generate_completions` with k > 1, TRL's GRPO generation) keeps `generate`
 (its random draws stay those of the plain path) but starts it from a `GrowingLayer` cache too
-(`sampling_cache`). The agent episode runner samples through `decode_batch` as well (issue 53: at
-T=1 half of an episode turn's decoded rows had ended, waiting for the batch's longest): its draws
-are `generate`'s until the first row leaves, then those of the smaller batch.
+(`sampling_cache`). The agent episode runner samples through `decode_batch` as well (issue 53: in
+a sampled three-way eval of the shop task, about half of a turn's decoded row-steps came after the
+row's end, by the transcripts' lengths): its draws are `generate`'s until the first row leaves,
+then those of the smaller batch.
 It runs where `generate` would be plain greedy search: a decoder-only model whose cache layers
 are all full attention, and a generation config with nothing that changes greedy logits
 (`greedy_search_is_plain`). Elsewhere `generate_completions` calls `generate` as before.
