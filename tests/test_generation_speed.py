@@ -372,7 +372,7 @@ def greedy_pair(model, ids, mask, max_new_tokens: int, during=None):
     try:
         with torch.no_grad():
             got = decode_batch(model, ids, mask, cached=0, prefix=None, max_new_tokens=max_new_tokens,
-                                eos_token_id=2, pad_token_id=0)
+                               eos_token_id=2, pad_token_id=0)
     finally:
         if during is not None:
             during()
@@ -466,7 +466,7 @@ def test_decode_batch_prefilled_in_parts_decodes_what_one_prefill_decodes(gqa_mo
         prefix = prefix_cache(model, shared, "cpu") if shared else None
         seen.clear()
         parts = decode_batch(model, ids, mask, prefix=prefix, prefill_rows=3,
-                              on_prefill_rows=lambda a, b: windows.append((a, b)), **kw)
+                             on_prefill_rows=lambda a, b: windows.append((a, b)), **kw)
     hook.remove()
     assert parts.tolist() == whole.tolist()
     assert windows == [(0, 3), (3, 6), (6, 7), (0, 7)]

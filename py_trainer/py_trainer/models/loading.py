@@ -474,8 +474,8 @@ def generate_completions(model, tokenizer, prompts: list[str], *, k: int = 1, te
                 input_ids, mask = pad_batch([ids[i] for i in rows], shared_len, tokenizer.pad_token_id, device)
                 if plain_greedy:  # generate's greedy search, without its waste (decoding.py)
                     gen = decode_batch(model, input_ids, mask, cached=shared_len, prefix=shared,
-                                        max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                                        pad_token_id=tokenizer.pad_token_id)
+                                       max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                                       pad_token_id=tokenizer.pad_token_id)
                 else:
                     # generate expands rows k times, not a cache
                     resume = {"cache": sampling_cache(model, shared, len(rows) * k, input_ids.shape[1] + max_new_tokens)}

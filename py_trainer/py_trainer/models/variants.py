@@ -143,10 +143,10 @@ def generate_greedy_variants(model, tokenizer, prompts: list[str], variants: lis
             rows = len(batch)
             with RowAdapters(model, [name for name in names for _ in batch]) as adapters:
                 gen = decode_batch(model, input_ids.repeat(len(names), 1), mask.repeat(len(names), 1),
-                                    cached=shared_len, prefix=per_row_prefix(prefixes),
-                                    max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                                    pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep,
-                                    prefill_rows=batch_size * len(names), on_prefill_rows=adapters.window)
+                                   cached=shared_len, prefix=per_row_prefix(prefixes),
+                                   max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                                   pad_token_id=tokenizer.pad_token_id, on_rows_left=adapters.keep,
+                                   prefill_rows=batch_size * len(names), on_prefill_rows=adapters.window)
             texts = tokenizer.batch_decode(gen, skip_special_tokens=True)
             for v in range(len(names)):
                 for j, i in enumerate(batch):
